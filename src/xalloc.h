@@ -1,0 +1,20 @@
+/* Allocation that cannot fail (it aborts with a message instead) and the one
+ * fatal-error helper, so call sites need no NULL checks.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_XALLOC_H
+#define VOLLEY_XALLOC_H
+
+#include <stddef.h>
+
+void *xmalloc(size_t size);
+void *xcalloc(size_t nmemb, size_t size);
+void *xrealloc(void *ptr, size_t size);
+char *xstrdup(const char *s);
+char *xstrndup(const char *s, size_t n);
+/* printf into a new string */
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Print "volley: <message>" on stderr and exit(1). */
+void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+#endif
