@@ -1,0 +1,95 @@
+/* HTTP/1.1 message framing written for volley (RFC 9112): finds where each
+ * response ends in a byte stream that arrives in arbitrary pieces, reports its
+ * status and whether the connection may be reused, and skips bodies without
+ * copying them unless a Lua response() hook wants them. Also parses the
+ * request bytes a script produces, to verify them and count pipelined requests.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_HTTP_H
+#define VOLLEY_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "buf.h"
+
+/* A larger response head (status line + header fields + blank line) is an error. */
+#define HTTP_MAX_HEAD (80 * 1024)
+
+enum http_result {
+    HTTP_MORE,  /* all input consumed, the response is not complete yet */
+    HTTP_DONE,  /* a final response completed; *used says where it ended */
+    HTTP_ERROR, /* malformed or oversized: the connection must be dropped */
+};
+
+enum http_error {
+    HTTP_ERR_NONE,
+    HTTP_ERR_STATUS_LINE,    /* not "HTTP/x.y NNN ..." */
+    HTTP_ERR_HEADER,         /* a malformed header field line */
+    HTTP_ERR_HEAD_TOO_LARGE, /* head larger than HTTP_MAX_HEAD */
+    HTTP_ERR_CONTENT_LENGTH, /* invalid or conflicting Content-Length */
+    HTTP_ERR_CHUNK,          /* malformed chunked framing */
+    HTTP_ERR_TRUNCATED,      /* EOF in the middle of a response */
+};
+
+
+struct http_parser {
+    /* Results, valid after HTTP_DONE. */
+    int status;           /* final status code (1xx interim responses are skipped) */
+    bool keep_alive;      /* false: close the connection after this response */
+    enum http_error error;
+    /* Set by the caller to keep what a response() hook needs. */
+    bool want_head, want_body;
+    struct buf head; /* with want_head: the final response's head, status line to blank line */
+    struct buf body; /* with want_body: its body, chunked coding removed */
+    /* Private state. */
+    int _state;
+    bool _head_request, _started, _chunked, _close_delimited, _version_10;
+    bool _has_te, _has_length, _bad_length; /* framing fields seen in this head */
+    bool _conn_close, _conn_keep_alive;     /* Connection tokens seen in this head */
+    uint64_t _remaining;    /* body or chunk bytes left; the Content-Length while in the head */
+    size_t _head_len;       /* bytes of the current head (or trailer section) so far */
+    struct buf _carry; /* an incomplete head or chunk-size line kept across reads */
+};
+
+void http_parser_init(struct http_parser *p);
+void http_parser_free(struct http_parser *p);
+
+/* Prepare for the next response; head_request: it answers a HEAD request,
+ * so no body follows whatever the header fields say. */
+void http_begin(struct http_parser *p, bool head_request);
+
+/* Consume bytes of the current response from buf. On HTTP_DONE, *used is the
+ * number of bytes that belonged to it (the rest starts the next response);
+ * on HTTP_MORE, *used == len; on HTTP_ERROR, where the error was found.
+ * Until the next http_begin(), further calls return the same result with
+ * *used == 0. buf need not stay valid after the call. */
+enum http_result http_parse(struct http_parser *p, const char *buf, size_t len, size_t *used);
+
+/* The peer closed the connection. HTTP_DONE if that ended a close-delimited
+ * body (a complete response), HTTP_MORE if no byte of the current response had
+ * arrived (an idle close), HTTP_ERROR (HTTP_ERR_TRUNCATED) otherwise. */
+enum http_result http_eof(struct http_parser *p);
+
+/* Whether any byte of the current response has been consumed, counting the
+ * bytes of skipped 1xx interim responses (a close after them is a truncation). */
+bool http_started(const struct http_parser *p);
+
+/* Iterate over the header fields of a head kept with want_head. *pos starts at
+ * 0. Names and values are not NUL-terminated; values have surrounding
+ * whitespace removed. */
+bool http_header_next(const struct buf *head, size_t *pos, const char **name,
+                      size_t *name_len, const char **value, size_t *value_len);
+
+const char *http_error_str(enum http_error e);
+
+/* Parse the bytes of one or more pipelined requests (what a script's request()
+ * returned). Returns the number of complete requests; heads[i] (if heads is not
+ * NULL, for i < heads_len) tells whether request i is a HEAD request. Returns 0
+ * and writes "<what> at <line>:<column>" (wrk's wording, 1-based) into err when
+ * the bytes are malformed, hold no complete request, or end with an incomplete
+ * one. */
+size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads_len,
+                          char *err, size_t err_len);
+
+#endif
