@@ -1,0 +1,30 @@
+/* Numbers and durations as wrk reads and prints them: SI and time suffixes on
+ * the command line, and the unit ladders of the text report.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_UNITS_H
+#define VOLLEY_UNITS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Longest string any formatter below produces, with its NUL. */
+#define UNITS_BUF 64
+
+/* "10", "1k", "2M" (k M G T P, any case, powers of 1000) -> value. False on
+ * anything else: a sign, a fraction, an unknown suffix, trailing text, overflow. */
+bool units_parse_metric(const char *s, uint64_t *value);
+/* "30", "30s", "2m", "1h", "500ms" (any case) -> microseconds. Bare numbers
+ * are seconds. False on anything else. */
+bool units_parse_time(const char *s, uint64_t *us);
+
+/* wrk's report formatters: each walks its unit ladder while the amount is at
+ * least 0.85 of the next step (never reaching the last unit listed). */
+char *units_time_us(long double us, char buf[UNITS_BUF]);   /* 635.91us 1.62ms 2.00s 0.85m */
+char *units_metric(long double n, char buf[UNITS_BUF]);     /* 239.17 56.20k 0.85M */
+char *units_binary(long double n, char buf[UNITS_BUF]);     /* 125.00 0.85K 1.77G (append B) */
+/* A duration for "Running <D> test": whole seconds as wrk prints them
+ * (10s, 1m, 60m), and "500ms" for one that is not a whole number of seconds. */
+char *units_duration(uint64_t us, char buf[UNITS_BUF]);
+
+#endif

@@ -1,0 +1,167 @@
+/* URL parsing for the benchmark target: scheme://[userinfo@]host[:port][path].
+ * Only http and https are accepted; the path keeps query and fragment as typed,
+ * because wrk sends them verbatim (wrk-spec §1.5).
+ * SPDX-License-Identifier: MIT */
+#include "url.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "xalloc.h"
+
+static bool valid_reg_name(const char *s, size_t n)
+{
+    if (n == 0)
+        return false;
+    /* RFC 3986 reg-name characters; percent-encoding is left as typed. */
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)s[i]) && !strchr("-._~%!$&'()*+,;=", s[i]))
+            return false;
+    return true;
+}
+
+static bool valid_ipv6(const char *s, size_t n)
+{
+    char buf[64];
+    struct in6_addr a;
+    const char *zone = memchr(s, '%', n);
+    size_t len = zone ? (size_t)(zone - s) : n;
+    if (len == 0 || len >= sizeof buf)
+        return false;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return inet_pton(AF_INET6, buf, &a) == 1;
+}
+
+static bool valid_port(const char *s, size_t n)
+{
+    if (n == 0 || n > 5)
+        return false;
+    unsigned long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return false;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    return v >= 1 && v <= 65535;
+}
+
+static bool parse_scheme(const char *s, struct url *u, const char **rest, const char **why)
+{
+    const char *sep = strstr(s, "://");
+    if (!sep || sep == s) {
+        *why = "expected scheme://host[:port][/path]";
+        return false;
+    }
+    for (const char *p = s; p < sep; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("+-.", *p)) {
+            *why = "expected scheme://host[:port][/path]";
+            return false;
+        }
+    u->scheme = xstrndup(s, (size_t)(sep - s));
+    if (strcasecmp(u->scheme, "http") == 0) {
+        u->tls = false;
+    } else if (strcasecmp(u->scheme, "https") == 0) {
+        u->tls = true;
+    } else {
+        *why = "unsupported scheme (use http or https)";
+        return false;
+    }
+    *rest = sep + 3;
+    return true;
+}
+
+/* authority = [userinfo "@"] host [":" port]; userinfo is accepted and ignored. */
+static bool parse_authority(const char *a, size_t n, struct url *u, const char **why)
+{
+    const char *at = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (a[i] == '@')
+            at = a + i;
+    if (at) {
+        n -= (size_t)(at + 1 - a);
+        a = at + 1;
+    }
+    const char *host = a, *port = NULL;
+    size_t host_len;
+    if (n > 0 && a[0] == '[') {
+        const char *close = memchr(a, ']', n);
+        if (!close || !valid_ipv6(a + 1, (size_t)(close - a - 1))) {
+            *why = "invalid IPv6 address";
+            return false;
+        }
+        host = a + 1;
+        host_len = (size_t)(close - host);
+        const char *after = close + 1;
+        if (after < a + n) {
+            if (*after != ':') {
+                *why = "invalid host";
+                return false;
+            }
+            port = after + 1;
+        }
+    } else {
+        const char *colon = memchr(a, ':', n);
+        host_len = colon ? (size_t)(colon - a) : n;
+        if (!valid_reg_name(host, host_len)) {
+            *why = host_len ? "invalid host" : "missing host";
+            return false;
+        }
+        if (colon)
+            port = colon + 1;
+    }
+    if (port && !valid_port(port, (size_t)(a + n - port))) {
+        *why = "invalid port";
+        return false;
+    }
+    u->host = xstrndup(host, host_len);
+    if (port)
+        u->port = xstrndup(port, (size_t)(a + n - port));
+    u->service = xstrdup(u->port ? u->port : u->tls ? "443" : "80");
+    return true;
+}
+
+bool url_parse(const char *s, struct url *u, const char **why)
+{
+    const char *rest;
+    memset(u, 0, sizeof *u);
+    for (const char *p = s; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            *why = "spaces or control characters in URL";
+            goto fail;
+        }
+    if (!parse_scheme(s, u, &rest, why))
+        goto fail;
+    size_t n = strcspn(rest, "/?#");
+    if (!parse_authority(rest, n, u, why))
+        goto fail;
+    /* A query or fragment with no path still needs the "/" before it. */
+    if (rest[n] == '/')
+        u->path = xstrdup(rest + n);
+    else
+        u->path = xasprintf("/%s", rest + n);
+    return true;
+fail:
+    url_free(u);
+    return false;
+}
+
+void url_free(struct url *u)
+{
+    free(u->scheme);
+    free(u->host);
+    free(u->port);
+    free(u->service);
+    free(u->path);
+    memset(u, 0, sizeof *u);
+}
+
+char *url_host_header(const struct url *u)
+{
+    bool v6 = strchr(u->host, ':') != NULL;
+    return xasprintf("%s%s%s%s%s", v6 ? "[" : "", u->host, v6 ? "]" : "", u->port ? ":" : "",
+                     u->port ? u->port : "");
+}

@@ -1,0 +1,136 @@
+/* Number/time parsing and wrk's report formatters, against the examples of
+ * wrk-spec §1.3, §2.2 and §2.3.
+ * SPDX-License-Identifier: MIT */
+#include <math.h>
+
+#include "report.h"
+#include "unit.h"
+#include "units.h"
+
+static uint64_t metric(const char *s)
+{
+    uint64_t v = 12345;
+    return units_parse_metric(s, &v) ? v : UINT64_MAX;
+}
+
+static uint64_t timeus(const char *s)
+{
+    uint64_t v = 12345;
+    return units_parse_time(s, &v) ? v : UINT64_MAX;
+}
+
+TEST(metric_plain_and_suffixes)
+{
+    CHECK_U64(metric("0"), 0);
+    CHECK_U64(metric("10"), 10);
+    CHECK_U64(metric("1k"), 1000);
+    CHECK_U64(metric("1K"), 1000);
+    CHECK_U64(metric("2M"), 2000000);
+    CHECK_U64(metric("1m"), 1000000); /* case-insensitive, as in wrk: one million */
+    CHECK_U64(metric("3g"), 3000000000ULL);
+    CHECK_U64(metric("1T"), 1000000000000ULL);
+    CHECK_U64(metric("1p"), 1000000000000000ULL);
+    CHECK_U64(metric(" 5"), 5);
+    CHECK_U64(metric("5 k"), 5000);
+}
+
+TEST(metric_rejects)
+{
+    const char *bad[] = {"", "k", "-1", "+1", "1.5k", "1kb", "0x10", "1e", "10s", "1 k x",
+                         "18446744073709551616", "18446744073709552k", "abc", "1x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (metric(bad[i]) != UINT64_MAX)
+            UNIT_FAIL("\"%s\" was accepted", bad[i]);
+}
+
+TEST(time_units)
+{
+    CHECK_U64(timeus("10"), 10000000);
+    CHECK_U64(timeus("10s"), 10000000);
+    CHECK_U64(timeus("2m"), 120000000);
+    CHECK_U64(timeus("1M"), 60000000); /* -d 1M is a minute, as in wrk */
+    CHECK_U64(timeus("2h"), 7200000000ULL);
+    CHECK_U64(timeus("500ms"), 500000);
+    CHECK_U64(timeus("500MS"), 500000);
+    CHECK_U64(timeus("0"), 0);
+}
+
+TEST(time_rejects)
+{
+    const char *bad[] = {"", "1.5s", "10sec", "1d", "-1", "s", "5us", "1k", "1 s x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (timeus(bad[i]) != UINT64_MAX)
+            UNIT_FAIL("\"%s\" was accepted", bad[i]);
+}
+
+static const char *t(long double us)
+{
+    static char buf[UNITS_BUF];
+    return units_time_us(us, buf);
+}
+
+TEST(time_formatter)
+{
+    CHECK_STR(t(849), "849.00us");
+    CHECK_STR(t(849.996L), "850.00us");
+    CHECK_STR(t(850), "0.85ms");
+    CHECK_STR(t(635.91L), "635.91us");
+    CHECK_STR(t(999994), "999.99ms");
+    CHECK_STR(t(999996), "1000.00ms");
+    CHECK_STR(t(1000000), "1.00s");
+    CHECK_STR(t(50990000), "50.99s");
+    CHECK_STR(t(51000000), "0.85m");
+    CHECK_STR(t(3600000000.0L), "60.00m");
+    CHECK_STR(t(0), "0.00us");
+}
+
+TEST(metric_and_binary_formatters)
+{
+    char b[UNITS_BUF];
+    CHECK_STR(units_metric(239.17L, b), "239.17");
+    CHECK_STR(units_metric(850, b), "0.85k");
+    CHECK_STR(units_metric(56200, b), "56.20k");
+    CHECK_STR(units_metric(849999, b), "850.00k");
+    CHECK_STR(units_metric(850000, b), "0.85M");
+    CHECK_STR(units_binary(125, b), "125.00");
+    CHECK_STR(units_binary(870, b), "870.00");
+    CHECK_STR(units_binary(871, b), "0.85K");
+    CHECK_STR(units_binary(1e9L, b), "0.93G");
+    CHECK_STR(units_binary(1.9e9L, b), "1.77G");
+}
+
+TEST(duration_header)
+{
+    char b[UNITS_BUF];
+    struct {
+        uint64_t s;
+        const char *want;
+    } cases[] = {{10, "10s"}, {50, "50s"}, {51, "1m"},   {59, "1m"},    {60, "1m"},
+                 {89, "1m"},  {90, "2m"},  {150, "2m"},  {210, "4m"},   {3600, "60m"},
+                 {86400, "1440m"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        CHECK_STR(units_duration(cases[i].s * 1000000, b), cases[i].want);
+    CHECK_STR(units_duration(500000, b), "500ms");
+    CHECK_STR(units_duration(1500000, b), "1500ms");
+    CHECK_STR(units_duration(2000000, b), "2s");
+}
+
+static const char *cell(const char *s, int width)
+{
+    static char buf[64];
+    FILE *f = fmemopen(buf, sizeof buf, "w");
+    report_cell(f, s, width);
+    fclose(f);
+    return buf;
+}
+
+TEST(column_rule)
+{
+    CHECK_STR(cell("635.91us", 8), "635.91us");
+    CHECK_STR(cell("56.20k", 8), " 56.20k ");
+    CHECK_STR(cell("239.17", 8), "239.17  ");
+    CHECK_STR(cell("1.50s", 10), "    1.50s ");
+    CHECK_STR(cell("1000.00ms", 8), "1000.00m");
+    CHECK_STR(cell("14400.00m", 8), "14400.0 ");
+    CHECK_STR(cell("0.00us", 8), "  0.00us");
+}
