@@ -1,0 +1,231 @@
+/* volley: the run from start to finish. Parse the command line, find the
+ * target, build the workers, print the header, run until the duration is
+ * over (or Ctrl-C, or every worker ended on its own), then join the workers,
+ * merge what they measured and print the report.
+ * SPDX-License-Identifier: MIT */
+#include <ev.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "net.h"
+#include "report.h"
+#include "request.h"
+#include "script.h"
+#include "worker.h"
+#include "xalloc.h"
+
+/* File descriptors besides the connections: stdio, each loop's epoll and
+ * async descriptors, the main loop's, and a margin for scripts. */
+#define FD_MARGIN(threads) (16 + 4 * (threads))
+
+struct run {
+    struct ev_loop *loop;
+    ev_timer deadline;
+    ev_signal sigint, sigterm;
+    ev_async finished;
+    struct worker **workers;
+    size_t nworkers;
+    atomic_size_t nfinished;
+};
+
+/* Resolve once and probe the addresses in order, as wrk does, so that a
+ * wrong host or a closed port is a clear error before anything is sent. */
+static struct net_addr find_target(const struct config *cfg)
+{
+    const struct url *u = &cfg->url;
+    struct net_addr *addrs, found;
+    size_t n;
+    const char *why;
+    if (!net_lookup(u->host, u->service, &addrs, &n, &why))
+        die("unable to resolve %s:%s: %s", u->host, u->service, why);
+    int err = 0;
+    int timeout_ms = (int)(cfg->timeout_us / 1000 > 0 ? cfg->timeout_us / 1000 : 1);
+    for (size_t i = 0; i < n; i++) {
+        if ((err = net_probe(&addrs[i], timeout_ms)) == 0) {
+            found = addrs[i];
+            free(addrs);
+            return found;
+        }
+    }
+    free(addrs);
+    die("unable to connect to %s:%s: %s", u->host, u->service, strerror(err));
+}
+
+static void check_fd_limit(const struct config *cfg)
+{
+    uint64_t limit = net_raise_nofile(), need = cfg->connections + FD_MARGIN(cfg->threads);
+    if (need > limit)
+        die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
+            " (raise it with ulimit -n)",
+            cfg->connections, limit);
+}
+
+/* The request wrk sends without a script: the path, Host unless -H gave
+ * one, then the -H headers. Without a body there is no Content-Length. */
+static struct request static_request(const struct config *cfg)
+{
+    struct header *headers = xcalloc(cfg->nheaders + 1, sizeof *headers);
+    size_t n = 0, len;
+    char *host = url_host_header(&cfg->url);
+    char err[128];
+    struct request r = {0};
+    if (!cli_header(cfg, "Host"))
+        headers[n++] = (struct header){(char *)"Host", host};
+    for (size_t i = 0; i < cfg->nheaders; i++)
+        if (strcasecmp(cfg->headers[i].name, "Content-Length") != 0)
+            headers[n++] = cfg->headers[i];
+    char *data = request_format("GET", cfg->url.path, headers, n, NULL, 0, &len);
+    if (!request_set(&r, data, len, err, sizeof err))
+        die("invalid request: %s", err);
+    free(host);
+    free(headers);
+    return r;
+}
+
+static struct request request_copy(const struct request *r)
+{
+    struct request copy = *r;
+    copy.data = xmalloc(r->len + 1);
+    memcpy(copy.data, r->data, r->len + 1);
+    if (r->heads) {
+        copy.heads = xmalloc(r->depth * sizeof *r->heads);
+        memcpy(copy.heads, r->heads, r->depth * sizeof *r->heads);
+    }
+    return copy;
+}
+
+static void on_end(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)t, (void)revents;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
+{
+    (void)s, (void)revents;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+/* Runs on a worker's thread. */
+static void worker_finished(void *arg)
+{
+    struct run *run = arg;
+    atomic_fetch_add(&run->nfinished, 1);
+    ev_async_send(run->loop, &run->finished);
+}
+
+static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
+{
+    (void)revents;
+    struct run *run = a->data;
+    if (atomic_load(&run->nfinished) == run->nworkers)
+        ev_break(loop, EVBREAK_ALL);
+}
+
+/* A worker's Lua state, in wrk's order: the script's top level runs in it,
+ * setup(thread) runs in the main state, then init(args) in the new one, and
+ * for the first thread the request is verified (which fixes the pipeline
+ * depth of every request() batch). */
+static void script_worker(struct worker *w, struct script *main_script, size_t *pipeline)
+{
+    struct request r = {0};
+    w->script = script_thread_new(w->cfg, w);
+    script_setup(main_script, w);
+    script_init(w->script, &r);
+    if (w->index == 0)
+        *pipeline = script_has_request(w->script) ? script_verify(w->script) : r.depth;
+    worker_set_request(w, &r);
+    worker_set_hooks(w, *pipeline);
+}
+
+static void create_workers(struct run *run, const struct config *cfg, const struct net_addr *addr,
+                           struct script *main_script)
+{
+    struct request plain = {0};
+    size_t pipeline = 1;
+    if (!main_script)
+        plain = static_request(cfg);
+    run->nworkers = (size_t)cfg->threads;
+    run->workers = xcalloc(run->nworkers, sizeof *run->workers);
+    for (size_t i = 0; i < run->nworkers; i++) {
+        struct worker *w = worker_new(i, cfg, worker_share(cfg->connections, cfg->threads, i),
+                                      addr);
+        w->on_finish = worker_finished;
+        w->on_finish_arg = run;
+        run->workers[i] = w;
+        if (main_script) {
+            script_worker(w, main_script, &pipeline);
+        } else {
+            struct request copy = request_copy(&plain);
+            worker_set_request(w, &copy);
+        }
+    }
+    request_free(&plain);
+}
+
+/* Start the workers and wait for the end of the run. Returns its length. */
+static uint64_t run_workers(struct run *run, const struct config *cfg)
+{
+    run->loop = ev_default_loop(EVFLAG_AUTO);
+    ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
+    ev_signal_init(&run->sigint, on_signal, SIGINT);
+    ev_signal_init(&run->sigterm, on_signal, SIGTERM);
+    ev_async_init(&run->finished, on_finished);
+    run->finished.data = run;
+    ev_signal_start(run->loop, &run->sigint);
+    ev_signal_start(run->loop, &run->sigterm);
+    ev_async_start(run->loop, &run->finished);
+
+    uint64_t start = clock_us();
+    ev_now_update(run->loop);
+    ev_timer_start(run->loop, &run->deadline);
+    for (size_t i = 0; i < run->nworkers; i++)
+        worker_start(run->workers[i]);
+    ev_run(run->loop, 0);
+    for (size_t i = 0; i < run->nworkers; i++)
+        worker_stop(run->workers[i]);
+    for (size_t i = 0; i < run->nworkers; i++)
+        worker_join(run->workers[i]);
+    return clock_us() - start;
+}
+
+int main(int argc, char **argv)
+{
+    struct config cfg;
+    struct run run = {0};
+    struct result result = {.cfg = &cfg};
+
+    cli_parse(argc, argv, &cfg);
+    signal(SIGPIPE, SIG_IGN);
+    struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
+    struct net_addr addr = find_target(&cfg);
+    check_fd_limit(&cfg);
+    create_workers(&run, &cfg, &addr, main_script);
+
+    report_header(stdout, &cfg);
+    fflush(stdout);
+    result.runtime_us = run_workers(&run, &cfg);
+
+    stats_init(&result.stats);
+    for (size_t i = 0; i < run.nworkers; i++)
+        stats_merge(&result.stats, &run.workers[i]->stats);
+    report_text(stdout, &result);
+    if (main_script)
+        script_done(main_script, &result);
+
+    for (size_t i = 0; i < run.nworkers; i++)
+        worker_free(run.workers[i]);
+    free(run.workers);
+    stats_free(&result.stats);
+    script_free(main_script);
+    cli_free(&cfg);
+    ev_loop_destroy(run.loop);
+    return 0;
+}

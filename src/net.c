@@ -1,0 +1,143 @@
+/* Socket plumbing: address lookup and the start-up probe wrk does, the
+ * non-blocking connect each connection uses, and RLIMIT_NOFILE.
+ * SPDX-License-Identifier: MIT */
+#include "net.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "xalloc.h"
+
+bool net_lookup(const char *host, const char *service, struct net_addr **addrs, size_t *n,
+                const char **err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res, *ai;
+    int rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0) {
+        *err = rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc);
+        return false;
+    }
+    size_t count = 0;
+    for (ai = res; ai; ai = ai->ai_next)
+        count++;
+    *addrs = xcalloc(count, sizeof **addrs);
+    *n = 0;
+    for (ai = res; ai; ai = ai->ai_next) {
+        if (ai->ai_addrlen > sizeof(struct sockaddr_storage))
+            continue;
+        memcpy(&(*addrs)[*n].sa, ai->ai_addr, ai->ai_addrlen);
+        (*addrs)[(*n)++].len = ai->ai_addrlen;
+    }
+    freeaddrinfo(res);
+    return true;
+}
+
+bool net_unix_addr(const char *path, struct net_addr *a)
+{
+    struct sockaddr_un *un = (struct sockaddr_un *)&a->sa;
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof un->sun_path)
+        return false;
+    memset(a, 0, sizeof *a);
+    un->sun_family = AF_UNIX;
+    memcpy(un->sun_path, path, len + 1);
+    a->len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len + 1);
+    return true;
+}
+
+int net_connect(const struct net_addr *a, bool *in_progress)
+{
+    int family = a->sa.ss_family;
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (family == AF_INET || family == AF_INET6) {
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    *in_progress = false;
+    if (connect(fd, (const struct sockaddr *)&a->sa, a->len) < 0) {
+        /* A Unix socket whose backlog is full says EAGAIN: wait for it as for
+         * a TCP connect in progress. */
+        if (errno != EINPROGRESS && errno != EAGAIN) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        *in_progress = true;
+    }
+    return fd;
+}
+
+int net_connect_error(int fd)
+{
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+        return errno;
+    return err;
+}
+
+int net_probe(const struct net_addr *a, int timeout_ms)
+{
+    bool in_progress;
+    int fd = net_connect(a, &in_progress);
+    if (fd < 0)
+        return errno;
+    int err = 0;
+    if (in_progress) {
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int rc;
+        while ((rc = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+            ;
+        err = rc == 0 ? ETIMEDOUT : rc < 0 ? errno : net_connect_error(fd);
+    }
+    close(fd);
+    return err;
+}
+
+char *net_addr_str(const struct net_addr *a)
+{
+    char host[INET6_ADDRSTRLEN];
+    const struct sockaddr *sa = (const struct sockaddr *)&a->sa;
+    switch (sa->sa_family) {
+    case AF_INET: {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+        return xasprintf("%s:%u", host, ntohs(in->sin_port));
+    }
+    case AF_INET6: {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+        return xasprintf("%s:%u", host, ntohs(in6->sin6_port));
+    }
+    case AF_UNIX:
+        return xstrdup(((const struct sockaddr_un *)sa)->sun_path);
+    default:
+        return xstrdup("?");
+    }
+}
+
+uint64_t net_raise_nofile(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return 1024;
+    if (rl.rlim_cur < rl.rlim_max) {
+        struct rlimit want = {rl.rlim_max, rl.rlim_max};
+        if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+            rl = want;
+    }
+    return rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : (uint64_t)rl.rlim_cur;
+}

@@ -1,0 +1,59 @@
+/* Per-worker measurements and their merge after the threads are joined.
+ * SPDX-License-Identifier: MIT */
+#include "stats.h"
+
+#include <string.h>
+
+static const char *const cause_names[CAUSE_COUNT] = {
+    [CAUSE_REFUSED] = "refused",
+    [CAUSE_UNREACHABLE] = "unreachable",
+    [CAUSE_CONNECT_TIMEOUT] = "connect_timeout",
+    [CAUSE_FD_LIMIT] = "fd_limit",
+    [CAUSE_CONNECT_OTHER] = "connect_other",
+    [CAUSE_TLS_HANDSHAKE] = "tls_handshake",
+    [CAUSE_RESET] = "reset",
+    [CAUSE_CLOSED] = "closed",
+    [CAUSE_TRUNCATED] = "truncated",
+    [CAUSE_PARSE] = "parse_error",
+    [CAUSE_HEAD_TOO_LARGE] = "header_too_large",
+    [CAUSE_UNEXPECTED] = "unexpected_data",
+    [CAUSE_READ_OTHER] = "read_other",
+    [CAUSE_BROKEN_PIPE] = "broken_pipe",
+    [CAUSE_WRITE_OTHER] = "write_other",
+    [CAUSE_RESPONSE_TIMEOUT] = "response_timeout",
+};
+
+void stats_init(struct stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->latency = hist_new(STATS_LATENCY_MAX);
+    s->rps = hist_new(STATS_RPS_MAX);
+}
+
+void stats_free(struct stats *s)
+{
+    hist_free(s->latency);
+    hist_free(s->rps);
+    memset(s, 0, sizeof *s);
+}
+
+void stats_merge(struct stats *dst, const struct stats *src)
+{
+    dst->requests += src->requests;
+    dst->bytes += src->bytes;
+    dst->connects += src->connects;
+    dst->reconnects += src->reconnects;
+    dst->errors.connect += src->errors.connect;
+    dst->errors.read += src->errors.read;
+    dst->errors.write += src->errors.write;
+    dst->errors.timeout += src->errors.timeout;
+    dst->errors.status += src->errors.status;
+    for (int i = 0; i < CAUSE_COUNT; i++)
+        dst->causes[i] += src->causes[i];
+    for (int i = 0; i < STATS_STATUS_MAX; i++)
+        dst->status[i] += src->status[i];
+    hist_merge(dst->latency, src->latency);
+    hist_merge(dst->rps, src->rps);
+}
+
+const char *stats_cause_name(enum cause c) { return cause_names[c]; }

@@ -1,0 +1,63 @@
+/* What one worker measured (and, after the run, all of them merged): counts,
+ * error classes and causes, status codes and the latency and Req/Sec histograms.
+ * Workers own theirs exclusively while the run is on.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_STATS_H
+#define VOLLEY_STATS_H
+
+#include <stdint.h>
+
+#include "hist.h"
+
+/* Latency is tracked from 1 us to 24 h, as in wrk2. */
+#define STATS_LATENCY_MAX (24ULL * 3600 * 1000000)
+/* Req/Sec samples, per thread, as in wrk. */
+#define STATS_RPS_MAX 10000000ULL
+/* Status codes 0..999 are counted one by one. */
+#define STATS_STATUS_MAX 1000
+
+/* Why an error was counted, for the machine-readable output. */
+enum cause {
+    CAUSE_REFUSED,      /* connect: connection refused */
+    CAUSE_UNREACHABLE,  /* connect: network/host unreachable, address unavailable */
+    CAUSE_CONNECT_TIMEOUT,
+    CAUSE_FD_LIMIT,     /* connect: out of file descriptors */
+    CAUSE_CONNECT_OTHER,
+    CAUSE_TLS_HANDSHAKE,
+    CAUSE_RESET,        /* read/write: connection reset by peer */
+    CAUSE_CLOSED,       /* read: closed with a request outstanding */
+    CAUSE_TRUNCATED,    /* read: closed in the middle of a response */
+    CAUSE_PARSE,        /* read: malformed response */
+    CAUSE_HEAD_TOO_LARGE,
+    CAUSE_UNEXPECTED,   /* read: response bytes with no request outstanding */
+    CAUSE_READ_OTHER,
+    CAUSE_BROKEN_PIPE,  /* write: the peer had closed */
+    CAUSE_WRITE_OTHER,
+    CAUSE_RESPONSE_TIMEOUT,
+    CAUSE_COUNT
+};
+
+struct errors {
+    uint64_t connect, read, write, timeout, status;
+};
+
+struct stats {
+    uint64_t requests;   /* complete responses */
+    uint64_t bytes;      /* bytes read, headers included */
+    uint64_t connects;   /* successful connections */
+    uint64_t reconnects; /* normal closes followed by a new connection */
+    struct errors errors;
+    uint64_t causes[CAUSE_COUNT];
+    uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
+    struct hist *latency;
+    struct hist *rps;
+};
+
+void stats_init(struct stats *s);
+void stats_free(struct stats *s);
+/* Adds src into dst. */
+void stats_merge(struct stats *dst, const struct stats *src);
+/* The JSON/diagnostic name of a cause ("refused", "reset", ...). */
+const char *stats_cause_name(enum cause c);
+
+#endif

@@ -1,0 +1,142 @@
+/* Worker threads: each runs its own libev loop over its own connections and
+ * statistics, so nothing mutable is shared during the run; main stops them
+ * with ev_async and merges their statistics after joining them.
+ * SPDX-License-Identifier: MIT */
+#include "worker.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "conn.h"
+#include "script.h"
+#include "transport.h"
+#include "xalloc.h"
+
+/* Big enough that large bodies take few read() calls; shared by the
+ * worker's connections, since a read is consumed before the next one. */
+#define WORKER_BUF (64 * 1024)
+#define SAMPLE_INTERVAL 0.1
+
+size_t worker_share(uint64_t connections, uint64_t threads, size_t index)
+{
+    return (size_t)(connections / threads + (index < connections % threads ? 1 : 0));
+}
+
+/* Req/Sec as wrk samples it: per thread, every 100 ms, only when something
+ * completed since the last sample (an idle interval simply grows). */
+static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop, (void)revents;
+    struct worker *w = t->data;
+    uint64_t now = clock_us(), n = w->stats.requests - w->sample_requests;
+    if (n == 0 || now <= w->sample_at)
+        return;
+    hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
+    w->sample_at = now;
+    w->sample_requests = w->stats.requests;
+}
+
+static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
+{
+    (void)a, (void)revents;
+    struct worker *w = a->data;
+    w->stopping = true;
+    ev_break(loop, EVBREAK_ALL);
+}
+
+struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
+                          const struct net_addr *addr)
+{
+    struct worker *w = xcalloc(1, sizeof *w);
+    w->index = index;
+    w->cfg = cfg;
+    w->transport = &transport_plain;
+    w->addr = *addr;
+    w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
+    if (!w->loop)
+        die("unable to create an event loop: %s", strerror(errno));
+    w->buf_len = WORKER_BUF;
+    w->buf = xmalloc(w->buf_len);
+    stats_init(&w->stats);
+    w->nconns = nconns;
+    w->conns = xcalloc(nconns, sizeof *w->conns);
+    for (size_t i = 0; i < nconns; i++)
+        conn_init(&w->conns[i], w);
+    ev_async_init(&w->stop_watcher, on_stop);
+    w->stop_watcher.data = w;
+    ev_async_start(w->loop, &w->stop_watcher);
+    ev_timer_init(&w->sample_timer, on_sample, SAMPLE_INTERVAL, SAMPLE_INTERVAL);
+    w->sample_timer.data = w;
+    ev_timer_start(w->loop, &w->sample_timer);
+    return w;
+}
+
+void worker_set_request(struct worker *w, struct request *request)
+{
+    request_free(&w->request);
+    w->request = *request;
+    memset(request, 0, sizeof *request);
+}
+
+void worker_set_hooks(struct worker *w, size_t pipeline)
+{
+    w->pipeline = pipeline;
+    w->hooks.request = script_has_request(w->script);
+    w->hooks.delay = script_has_delay(w->script);
+    w->hooks.response = script_response_wants(w->script, &w->hooks.head, &w->hooks.body);
+}
+
+static void *run(void *arg)
+{
+    struct worker *w = arg;
+    w->sample_at = clock_us();
+    for (size_t i = 0; i < w->nconns && !w->stopping; i++)
+        conn_start(&w->conns[i]);
+    if (!w->stopping)
+        ev_run(w->loop, 0);
+    for (size_t i = 0; i < w->nconns; i++)
+        conn_stop(&w->conns[i]);
+    if (w->finished && w->on_finish)
+        w->on_finish(w->on_finish_arg);
+    return NULL;
+}
+
+void worker_start(struct worker *w)
+{
+    /* Signals are main's business: workers block them all. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, run, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        die("unable to create thread %zu: %s", w->index, strerror(rc));
+}
+
+void worker_stop(struct worker *w) { ev_async_send(w->loop, &w->stop_watcher); }
+
+void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
+
+void worker_finish(struct worker *w)
+{
+    w->finished = w->stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+void worker_free(struct worker *w)
+{
+    for (size_t i = 0; i < w->nconns; i++)
+        conn_free(&w->conns[i]);
+    free(w->conns);
+    free(w->buf);
+    request_free(&w->request);
+    script_free(w->script);
+    stats_free(&w->stats);
+    ev_loop_destroy(w->loop);
+    free(w);
+}

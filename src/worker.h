@@ -1,0 +1,73 @@
+/* A worker thread: its own libev loop, connections, receive buffer, request
+ * and statistics. Nothing in it is touched by other threads while it runs,
+ * except through ev_async (stop) and the counters main reads for progress.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_WORKER_H
+#define VOLLEY_WORKER_H
+
+#include <ev.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+#include "request.h"
+#include "stats.h"
+
+struct config;
+struct conn;
+struct script;
+struct transport;
+
+struct worker {
+    size_t index;
+    const struct config *cfg;
+    const struct transport *transport;
+    struct net_addr addr;      /* every connection of this worker goes here */
+    struct ev_loop *loop;
+    pthread_t thread;
+    struct conn *conns;
+    size_t nconns;
+    char *buf;                 /* one receive buffer shared by all connections */
+    size_t buf_len;
+    struct request request;    /* the static request batch */
+    struct script *script;     /* the thread's Lua state, or NULL */
+    struct {
+        bool request, response, delay, head, body;
+    } hooks;                   /* what the script defines (response: head, body wanted) */
+    size_t pipeline;           /* responses per request() batch, from verification */
+    struct stats stats;
+    ev_async stop_watcher;
+    ev_timer sample_timer;     /* Req/Sec, every 100 ms as in wrk */
+    uint64_t sample_at, sample_requests;
+    bool stopping;
+    bool finished;             /* ended on its own (thread:stop) */
+    /* Called on the worker thread when it ends on its own. */
+    void (*on_finish)(void *arg);
+    void *on_finish_arg;
+};
+
+struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
+                          const struct net_addr *addr);
+/* Takes ownership of request: the worker's static batch. */
+void worker_set_request(struct worker *w, struct request *request);
+/* Start the thread: it connects and runs until stopped. */
+void worker_start(struct worker *w);
+/* From another thread: end the run. */
+void worker_stop(struct worker *w);
+void worker_join(struct worker *w);
+void worker_free(struct worker *w);
+
+/* After init() in the worker's Lua state: note which hooks it defines, and
+ * how many responses each request() batch calls for. */
+void worker_set_hooks(struct worker *w, size_t pipeline);
+
+/* thread:stop(): end this worker's run early, whether it is running (from
+ * its own thread) or not started yet (from setup()). */
+void worker_finish(struct worker *w);
+
+/* Connections per worker: c / t each, the first c % t workers one more. */
+size_t worker_share(uint64_t connections, uint64_t threads, size_t index);
+
+#endif
