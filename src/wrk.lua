@@ -1,0 +1,63 @@
+-- The Lua side of volley's scripting API: the `wrk` module every script
+-- sees as the global `wrk` (and through require "wrk"). volley embeds this
+-- file in its binary; wrk.format, wrk.lookup and wrk.connect are C functions
+-- it adds to the table, and it fills in scheme, host, port, path and headers
+-- from the command line before the user's script runs.
+-- SPDX-License-Identifier: MIT
+
+local wrk = {
+   scheme  = "http",
+   host    = "localhost",
+   port    = nil,
+   method  = "GET",
+   path    = "/",
+   headers = {},
+   body    = nil,
+   thread  = nil,
+}
+
+-- Called by volley in the main state for each thread before it starts.
+function wrk.setup(thread)
+   if type(setup) == "function" then
+      setup(thread)
+   end
+end
+
+local function has_header(headers, name)
+   name = name:lower()
+   for key in pairs(headers) do
+      if type(key) == "string" and key:lower() == name then
+         return true
+      end
+   end
+   return false
+end
+
+-- Called by volley in each thread's state: the default Host header, then
+-- the script's init(), then the request every connection of this thread
+-- sends when the script has no request() of its own. Changes a script makes
+-- to wrk.method, path, headers or body after this are not seen by it.
+function wrk.init(args)
+   if not has_header(wrk.headers, "Host") then
+      local host = wrk.host
+      if host:find(":", 1, true) then
+         host = "[" .. host .. "]"
+      end
+      if wrk.port then
+         host = host .. ":" .. wrk.port
+      end
+      wrk.headers["Host"] = host
+   end
+
+   if type(init) == "function" then
+      init(args)
+   end
+
+   local req = wrk.format()
+   wrk.request = function()
+      return req
+   end
+   return req
+end
+
+return wrk
