@@ -1,0 +1,282 @@
+"""Shared fixtures for volley's integration tests: real servers on 127.0.0.1
+(the in-tree volley-testd and Debian's nginx), running volley, and reading
+its report.
+SPDX-License-Identifier: MIT
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VOLLEY = os.environ.get("VOLLEY", os.path.join(ROOT, "volley"))
+TESTD = os.path.join(ROOT, "build", "tests", "volley-testd")
+WRK_SCRIPTS = "/usr/share/doc/wrk/examples/scripts"
+
+
+# --------------------------------------------------------------------------
+# Running volley
+# --------------------------------------------------------------------------
+
+class Run:
+    """A finished volley run: exit status, output, wall time and the report."""
+
+    def __init__(self, proc, elapsed):
+        self.returncode = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+        self.elapsed = elapsed
+        self.report = parse_report(self.stdout)
+
+    def __repr__(self):
+        return (f"<Run rc={self.returncode} elapsed={self.elapsed:.2f}s\n"
+                f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}>")
+
+
+def volley(*args, timeout=60, env=None, stdin=None):
+    """Run volley with args (strings); returns a Run."""
+    start = time.monotonic()
+    proc = subprocess.run([VOLLEY] + [str(a) for a in args], capture_output=True, text=True,
+                          timeout=timeout, env=env, stdin=stdin or subprocess.DEVNULL,
+                          errors="replace")
+    return Run(proc, time.monotonic() - start)
+
+
+UNITS_US = {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
+UNITS_METRIC = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+UNITS_BINARY = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+
+def parse_time_us(text):
+    m = re.fullmatch(r"(-?[\d.]+|-?nan)(us|ms|s|m|h)", text)
+    assert m, f"not a time: {text!r}"
+    return float(m.group(1)) * UNITS_US[m.group(2)]
+
+
+def parse_metric(text):
+    m = re.fullmatch(r"([\d.]+|-?nan)([kMGT]?)", text)
+    assert m, f"not a number: {text!r}"
+    return float(m.group(1)) * UNITS_METRIC[m.group(2)]
+
+
+def parse_report(out):
+    """The figures of wrk's text report as a dict (missing lines are absent)."""
+    r = {}
+    m = re.search(r"^Running (\S+) test @ (\S+)$", out, re.M)
+    if m:
+        r["duration"], r["url"] = m.group(1), m.group(2)
+    m = re.search(r"^  (\d+) threads and (\d+) connections$", out, re.M)
+    if m:
+        r["threads"], r["connections"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"^    Latency\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)%$", out, re.M)
+    if m:
+        r["latency_avg"] = parse_time_us(m.group(1))
+        r["latency_stdev"] = parse_time_us(m.group(2))
+        r["latency_max"] = parse_time_us(m.group(3))
+        r["latency_within"] = float(m.group(4))
+    m = re.search(r"^    Req/Sec\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)%$", out, re.M)
+    if m:
+        r["rps_avg"] = parse_metric(m.group(1))
+        r["rps_max"] = parse_metric(m.group(3))
+    dist = dict((float(p), parse_time_us(v)) for p, v in
+                re.findall(r"^\s+(\d+)%\s+(\S+)\s*$", out, re.M))
+    if dist:
+        r["percentiles"] = dist
+    m = re.search(r"^  (\d+) requests in (\S+), (\S+)B read$", out, re.M)
+    if m:
+        r["requests"] = int(m.group(1))
+        r["runtime_us"] = parse_time_us(m.group(2))
+        b = re.fullmatch(r"([\d.]+)([KMGT]?)", m.group(3))
+        r["bytes"] = float(b.group(1)) * UNITS_BINARY[b.group(2)]
+    m = re.search(r"^  Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)$",
+                  out, re.M)
+    r["errors"] = dict(zip(("connect", "read", "write", "timeout"),
+                           map(int, m.groups()) if m else (0, 0, 0, 0)))
+    r["socket_errors_line"] = bool(m)
+    m = re.search(r"^  Non-2xx or 3xx responses: (\d+)$", out, re.M)
+    r["non2xx"] = int(m.group(1)) if m else 0
+    m = re.search(r"^Requests/sec:\s+([\d.]+)$", out, re.M)
+    if m:
+        r["rps"] = float(m.group(1))
+    m = re.search(r"^Transfer/sec:\s+(\S+)B$", out, re.M)
+    if m:
+        r["transfer"] = m.group(1)
+    return r
+
+
+# --------------------------------------------------------------------------
+# The in-tree test server
+# --------------------------------------------------------------------------
+
+class Testd:
+    """volley-testd started with the given options; see tests/server/testd.c."""
+
+    def __init__(self, tmp_path, *options, listen="127.0.0.1:0"):
+        self.dir = tmp_path
+        self.stats_file = os.path.join(tmp_path, f"testd-{id(self)}.stats.json")
+        self.log_file = os.path.join(tmp_path, f"testd-{id(self)}.log")
+        cmd = [TESTD, "--listen", listen, "--stats", self.stats_file, "--log", self.log_file,
+               "--max-time", "300"] + [str(o) for o in options]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stdout.readline().split()
+        if not line:
+            raise RuntimeError("volley-testd did not start: " + self.proc.stderr.read())
+        if line[0] == "port":
+            self.port = int(line[1])
+            host = "[::1]" if listen.startswith("[") else "127.0.0.1"
+            self.url = f"http://{host}:{self.port}"
+        else:
+            self.path = line[1]
+            self.url = "http://localhost"
+        self._stats = None
+
+    def stop(self):
+        """Stop the server; returns its stats (what it saw)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=10)
+        if self._stats is None:
+            with open(self.stats_file) as f:
+                self._stats = json.load(f)
+        return self._stats
+
+    def stats(self):
+        return self.stop()
+
+    def log(self):
+        """Every request the server parsed, as dicts (after stop())."""
+        self.stop()
+        with open(self.log_file) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def alive(self):
+        return self.proc.poll() is None
+
+
+@pytest.fixture
+def testd(tmp_path):
+    """Factory: testd("--delay", 20) starts a server; all are stopped at the end."""
+    servers = []
+
+    def start(*options, listen="127.0.0.1:0"):
+        s = Testd(str(tmp_path), *options, listen=listen)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+# --------------------------------------------------------------------------
+# nginx from Debian
+# --------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Nginx:
+    """An nginx master process with a generated configuration.
+
+    server: the body of the server block (listen lines are added unless
+    listen=False); http: extra http-level directives. The access log uses
+    the format given by log_format (nginx variables), one line per request.
+    """
+
+    def __init__(self, tmp_path, server="", http="", log_format="$request", listen=True,
+                 workers=1):
+        self.prefix = os.path.join(tmp_path, f"nginx-{id(self)}")
+        os.makedirs(os.path.join(self.prefix, "logs"))
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.access_log = os.path.join(self.prefix, "logs", "access.log")
+        listen_line = f"listen 127.0.0.1:{self.port};" if listen else ""
+        conf = f"""
+worker_processes {workers};
+worker_rlimit_nofile 30000;
+error_log {self.prefix}/logs/error.log warn;
+pid {self.prefix}/nginx.pid;
+daemon off;
+master_process on;
+user root;
+events {{ worker_connections 25000; }}
+http {{
+    log_format t '{log_format}';
+    access_log {self.access_log} t buffer=64k flush=100ms;
+    client_body_temp_path {self.prefix}/body;
+    proxy_temp_path {self.prefix}/proxy;
+    fastcgi_temp_path {self.prefix}/fastcgi;
+    uwsgi_temp_path {self.prefix}/uwsgi;
+    scgi_temp_path {self.prefix}/scgi;
+    keepalive_requests 1000000;
+    {http}
+    server {{
+        {listen_line}
+        {server}
+    }}
+}}
+"""
+        self.conf = os.path.join(self.prefix, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        self.proc = subprocess.Popen([nginx, "-p", self.prefix, "-c", self.conf],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True)
+        if listen:
+            wait_port(self.port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful: flushes the access log
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self):
+        """The access log lines (after stop())."""
+        self.stop()
+        with open(self.access_log) as f:
+            return [line.rstrip("\n") for line in f]
+
+
+def wait_port(port, proc, host="127.0.0.1", timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited: " + (proc.stderr.read() if proc.stderr else ""))
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on {host}:{port}")
+
+
+@pytest.fixture
+def nginx(tmp_path):
+    """Factory: nginx(server='location / { return 200 "x"; }') starts one."""
+    servers = []
+
+    def start(**kw):
+        n = Nginx(str(tmp_path), **kw)
+        servers.append(n)
+        return n
+
+    yield start
+    for n in servers:
+        n.stop()

@@ -1,0 +1,130 @@
+"""The command line: wrk's options and parsing, help and version, and one
+clear error line (exit 1, nothing sent) for every kind of bad input.
+SPDX-License-Identifier: MIT
+"""
+import re
+import socket
+
+import pytest
+
+from conftest import volley, free_port
+
+
+def first_error_line(run):
+    assert run.returncode == 1, run
+    assert run.stdout == "", run
+    return run.stderr.splitlines()[0]
+
+
+def test_help_exits_0_on_stdout():
+    for flag in ("-h", "--help", "--hel"):
+        run = volley(flag)
+        assert run.returncode == 0, run
+        assert run.stdout.startswith("Usage: volley <options> <url>"), run
+        for opt in ("--connections", "--duration", "--threads", "--script", "--header",
+                    "--latency", "--timeout", "--version"):
+            assert opt in run.stdout
+        assert run.stderr == ""
+
+
+def test_version_names_libraries_and_exits_0():
+    for flag in ("-v", "--version"):
+        run = volley(flag)
+        assert run.returncode == 0, run
+        assert re.fullmatch(r"volley \d+\.\d+\.\d+ \[(epoll|kqueue|evport|poll|select)\] "
+                            r"\((LuaJIT|Lua) [^,]+, OpenSSL [^)]+\)\n", run.stdout), run
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "volley: missing URL"),
+    (["-t", "0", "http://127.0.0.1:1/"], "volley: number of threads must be at least 1"),
+    (["-d", "0", "http://127.0.0.1:1/"], "volley: duration must be greater than 0"),
+    (["--timeout", "0", "http://127.0.0.1:1/"], "volley: timeout must be greater than 0"),
+    (["-c", "0", "http://127.0.0.1:1/"], "volley: number of connections must be at least 1"),
+    (["-t", "4", "-c", "2", "http://127.0.0.1:1/"],
+     "volley: number of connections must be >= threads"),
+    (["-c", "abc", "http://h/"], "volley: invalid number of connections: 'abc'"),
+    (["-c", "-1", "http://h/"], "volley: invalid number of connections: '-1'"),
+    (["-c", "1.5k", "http://h/"], "volley: invalid number of connections: '1.5k'"),
+    (["-t", "1kb", "http://h/"], "volley: invalid number of threads: '1kb'"),
+    (["-c", "99999999999999999999", "http://h/"],
+     "volley: invalid number of connections: '99999999999999999999'"),
+    (["-d", "10sec", "http://h/"], "volley: invalid duration: '10sec'"),
+    (["-d", "-5", "http://h/"], "volley: invalid duration: '-5'"),
+    (["-d", "1.5s", "http://h/"], "volley: invalid duration: '1.5s'"),
+    (["--timeout", "x", "http://h/"], "volley: invalid timeout: 'x'"),
+    (["-H", "NoColon", "http://h/"],
+     "volley: invalid header 'NoColon': expected \"Name: value\""),
+    (["-H", ": value", "http://h/"], "volley: invalid header ': value': expected \"Name: value\""),
+    (["-H", "Bad Name: x", "http://h/"],
+     "volley: invalid header 'Bad Name: x': the name may not contain spaces"),
+    (["--foo", "http://h/"], "volley: unrecognized option '--foo'"),
+    (["-x", "http://h/"], "volley: invalid option -- 'x'"),
+    (["--t", "1", "http://h/"], "volley: option '--t' is ambiguous; possibilities: "
+                                "'--threads' '--timeout'"),
+    (["http://h/", "-t"], "volley: option requires an argument -- 't'"),
+    (["--latency=1", "http://h/"], "volley: option '--latency' doesn't allow an argument"),
+    (["127.0.0.1:8080/"], "volley: invalid URL '127.0.0.1:8080/': "
+                          "expected scheme://host[:port][/path]"),
+    (["http:///"], "volley: invalid URL 'http:///': missing host"),
+    (["http://h:/"], "volley: invalid URL 'http://h:/': invalid port"),
+    (["http://h:99999/"], "volley: invalid URL 'http://h:99999/': invalid port"),
+    (["http://[::1/"], "volley: invalid URL 'http://[::1/': invalid IPv6 address"),
+    (["ftp://h/"], "volley: invalid URL 'ftp://h/': unsupported scheme (use http or https)"),
+    (["http://h/", "extra"], "volley: unexpected argument 'extra' after the URL "
+                             "(script arguments need -s)"),
+])
+def test_bad_input_is_one_clear_line(args, message):
+    run = volley(*args)
+    assert first_error_line(run) == message
+    # usage follows the error line, on stderr too
+    assert "Usage: volley" in run.stderr
+
+
+def test_unresolvable_host():
+    run = volley("-d1s", "http://nonexistent.invalid/")
+    line = first_error_line(run)
+    assert line.startswith("volley: unable to resolve nonexistent.invalid:80: "), line
+    assert len(run.stderr.splitlines()) == 1
+
+
+def test_refused_port():
+    port = free_port()
+    run = volley("-d1s", f"http://127.0.0.1:{port}/")
+    assert first_error_line(run) == f"volley: unable to connect to 127.0.0.1:{port}: " \
+                                    "Connection refused"
+    assert len(run.stderr.splitlines()) == 1
+
+
+def test_options_after_url_and_prefixes_and_equals(testd):
+    srv = testd()
+    run = volley(srv.url + "/x", "--thr=1", "--conn", "3", "-d", "300ms", "--lat")
+    assert run.returncode == 0, run
+    assert run.report["threads"] == 1 and run.report["connections"] == 3
+    assert run.report["duration"] == "300ms"
+    assert "Latency Distribution" in run.stdout
+
+
+def test_double_dash_ends_options(testd):
+    srv = testd()
+    # after "--" a dash-prefixed word is an argument, not an option
+    run = volley("-t1", "-c1", "-d300ms", "--", srv.url)
+    assert run.returncode == 0, run
+
+
+def test_impossible_connection_count_refused_before_the_run(testd):
+    srv = testd()
+    run = volley("-t1", "-c", "100M", "-d1s", srv.url)
+    line = first_error_line(run)
+    assert re.fullmatch(r"volley: cannot open 100000000 connections: the open file limit "
+                        r"is \d+ \(raise it with ulimit -n\)", line), line
+    stats = srv.stop()
+    assert stats["requests"] == 0
+
+
+def test_bad_input_sends_nothing(testd):
+    srv = testd()
+    volley("-H", "NoColon", srv.url)
+    volley("-t", "0", srv.url)
+    stats = srv.stop()
+    assert stats["connections"] == 0 and stats["requests"] == 0
