@@ -29,10 +29,42 @@ static const char usage_text[] =
     "    -v, --version          Print version details\n"
     "    -h, --help             Print this help\n"
     "\n"
+    "  Load:\n"
+    "    -R, --rate        <N>  Constant request rate (requests/sec over all\n"
+    "                           connections); latency counts from the intended time\n"
+    "    -U, --u_latency        With -R, also print the uncorrected latency\n"
+    "    -n, --requests    <N>  Send exactly N requests, then stop\n"
+    "        --no-keepalive     A new connection for every request\n"
+    "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
+    "\n"
+    "  TLS:\n"
+    "        --sni         <S>  Server name to send (default: the URL's host name)\n"
+    "        --verify           Verify the server certificate (off by default)\n"
+    "        --cacert      <F>  Verify against the CA certificates in PEM file F\n"
+    "        --cert        <F>  Client certificate, PEM\n"
+    "        --key         <F>  Client private key, PEM (default: in the --cert file)\n"
+    "\n"
+    "  Output:\n"
+    "        --json        <F>  Write the results as JSON to F (- for stdout)\n"
+    "        --no-progress      No live progress line on a terminal\n"
+    "\n"
     "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
     "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n";
 
-static const char short_options[] = "c:d:t:s:H:LT:vh";
+static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:";
+
+/* Long options without a short form. */
+enum {
+    OPT_NO_KEEPALIVE = 256,
+    OPT_UNIX_SOCKET,
+    OPT_SNI,
+    OPT_VERIFY,
+    OPT_CACERT,
+    OPT_CERT,
+    OPT_KEY,
+    OPT_JSON,
+    OPT_NO_PROGRESS,
+};
 
 static const struct option long_options[] = {
     {"connections", required_argument, NULL, 'c'},
@@ -44,6 +76,18 @@ static const struct option long_options[] = {
     {"timeout", required_argument, NULL, 'T'},
     {"version", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
+    {"rate", required_argument, NULL, 'R'},
+    {"u_latency", no_argument, NULL, 'U'},
+    {"requests", required_argument, NULL, 'n'},
+    {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
+    {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
+    {"sni", required_argument, NULL, OPT_SNI},
+    {"verify", no_argument, NULL, OPT_VERIFY},
+    {"cacert", required_argument, NULL, OPT_CACERT},
+    {"cert", required_argument, NULL, OPT_CERT},
+    {"key", required_argument, NULL, OPT_KEY},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
     {NULL, 0, NULL, 0},
 };
 
@@ -111,6 +155,12 @@ static void add_header(struct config *cfg, const char *arg)
     h->value = xstrndup(value, value_len);
 }
 
+static void set_string(char **field, const char *arg)
+{
+    free(*field);
+    *field = xstrdup(arg);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -118,6 +168,7 @@ static void defaults(struct config *cfg)
     cfg->threads = 2;
     cfg->duration_us = 10 * 1000000ULL;
     cfg->timeout_us = 2 * 1000000ULL;
+    cfg->progress = true;
 }
 
 static void parse_options(int argc, char **argv, struct config *cfg)
@@ -139,8 +190,7 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->threads = metric_arg("number of threads", optarg);
             break;
         case 's':
-            free(cfg->script);
-            cfg->script = xstrdup(optarg);
+            set_string(&cfg->script, optarg);
             break;
         case 'H':
             add_header(cfg, optarg);
@@ -150,6 +200,48 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             break;
         case 'T':
             cfg->timeout_us = time_arg("timeout", optarg);
+            break;
+        case 'R':
+            cfg->rate = metric_arg("rate", optarg);
+            if (cfg->rate == 0)
+                usage_error("rate must be at least 1 request/sec");
+            break;
+        case 'U':
+            cfg->u_latency = true;
+            break;
+        case 'n':
+            cfg->requests = metric_arg("number of requests", optarg);
+            if (cfg->requests == 0)
+                usage_error("number of requests must be at least 1");
+            break;
+        case OPT_NO_KEEPALIVE:
+            cfg->no_keepalive = true;
+            break;
+        case OPT_UNIX_SOCKET:
+            if (!*optarg)
+                usage_error("invalid Unix socket path: empty");
+            set_string(&cfg->unix_socket, optarg);
+            break;
+        case OPT_SNI:
+            set_string(&cfg->sni, optarg);
+            break;
+        case OPT_VERIFY:
+            cfg->verify = true;
+            break;
+        case OPT_CACERT:
+            set_string(&cfg->cacert, optarg);
+            break;
+        case OPT_CERT:
+            set_string(&cfg->cert, optarg);
+            break;
+        case OPT_KEY:
+            set_string(&cfg->key, optarg);
+            break;
+        case OPT_JSON:
+            set_string(&cfg->json, optarg);
+            break;
+        case OPT_NO_PROGRESS:
+            cfg->progress = false;
             break;
         case 'v':
             puts(version_line());
@@ -177,6 +269,14 @@ static void validate(struct config *cfg)
         usage_error("number of connections must be at least 1");
     if (cfg->connections < cfg->threads)
         usage_error("number of connections must be >= threads");
+    if (cfg->u_latency && !cfg->rate)
+        usage_error("-U/--u_latency needs -R/--rate");
+    if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
+        usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
+    if (cfg->cacert)
+        cfg->verify = true;
+    if (cfg->key && !cfg->cert)
+        usage_error("--key needs --cert");
 }
 
 void cli_parse(int argc, char **argv, struct config *cfg)
@@ -210,6 +310,12 @@ void cli_free(struct config *cfg)
         free(cfg->script_args[i]);
     free(cfg->script_args);
     free(cfg->script);
+    free(cfg->unix_socket);
+    free(cfg->sni);
+    free(cfg->cacert);
+    free(cfg->cert);
+    free(cfg->key);
+    free(cfg->json);
     free(cfg->url_arg);
     url_free(&cfg->url);
     memset(cfg, 0, sizeof *cfg);

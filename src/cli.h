@@ -27,6 +27,22 @@ struct config {
     struct header *headers;  /* -H, in order, names unique ignoring case */
     size_t nheaders;
 
+    /* Load models (beyond wrk). */
+    uint64_t rate;           /* -R: requests/sec over all connections, 0 = closed model */
+    bool u_latency;          /* -U: also report latency from the actual send */
+    uint64_t requests;       /* -n: stop after exactly this many responses, 0 = no limit */
+    bool no_keepalive;       /* a new connection for every request */
+    char *unix_socket;       /* connect here instead of the URL's host and port */
+
+    /* TLS. */
+    char *sni;               /* server name to send instead of the URL's host */
+    bool verify;             /* verify the server certificate */
+    char *cacert, *cert, *key;
+
+    /* Output. */
+    char *json;              /* --json FILE, "-" for stdout */
+    bool progress;           /* live progress line when stderr is a terminal */
+
     char *script;            /* -s FILE or NULL */
     char **script_args;      /* args[1..] for init(); the URL is args[0] */
     size_t nscript_args;
