@@ -29,7 +29,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
 
-.PHONY: all check test tests clean distclean
+.PHONY: all check test tests bench clean distclean
 .DELETE_ON_ERROR:
 
 all: volley
@@ -65,6 +65,12 @@ tests: volley $(UNIT_BINS) $(TESTD)
 
 check test: tests
 	$(PYTHON) tests/run.py
+
+# volley side by side with wrk (needs wrk and nginx: deps/install.sh --test).
+# Prints a table; never fails on a number. BENCH_RUNS, BENCH_DURATION and
+# BENCH_ROWS tune it (see tests/bench/bench.py).
+bench: volley $(TESTD)
+	$(PYTHON) tests/bench/bench.py
 
 clean:
 	rm -rf build volley

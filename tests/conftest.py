@@ -14,6 +14,8 @@ import time
 
 import pytest
 
+from nginx_conf import nginx_conf
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VOLLEY = os.environ.get("VOLLEY", os.path.join(ROOT, "volley"))
 TESTD = os.path.join(ROOT, "build", "tests", "volley-testd")
@@ -202,32 +204,8 @@ class Nginx:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.access_log = os.path.join(self.prefix, "logs", "access.log")
-        listen_line = f"listen 127.0.0.1:{self.port};" if listen else ""
-        conf = f"""
-worker_processes {workers};
-worker_rlimit_nofile 30000;
-error_log {self.prefix}/logs/error.log warn;
-pid {self.prefix}/nginx.pid;
-daemon off;
-master_process on;
-user root;
-events {{ worker_connections 25000; }}
-http {{
-    log_format t '{log_format}';
-    access_log {self.access_log} t buffer=64k flush=100ms;
-    client_body_temp_path {self.prefix}/body;
-    proxy_temp_path {self.prefix}/proxy;
-    fastcgi_temp_path {self.prefix}/fastcgi;
-    uwsgi_temp_path {self.prefix}/uwsgi;
-    scgi_temp_path {self.prefix}/scgi;
-    keepalive_requests 1000000;
-    {http}
-    server {{
-        {listen_line}
-        {server}
-    }}
-}}
-"""
+        conf = nginx_conf(self.prefix, f"127.0.0.1:{self.port}" if listen else None,
+                          server=server, http=http, log_format=log_format, workers=workers)
         self.conf = os.path.join(self.prefix, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)

@@ -1,0 +1,548 @@
+#!/usr/bin/env python3
+"""make bench: volley side by side with wrk, on this machine, now.
+
+Starts Debian's nginx and volley-testd on 127.0.0.1, runs volley and wrk
+alternately (which one goes first alternates too) and prints, per row, the
+median of each tool's runs and their ratio, the CPU seconds each tool spent
+per million requests, and the exact commands, so any row can be rerun by
+hand. A benchmark, not a test: it never fails on a number.
+
+Rows (throughput rows pin the client and the server to CPU 0, so a figure
+is the sum of both costs and other load on the machine hurts both tools alike):
+  A  plain GET, -t1 -c50, against nginx
+  B  the same with a request() that changes the path and a header and a
+     response() that looks at the status (tests/bench/dynamic.lua)
+  C  peak RSS holding 5,000 and 10,000 connections (-t2, /usr/bin/time -f %M)
+  D  16 requests pipelined per batch (tests/bench/pipeline16.lua) against
+     volley-testd, which answers all the requests one read() brought in
+     with one write()
+  E  HTTPS keep-alive, -t1 -c50, against nginx (n/a while volley has no TLS)
+  F  busy fraction from row A's runs: mean latency x requests/s / connections
+     (1.0: a request is in flight on every connection all the time)
+
+Environment: BENCH_RUNS (runs of each tool per row, default 5), BENCH_DURATION
+(seconds per run, default 3), BENCH_ROWS (e.g. "AF", default all), BENCH_DIR
+(working directory, default build/bench), VOLLEY, WRK (the binaries).
+Standard library only.
+SPDX-License-Identifier: MIT
+"""
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+from nginx_conf import nginx_conf  # noqa: E402
+
+VOLLEY = os.environ.get("VOLLEY", os.path.join(ROOT, "volley"))
+WRK = os.environ.get("WRK") or shutil.which("wrk") or "/usr/bin/wrk"
+TESTD = os.path.join(ROOT, "build", "tests", "volley-testd")
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+TIME = "/usr/bin/time"
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
+
+CONNS = 50             # rows A, B, D, E
+RSS_CONNS = (5000, 10000)
+RSS_RUNS = 3           # peak RSS hardly varies
+RSS_DURATION = 2
+BODY = "Hello world\\n"  # nginx's return string, escaped for its config
+
+TARGETS = {"A": ">= 1.05", "B": ">= 1.25", "C5000": "<= 0.35", "D": ">= 1.3",
+           "E": ">= 1.0", "F": ">= 0.97"}
+
+
+def env_int(name, default, low):
+    try:
+        v = int(os.environ.get(name, default))
+    except ValueError:
+        sys.exit(f"bench: {name} must be a whole number")
+    if v < low:
+        sys.exit(f"bench: {name} must be at least {low}")
+    return v
+
+
+def rel(path):
+    """path as typed from ROOT (where make runs), for the commands shown."""
+    r = os.path.relpath(path, ROOT)
+    return path if r.startswith("..") else ("./" + r if os.sep not in r else r)
+
+
+def note(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Running a client
+# --------------------------------------------------------------------------
+
+class Run:
+    """One finished client run: exit status, output, CPU seconds (user + sys)
+    and peak RSS in KiB from the kernel's accounting of that process."""
+
+    def __init__(self, argv, timeout, out_path):
+        start = time.monotonic()
+        with open(out_path, "w+") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
+                                    stdin=subprocess.DEVNULL)
+            status, usage = self.wait(proc, timeout)
+            out.seek(0)
+            self.output = out.read()
+        self.elapsed = time.monotonic() - start
+        self.returncode = os.waitstatus_to_exitcode(status) if status is not None else None
+        self.cpu = usage.ru_utime + usage.ru_stime if usage else 0.0
+        self.maxrss_kb = usage.ru_maxrss if usage else 0
+
+    @staticmethod
+    def wait(proc, timeout):
+        """wait4() the client itself: its rusage is its own, not the servers'."""
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                proc.returncode = status
+                return status, usage
+            if time.monotonic() > deadline:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = status
+                return None, None
+            time.sleep(0.02)
+
+
+SUMMARY = re.compile(r"^bench: requests (\d+) duration_us (\d+) latency_mean_us ([\d.]+) "
+                     r"socket_errors (\d+) status_errors (\d+)$", re.M)
+
+
+class Sample:
+    """What one run of a tool measured, or why it has nothing (error)."""
+
+    def __init__(self, run):
+        self.run = run
+        self.error = None
+        self.requests = self.rps = self.mean_us = 0.0
+        self.socket_errors = self.status_errors = 0
+        m = SUMMARY.search(run.output)
+        if run.returncode is None:
+            self.error = "timed out"
+        elif run.returncode != 0:
+            self.error = f"exit {run.returncode}: " + last_line(run.output)
+        elif not m:
+            m2 = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m)", run.output, re.M)
+            if m2:  # no summary script (row C): the text report's count
+                self.requests = int(m2.group(1))
+            else:
+                self.error = "no report: " + last_line(run.output)
+        else:
+            self.requests = int(m.group(1))
+            duration_s = int(m.group(2)) / 1e6
+            self.rps = self.requests / duration_s if duration_s > 0 else 0.0
+            self.mean_us = float(m.group(3))
+            self.socket_errors, self.status_errors = int(m.group(4)), int(m.group(5))
+            if self.requests == 0:
+                self.error = "no request completed"
+
+    def cpu_per_million(self):
+        return self.run.cpu / self.requests * 1e6 if self.requests else None
+
+
+def last_line(text):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else "(no output)"
+
+
+# --------------------------------------------------------------------------
+# Servers
+# --------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, timeout=10):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+class Servers:
+    """nginx (plain and TLS) and volley-testd, all pinned to CPU 0."""
+
+    def __init__(self, workdir):
+        self.procs = []
+        self.commands = []
+        prefix = os.path.join(workdir, "nginx")
+        os.makedirs(os.path.join(prefix, "logs"), exist_ok=True)
+        self.cert, self.key = os.path.join(prefix, "cert.pem"), os.path.join(prefix, "key.pem")
+        self.tls = self.make_cert()
+        self.http_port, self.https_port = free_port(), free_port()
+        location = f'location / {{ return 200 "{BODY}"; }}'
+        tls_server = ""
+        if self.tls:
+            tls_server = (f"server {{ listen 127.0.0.1:{self.https_port} ssl; "
+                          f"ssl_certificate {self.cert}; ssl_certificate_key {self.key}; "
+                          f"{location} }}")
+        conf = os.path.join(prefix, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(nginx_conf(prefix, f"127.0.0.1:{self.http_port}", server=location,
+                               http="access_log off;\n    " + tls_server))
+        argv = ["taskset", "-c", "0", NGINX, "-p", rel(prefix), "-c", "nginx.conf"]
+        self.start(argv, self.http_port)
+        self.http = f"http://127.0.0.1:{self.http_port}/"
+        self.https = f"https://127.0.0.1:{self.https_port}/" if self.tls else None
+
+        self.testd_port = None
+        if os.access(TESTD, os.X_OK):
+            argv = ["taskset", "-c", "0", rel(TESTD), "--listen", "127.0.0.1:0",
+                    "--max-time", "3600"]
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    text=True, cwd=ROOT)
+            self.procs.append(proc)
+            line = proc.stdout.readline().split()
+            if len(line) == 2 and line[0] == "port":
+                self.testd_port = int(line[1])
+                argv[5] = f"127.0.0.1:{self.testd_port}"
+                self.commands.append(" ".join(argv))
+        self.testd = f"http://127.0.0.1:{self.testd_port}/" if self.testd_port else None
+
+    def make_cert(self):
+        """A throw-away self-signed P-256 certificate for the HTTPS row."""
+        if os.path.exists(self.cert) and os.path.exists(self.key):
+            return True
+        try:
+            subprocess.run([OPENSSL, "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "30",
+                            "-subj", "/CN=localhost", "-keyout", self.key, "-out", self.cert],
+                           check=True, capture_output=True, timeout=30)
+            return True
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+    def start(self, argv, port):
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                cwd=ROOT)
+        self.procs.append(proc)
+        wait_port(port, proc)
+        self.commands.append(" ".join(argv))
+
+    def stop(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGQUIT if NGINX in proc.args else signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+# --------------------------------------------------------------------------
+# Rows
+# --------------------------------------------------------------------------
+
+class Row:
+    """One line of the table: the median of each tool's runs and their ratio."""
+
+    def __init__(self, key, title, unit, commands):
+        self.key, self.title, self.unit = key, title, unit
+        self.commands = commands  # tool name -> argv template with {tool}
+        self.samples = {}      # tool -> [Sample], throughput rows
+        self.value = {}        # tool -> median of what the row measures
+        self.cpu = {}          # tool -> median CPU seconds per million requests
+        self.na = None         # why the row has no figures
+        self.notes = []
+
+    def ratio(self):
+        v, w = self.value.get("volley"), self.value.get("wrk")
+        return v / w if v is not None and w else None
+
+
+class Bench:
+    def __init__(self):
+        self.runs = env_int("BENCH_RUNS", 5, 1)
+        self.duration = env_int("BENCH_DURATION", 3, 1)
+        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEF").upper()
+        self.dir = os.path.abspath(os.environ.get("BENCH_DIR", os.path.join(ROOT, "build",
+                                                                              "bench")))
+        os.makedirs(self.dir, exist_ok=True)
+        self.tools = {"volley": rel(VOLLEY), "wrk": WRK}
+        self.rows = []
+        self.nofile = raise_nofile()
+
+    def client(self, key, tool, argv, i, timeout):
+        note(f"{key} {tool} run {i + 1}/{self.runs}")
+        return Run(argv, timeout, os.path.join(self.dir, f"{key}-{tool}-{i + 1}.out"))
+
+    def alternate(self, key, runs, timeout, argv_of):
+        """runs runs of each tool, alternating which goes first: tool -> [Run]."""
+        done = {"volley": [], "wrk": []}
+        for i in range(runs):
+            for tool in ("volley", "wrk") if i % 2 == 0 else ("wrk", "volley"):
+                done[tool].append(self.client(key, tool, argv_of(tool), i, timeout))
+        return done
+
+    def throughput(self, key, title, url, script):
+        d = self.duration
+        template = ["taskset", "-c", "0", "{tool}", "-t1", f"-c{CONNS}", f"-d{d}s",
+                    "-s", rel(os.path.join(HERE, script)), url]
+        row = Row(key, title, "req/s", template)
+        self.rows.append(row)
+        runs = self.alternate(key, self.runs, d + 30, lambda t: fill(template, self.tools[t]))
+        row.samples = {t: [Sample(r) for r in rs] for t, rs in runs.items()}
+        for tool, samples in row.samples.items():
+            good = [s for s in samples if not s.error]
+            bad = [s.error for s in samples if s.error]
+            if bad:
+                row.notes.append(f"{tool}: {len(bad)} failed run(s): {bad[0]}")
+            errs = sum(s.socket_errors + s.status_errors for s in good)
+            if errs:
+                row.notes.append(f"{tool}: {errs} socket/status errors")
+            if good:
+                row.value[tool] = statistics.median(s.rps for s in good)
+                row.cpu[tool] = statistics.median(s.cpu_per_million() for s in good)
+        if len(row.value) < 2:
+            row.na = "runs failed (see notes)"
+        return row
+
+    def rss(self, conns):
+        key = f"C{conns}"
+        template = [TIME, "-f", "%M", "{tool}", "-t2", f"-c{conns}", f"-d{RSS_DURATION}s",
+                    self.servers.http]
+        row = Row(key, f"peak RSS, {conns:,} connections", "MiB", template)
+        self.rows.append(row)
+        if self.nofile < conns + 100:
+            row.na = f"open file limit {self.nofile} (raise it with ulimit -n)"
+            return
+        if not os.access(TIME, os.X_OK):
+            # wait4's ru_maxrss is the same figure /usr/bin/time prints.
+            template = template[3:]
+            row.commands = [TIME, "-f", "%M"] + template
+            row.notes.append(f"{TIME} missing (deps/install.sh --test): RSS from wait4")
+        runs = self.alternate(key, min(self.runs, RSS_RUNS), RSS_DURATION + 60,
+                              lambda t: fill(template, self.tools[t]))
+        for tool, runs in runs.items():
+            kbs = []
+            for r in runs:
+                m = re.search(r"^(\d+)$", r.output, re.M) if template[0] == TIME else None
+                kb = int(m.group(1)) if m else r.maxrss_kb
+                if r.returncode != 0 or not kb:
+                    row.notes.append(f"{tool}: run failed: {last_line(r.output)}")
+                    continue
+                errors = re.search(r"Socket errors: connect (\d+)", r.output)
+                if errors and int(errors.group(1)):
+                    row.notes.append(f"{tool}: {errors.group(1)} connect errors")
+                kbs.append(kb)
+            if kbs:
+                row.value[tool] = statistics.median(kbs) / 1024
+        if len(row.value) < 2:
+            row.na = "runs failed (see notes)"
+
+    def https(self):
+        title = f"HTTPS keep-alive, -t1 -c{CONNS}, one core, nginx"
+        if not self.servers.https:
+            return self.na_row("E", title, f"no certificate ({OPENSSL} failed)")
+        why = self.tls_probe()
+        if why:
+            return self.na_row("E", title, why)
+        self.throughput("E", title, self.servers.https, "summary.lua")
+
+    def tls_probe(self):
+        """Why volley cannot run row E, or None: a short HTTPS run must get
+        200 answers without errors (a client without TLS gets 400 from nginx
+        for plain HTTP on its TLS port, or errors)."""
+        run = Run([VOLLEY, "-t1", "-c1", "-d1s", "-s", os.path.join(HERE, "summary.lua"),
+                   self.servers.https], 30, os.path.join(self.dir, "E-probe.out"))
+        s = Sample(run)
+        if s.error:
+            return f"volley has no working HTTPS ({s.error})"
+        if s.socket_errors or s.status_errors:
+            return (f"volley does not speak TLS yet ({s.socket_errors} socket errors, "
+                    f"{s.status_errors} error statuses from nginx's TLS port)")
+        return None
+
+    def na_row(self, key, title, why):
+        row = Row(key, title, "", None)
+        row.na = why
+        self.rows.append(row)
+        return row
+
+    def busy(self, a):
+        """Row F: Little's law on row A's runs; 1.0 = never idle."""
+        row = Row("F", "busy fraction (row A): latency x req/s / conns", "", None)
+        self.rows.append(row)
+        if a is None or a.na:
+            row.na = "needs row A"
+            return
+        for tool, samples in a.samples.items():
+            vals = [s.mean_us / 1e6 * s.rps / CONNS for s in samples if not s.error]
+            if vals:
+                row.value[tool] = statistics.median(vals)
+
+    def run(self):
+        for path, what in ((VOLLEY, "make"), (WRK, "deps/install.sh --test"),
+                           (NGINX, "deps/install.sh --test")):
+            if not os.access(path, os.X_OK):
+                sys.exit(f"bench: {path} not found (run {what})")
+        self.servers = Servers(self.dir)
+        try:
+            self.header()
+            want = self.rows_wanted
+            a = None
+            if "A" in want or "F" in want:
+                a = self.throughput("A", f"plain GET, -t1 -c{CONNS}, one core, nginx",
+                                    self.servers.http, "summary.lua")
+            if "B" in want:
+                self.throughput("B", "request() + response() in Lua, one core, nginx",
+                                self.servers.http, "dynamic.lua")
+            if "D" in want:
+                title = "pipelined depth 16, one core, volley-testd"
+                if self.servers.testd:
+                    self.throughput("D", title, self.servers.testd, "pipeline16.lua")
+                else:
+                    self.na_row("D", title, f"{rel(TESTD)} missing (make tests)")
+            if "E" in want:
+                self.https()
+            if "C" in want:
+                for n in RSS_CONNS:
+                    self.rss(n)
+            if "F" in want:
+                self.busy(a)
+            if "A" not in want:
+                self.rows = [r for r in self.rows if r.key != "A"]
+        finally:
+            self.servers.stop()
+        self.report()
+
+    # ----------------------------------------------------------------------
+    # Output
+    # ----------------------------------------------------------------------
+
+    def header(self):
+        def version(argv, words):
+            """The first words of what argv prints (nginx: on stderr)."""
+            try:
+                p = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+                return " ".join((p.stdout + p.stderr).split()[:words]) or "?"
+            except (OSError, subprocess.SubprocessError):
+                return "?"
+        cpu = "?"
+        try:
+            with open("/proc/cpuinfo") as f:
+                m = re.search(r"^model name\s*:\s*(.+)$", f.read(), re.M)
+                cpu = m.group(1) if m else cpu
+        except OSError:
+            pass
+        self.versions = [version([VOLLEY, "-v"], 3), version([WRK, "-v"], 2),
+                         version([NGINX, "-v"], 3)[len("nginx version: "):]]
+        self.machine = f"{os.cpu_count()} CPUs ({cpu}), load {os.getloadavg()[0]:.2f} at start"
+
+    def report(self):
+        out = []
+        out.append("volley vs wrk, side by side on 127.0.0.1")
+        out.append("  " + "; ".join(self.versions))
+        out.append(f"  {self.machine}")
+        out.append(f"  medians of {self.runs} alternating runs of {self.duration}s per tool "
+                   f"(row C: {min(self.runs, RSS_RUNS)} runs of {RSS_DURATION}s)")
+        out.append("")
+        head = (f"{'':3}{'':50}{'volley':>12}{'wrk':>12}{'ratio':>8}{'target':>9}"
+                f"{'CPU s/M req':>16}")
+        out.append(head)
+        out.append(f"{'':3}{'':50}{'':>12}{'':>12}{'':>8}{'':>9}{'volley':>8}{'wrk':>8}")
+        self.rows.sort(key=lambda r: r.key)
+        for row in self.rows:
+            label = row.key[0]
+            if row.na:
+                out.append(f"{label:3}{row.title:50}  n/a: {row.na}")
+                continue
+            ratio = row.ratio()
+            cells = [fmt(row.value.get("volley"), row.unit), fmt(row.value.get("wrk"), row.unit)]
+            cpu = [f"{row.cpu[t]:8.2f}" if t in row.cpu else f"{'':8}"
+                   for t in ("volley", "wrk")]
+            target = TARGETS.get(row.key, "")
+            ratio_s = f"{ratio:8.3f}" if ratio else f"{'-':>8}"
+            out.append(f"{label:3}{row.title:50}{cells[0]:>12}{cells[1]:>12}{ratio_s}"
+                       f"{target:>9}{''.join(cpu)}")
+        out.append("")
+        out.append("Ratios are volley / wrk: higher is better, except row C (memory). Row F's "
+                   "target is on volley's own value.")
+        notes = [(r.key, n) for r in self.rows for n in r.notes]
+        spread = [(r.key, pair_spread(r)) for r in self.rows if not r.na and r.commands]
+        out.append("")
+        out.append("Ratio of each alternation (volley run i / wrk run i), lowest to highest:")
+        for key, s in spread:
+            if s:
+                out.append(f"  {key:6} {s}")
+        if notes:
+            out.append("")
+            out.append("Notes:")
+            for key, n in notes:
+                out.append(f"  {key:6} {n}")
+        out.append("")
+        out.append(f"Commands (from {ROOT}; TOOL is {self.tools['volley']} or {self.tools['wrk']}):")
+        for c in self.servers.commands:
+            out.append(f"  server  {c}")
+        for row in self.rows:
+            if row.commands:
+                out.append(f"  {row.key:6}  {' '.join(fill(row.commands, 'TOOL'))}")
+        if any(r.key == "F" for r in self.rows):
+            out.append("  F       row A's runs: latency_mean_us / 1e6 x requests/s / "
+                       f"{CONNS} (both from tests/bench/summary.lua's done())")
+        print("\n".join(out))
+
+
+def fill(template, tool):
+    return [tool if a == "{tool}" else a for a in template]
+
+
+def fmt(v, unit):
+    if v is None:
+        return "-"
+    if unit == "req/s":
+        return f"{v:,.0f}"
+    if unit == "MiB":
+        return f"{v:.1f} MiB"
+    return f"{v:.3f}"
+
+
+def pair_spread(row):
+    """The per-alternation ratios, to judge the noise."""
+    vs, ws = row.samples.get("volley", []), row.samples.get("wrk", [])
+    ratios = []
+    for v, w in zip(vs, ws):
+        if not v.error and not w.error and w.rps:
+            ratios.append(v.rps / w.rps)
+    return " ".join(f"{r:.3f}" for r in sorted(ratios))
+
+
+def raise_nofile():
+    """As high as allowed: wrk does not raise the limit itself, and row C
+    holds 10,000 connections. Children inherit it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    return soft if soft != resource.RLIM_INFINITY else 1 << 30
+
+
+if __name__ == "__main__":
+    Bench().run()

@@ -1,0 +1,39 @@
+"""make bench's script: one short row against real nginx and wrk, so the
+benchmark keeps working (its figures are not judged here: the machine is
+shared and noisy).
+SPDX-License-Identifier: MIT
+"""
+import os
+import re
+import subprocess
+import sys
+
+from conftest import ROOT
+
+BENCH = os.path.join(ROOT, "tests", "bench", "bench.py")
+
+
+def test_bench_runs_row_a_and_f(tmp_path):
+    env = dict(os.environ, BENCH_ROWS="AF", BENCH_RUNS="1", BENCH_DURATION="1",
+               BENCH_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, BENCH], env=env, capture_output=True, text=True,
+                       timeout=90)
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    a = re.search(r"^A  plain GET.*?\s([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+>= 1\.05\s+([\d.]+)\s+"
+                  r"([\d.]+)$", out, re.M)
+    assert a, out
+    volley, wrk = (int(x.replace(",", "")) for x in a.group(1, 2))
+    assert volley > 1000 and wrk > 1000, out
+    assert abs(float(a.group(3)) - volley / wrk) < 0.002, out
+    assert float(a.group(4)) > 0 and float(a.group(5)) > 0, out  # CPU s per M requests
+    f = re.search(r"^F  busy fraction.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+>= 0\.97", out, re.M)
+    assert f, out
+    assert 0.2 < float(f.group(1)) < 1.1 and 0.2 < float(f.group(2)) < 1.1, out
+    assert "Notes:" not in out, out
+    assert re.search(r"^  A\s+taskset -c 0 TOOL -t1 -c50 -d1s -s tests/bench/summary\.lua "
+                     r"http://127\.0\.0\.1:\d+/$", out, re.M), out
+    # Each tool's output is kept, with the summary line bench.py read.
+    for tool in ("volley", "wrk"):
+        with open(os.path.join(tmp_path, f"A-{tool}-1.out")) as fh:
+            assert re.search(r"^bench: requests \d+ ", fh.read(), re.M)
