@@ -39,6 +39,7 @@ void conn_init(struct conn *c, struct worker *w)
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
     http_parser_init(&c->parser);
+    c->parser.cache = &w->head_cache;
 }
 
 void conn_free(struct conn *c)

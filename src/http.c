@@ -386,9 +386,56 @@ static enum step end_of_head(struct http_parser *p)
     return close_delimited(p); /* item 8 */
 }
 
+/* A head byte for byte the cached one: its fields without parsing it. The
+ * cached bytes end with the head's blank line, so a match is the whole head. */
+static bool head_cached(struct http_parser *p, const char *buf, size_t len, size_t *off)
+{
+    const struct http_head_cache *c = p->cache;
+    if (!c || c->len == 0 || len - *off < c->len || memcmp(buf + *off, c->data, c->len) != 0)
+        return false;
+    p->status = c->status;
+    p->_version_10 = c->version_10;
+    p->_has_te = c->has_te;
+    p->_chunked = c->chunked;
+    p->_has_length = c->has_length;
+    p->_bad_length = c->bad_length;
+    p->_conn_close = c->conn_close;
+    p->_conn_keep_alive = c->conn_keep_alive;
+    p->_remaining = c->length;
+    p->_head_len = c->len;
+    if (p->want_head)
+        buf_append(&p->head, c->data, c->len);
+    *off += c->len;
+    return true;
+}
+
+static void head_remember(struct http_parser *p, const char *head, size_t len)
+{
+    struct http_head_cache *c = p->cache;
+    if (!c || len > sizeof c->data)
+        return;
+    memcpy(c->data, head, len);
+    c->len = len;
+    c->status = p->status;
+    c->version_10 = p->_version_10;
+    c->has_te = p->_has_te;
+    c->chunked = p->_chunked;
+    c->has_length = p->_has_length;
+    c->bad_length = p->_bad_length;
+    c->conn_close = p->_conn_close;
+    c->conn_keep_alive = p->_conn_keep_alive;
+    c->length = p->_remaining;
+}
+
 static enum step on_head(struct http_parser *p, const char *buf, size_t len, size_t *off)
 {
     struct line ln;
+    /* A head that starts in this buffer can be looked up, and remembered
+     * once its blank line is found in the same buffer. */
+    size_t start = *off;
+    bool whole = p->_state == ST_STATUS_LINE && p->_carry.len == 0;
+    if (whole && head_cached(p, buf, len, off))
+        return end_of_head(p);
     for (;;) {
         int r = take_line(p, buf, len, off, HTTP_MAX_HEAD - p->_head_len, &ln);
         if (r == 0)
@@ -403,6 +450,8 @@ static enum step on_head(struct http_parser *p, const char *buf, size_t len, siz
                 return fail(p, HTTP_ERR_STATUS_LINE);
             p->_state = ST_FIELDS;
         } else if (ln.n == 0) {
+            if (whole && (p->status >= 200 || p->status == 101)) /* not an interim 1xx */
+                head_remember(p, buf + start, *off - start);
             return end_of_head(p);
         } else if (!on_field_line(p, ln.s, ln.n)) {
             return fail(p, HTTP_ERR_HEADER);

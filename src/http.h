@@ -32,6 +32,18 @@ enum http_error {
     HTTP_ERR_TRUNCATED,      /* EOF in the middle of a response */
 };
 
+/* The last final response head parsed through it, and what it said. Under
+ * load the responses are mostly byte for byte the same head, and the same
+ * bytes give the same fields, so one found here again is not parsed again.
+ * Shared by the parsers of one thread (never across threads). */
+#define HTTP_CACHE_HEAD 512
+struct http_head_cache {
+    size_t len; /* 0: empty */
+    int status;
+    bool version_10, has_te, chunked, has_length, bad_length, conn_close, conn_keep_alive;
+    uint64_t length;
+    char data[HTTP_CACHE_HEAD];
+};
 
 struct http_parser {
     /* Results, valid after HTTP_DONE. */
@@ -42,6 +54,7 @@ struct http_parser {
     bool want_head, want_body;
     struct buf head; /* with want_head: the final response's head, status line to blank line */
     struct buf body; /* with want_body: its body, chunked coding removed */
+    struct http_head_cache *cache; /* set by the caller, or NULL */
     /* Private state. */
     int _state;
     bool _head_request, _started, _chunked, _close_delimited, _version_10;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "http.h"
 #include "net.h"
 #include "request.h"
 #include "stats.h"
@@ -31,6 +32,7 @@ struct worker {
     size_t nconns;
     char *buf;                 /* one receive buffer shared by all connections */
     size_t buf_len;
+    struct http_head_cache head_cache; /* the last response head its parsers saw */
     struct request request;    /* the static request batch */
     struct script *script;     /* the thread's Lua state, or NULL */
     struct {

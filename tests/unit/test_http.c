@@ -59,6 +59,10 @@ static void record(struct got *g, const struct http_parser *p, size_t end)
     buf_set(&r->body, &p->body);
 }
 
+/* When set, every parser feed() makes shares this head cache, as the
+ * connections of one worker do. */
+static struct http_head_cache *feed_cache;
+
 /* Feed in[0..len) in pieces ending at cuts[0], cuts[1], ... and len, each piece
  * in its own exact-size allocation so that AddressSanitizer catches a read past
  * it; then report EOF. heads[i]: response i answers a HEAD request. */
@@ -68,6 +72,7 @@ static void feed(const char *in, size_t len, const size_t *cuts, size_t ncuts, b
     struct http_parser p;
     memset(g, 0, sizeof *g);
     http_parser_init(&p);
+    p.cache = feed_cache;
     p.want_head = p.want_body = want;
     http_begin(&p, heads[0]);
     for (size_t k = 0; k <= ncuts && !g->failed; k++) {
@@ -247,6 +252,16 @@ static const struct resp_case resp_cases[] = {
        ""},
       {OK11 "Content-Length: 5\r\nConnection: close\r\n\r\nthree", false, 200, false,
        OK11 "Content-Length: 5\r\nConnection: close\r\n\r\n", "three"}}},
+    {"repeated_heads",
+     {{OK11 "Content-Length: 2\r\n\r\nab", false, 200, true, OK11 "Content-Length: 2\r\n\r\n",
+       "ab"},
+      {OK11 "Content-Length: 2\r\n\r\ncd", false, 200, true, OK11 "Content-Length: 2\r\n\r\n",
+       "cd"},
+      {OK11 "Content-Length: 3\r\n\r\nefg", false, 200, true, OK11 "Content-Length: 3\r\n\r\n",
+       "efg"},
+      {OK11 "Content-Length: 2\r\n\r\n", true, 200, true, OK11 "Content-Length: 2\r\n\r\n", ""},
+      {OK11 "Content-Length: 2\r\nConnection: close\r\n\r\nhi", false, 200, false,
+       OK11 "Content-Length: 2\r\nConnection: close\r\n\r\n", "hi"}}},
     {"pipelined_then_close_delimited",
      {{OK11 "Content-Length: 1\r\n\r\na", false, 200, true, OK11 "Content-Length: 1\r\n\r\n", "a"},
       {OK11 "\r\nrest\r\nHTTP/1.1 200 OK\r\n\r\n", false, 200, false, OK11 "\r\n",
@@ -357,6 +372,56 @@ TEST(responses_fed_in_every_split)
         run_case(&resp_cases[i], false);
 }
 
+/* The same with one head cache shared by every feeding, warm from the start:
+ * a head found in it must give exactly what parsing it gives. */
+TEST(responses_through_a_head_cache)
+{
+    static struct http_head_cache cache;
+    feed_cache = &cache;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < sizeof resp_cases / sizeof resp_cases[0]; i++)
+            run_case(&resp_cases[i], false);
+    feed_cache = NULL;
+}
+
+/* What the cache holds and when it is used. */
+TEST(head_cache_hits_and_misses)
+{
+    static const char a[] = OK11 "Content-Length: 2\r\n\r\nab";
+    static const char b[] = OK11 "Content-Length: 3\r\n\r\nabc";
+    static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n" OK11 "Content-Length: 2\r\n\r\nab";
+    static struct http_head_cache cache;
+    struct http_parser p;
+    size_t used;
+    http_parser_init(&p);
+    p.cache = &cache;
+    http_begin(&p, false);
+    CHECK(http_parse(&p, a, sizeof a - 1, &used) == HTTP_DONE);
+    CHECK_U64(cache.len, sizeof a - 3);
+    CHECK(memcmp(cache.data, a, cache.len) == 0);
+    CHECK(cache.has_length && cache.length == 2 && cache.status == 200);
+    /* A head cut short is neither looked up nor stored; b replaces a. */
+    http_begin(&p, false);
+    CHECK(http_parse(&p, b, 20, &used) == HTTP_MORE);
+    CHECK(http_parse(&p, b + 20, sizeof b - 21, &used) == HTTP_DONE);
+    CHECK_U64(cache.length, 2);
+    http_begin(&p, false);
+    CHECK(http_parse(&p, b, sizeof b - 1, &used) == HTTP_DONE);
+    CHECK_U64(used, sizeof b - 1);
+    CHECK_U64(cache.length, 3);
+    /* After an interim response only the final head is kept. */
+    http_begin(&p, false);
+    CHECK(http_parse(&p, interim, sizeof interim - 1, &used) == HTTP_DONE);
+    CHECK_U64(cache.len, sizeof a - 3);
+    CHECK(memcmp(cache.data, a, cache.len) == 0);
+    /* A hit answering a HEAD request has no body, whatever the head says. */
+    http_begin(&p, true);
+    CHECK(http_parse(&p, a, sizeof a - 3, &used) == HTTP_DONE);
+    CHECK_U64(used, sizeof a - 3);
+    CHECK(p.keep_alive);
+    http_parser_free(&p);
+}
+
 /* A body larger than any read buffer, both with Content-Length and chunked. */
 TEST(large_body)
 {
@@ -464,7 +529,7 @@ static bool check_err(const struct err_case *c, const struct got *g, const char 
     return true;
 }
 
-TEST(errors_in_every_split)
+static void run_err_cases(void)
 {
     for (size_t k = 0; k < sizeof err_cases / sizeof err_cases[0]; k++) {
         const struct err_case *c = &err_cases[k];
@@ -489,6 +554,17 @@ TEST(errors_in_every_split)
         got_free(&g);
         free(cuts);
     }
+}
+
+TEST(errors_in_every_split) { run_err_cases(); }
+
+TEST(errors_through_a_head_cache)
+{
+    static struct http_head_cache cache;
+    feed_cache = &cache;
+    for (int pass = 0; pass < 2; pass++)
+        run_err_cases();
+    feed_cache = NULL;
 }
 
 TEST(error_str_covers_every_error)
