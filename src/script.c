@@ -168,19 +168,49 @@ static void remove_keys(lua_State *L, int t, const char *name)
     }
 }
 
+static bool name_is(const char *name, size_t len, const char *want, size_t want_len)
+{
+    return len == want_len && strncasecmp(name, want, len) == 0;
+}
+
+/* Appends "name: value\r\n" for every field of the table at index t, noting
+ * whether Host and Content-Length (in any case) are among the names. */
+static void write_fields(lua_State *L, int t, struct buf *out, bool *host, bool *length)
+{
+    *host = *length = false;
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        size_t name_len, value_len;
+        lua_pushvalue(L, -2); /* converting the key itself would upset lua_next */
+        const char *name = lua_tolstring(L, -1, &name_len);
+        const char *value = lua_tolstring(L, -2, &value_len);
+        if (!name || !value)
+            luaL_error(L, "header names and values must be strings or numbers");
+        *host = *host || name_is(name, name_len, "Host", 4);
+        *length = *length || name_is(name, name_len, "Content-Length", 14);
+        buf_append(out, name, name_len);
+        buf_append(out, ": ", 2);
+        buf_append(out, value, value_len);
+        buf_append(out, "\r\n", 2);
+        lua_pop(L, 2);
+    }
+}
+
 /* wrk.format(method, path, headers, body) with wrk's side effects on the
  * headers table: Host is added from wrk.headers when missing, Content-Length
  * is set to the body's length, or removed when there is no body. Header
  * names match ignoring case, so "host" or "content-length" set by a script
- * are not sent twice. Written in C: dynamic scripts call it per request.
- * The bytes are assembled in the state's scratch buffer (an upvalue), which
- * an error cannot leak. */
+ * are not sent twice. Written in C: dynamic scripts call it per request, and
+ * the common call (a table with Host, no body) takes one pass over the
+ * headers. The bytes are assembled in the state's scratch buffer (upvalue 1),
+ * which an error cannot leak; upvalue 2 is the wrk module, as the upvalue
+ * wrk's own Lua version reads its defaults from. */
 static int wrk_format(lua_State *L)
 {
     struct buf *out = lua_touserdata(L, lua_upvalueindex(1));
     static const char *const fields[] = {"method", "path", "headers", "body"};
     lua_settop(L, 4);
-    lua_getglobal(L, "wrk"); /* 5 */
+    lua_pushvalue(L, lua_upvalueindex(2)); /* 5 */
     for (int i = 0; i < 4; i++)
         if (lua_isnil(L, i + 1)) {
             lua_getfield(L, 5, fields[i]);
@@ -192,43 +222,33 @@ static int wrk_format(lua_State *L)
     luaL_checktype(L, 3, LUA_TTABLE);
     const char *body = lua_isnil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
 
-    if (find_key(L, 3, "Host")) {
-        lua_pop(L, 1);
-    } else {
-        lua_getfield(L, 5, "headers");
-        if (lua_istable(L, -1) && find_key(L, lua_gettop(L), "Host")) {
-            lua_gettable(L, -2);
-            lua_setfield(L, 3, "Host");
-        }
-        lua_settop(L, 5);
-    }
-    if (body) {
-        if (!find_key(L, 3, "Content-Length"))
-            lua_pushliteral(L, "Content-Length");
-        lua_pushinteger(L, (lua_Integer)body_len);
-        lua_rawset(L, 3);
-    } else {
-        remove_keys(L, 3, "Content-Length");
-    }
-
     buf_clear(out);
     buf_append(out, method, method_len);
     buf_append(out, " ", 1);
     buf_append(out, path, path_len);
     buf_append(out, " HTTP/1.1\r\n", 11);
-    lua_pushnil(L);
-    while (lua_next(L, 3)) {
-        size_t name_len, value_len;
-        lua_pushvalue(L, -2); /* converting the key itself would upset lua_next */
-        const char *name = lua_tolstring(L, -1, &name_len);
-        const char *value = lua_tolstring(L, -2, &value_len);
-        if (!name || !value)
-            return luaL_error(L, "header names and values must be strings or numbers");
-        buf_append(out, name, name_len);
-        buf_append(out, ": ", 2);
-        buf_append(out, value, value_len);
-        buf_append(out, "\r\n", 2);
-        lua_pop(L, 2);
+    size_t fields_at = out->len;
+    bool host, length;
+    write_fields(L, 3, out, &host, &length);
+    if (!host || body || length) {
+        if (!host) {
+            lua_getfield(L, 5, "headers");
+            if (lua_istable(L, -1) && find_key(L, lua_gettop(L), "Host")) {
+                lua_gettable(L, -2);
+                lua_setfield(L, 3, "Host");
+            }
+            lua_settop(L, 5);
+        }
+        if (body) {
+            if (!find_key(L, 3, "Content-Length"))
+                lua_pushliteral(L, "Content-Length");
+            lua_pushinteger(L, (lua_Integer)body_len);
+            lua_rawset(L, 3);
+        } else {
+            remove_keys(L, 3, "Content-Length");
+        }
+        out->len = fields_at;
+        write_fields(L, 3, out, &host, &length);
     }
     buf_append(out, "\r\n", 2);
     if (body)
@@ -526,7 +546,8 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
         fatal(L);
     call(s, 0, 1);
     lua_pushlightuserdata(L, &s->scratch);
-    lua_pushcclosure(L, wrk_format, 1);
+    lua_pushvalue(L, -2);
+    lua_pushcclosure(L, wrk_format, 2);
     lua_setfield(L, -2, "format");
     lua_pushcfunction(L, wrk_lookup);
     lua_setfield(L, -2, "lookup");
