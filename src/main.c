@@ -27,6 +27,7 @@
 
 struct run {
     struct ev_loop *loop;
+    struct budget budget;
     ev_timer deadline;
     ev_signal sigint, sigterm;
     ev_async finished;
@@ -43,10 +44,17 @@ static struct net_addr find_target(const struct config *cfg)
     struct net_addr *addrs, found;
     size_t n;
     const char *why;
-    if (!net_lookup(u->host, u->service, &addrs, &n, &why))
-        die("unable to resolve %s:%s: %s", u->host, u->service, why);
     int err = 0;
     int timeout_ms = (int)(cfg->timeout_us / 1000 > 0 ? cfg->timeout_us / 1000 : 1);
+    if (cfg->unix_socket) {
+        if (!net_unix_addr(cfg->unix_socket, &found))
+            die("invalid Unix socket path '%s': too long", cfg->unix_socket);
+        if ((err = net_probe(&found, timeout_ms)) != 0)
+            die("unable to connect to %s: %s", cfg->unix_socket, strerror(err));
+        return found;
+    }
+    if (!net_lookup(u->host, u->service, &addrs, &n, &why))
+        die("unable to resolve %s:%s: %s", u->host, u->service, why);
     for (size_t i = 0; i < n; i++) {
         if ((err = net_probe(&addrs[i], timeout_ms)) == 0) {
             found = addrs[i];
@@ -121,11 +129,19 @@ static void worker_finished(void *arg)
     ev_async_send(run->loop, &run->finished);
 }
 
+/* Runs on the worker thread that resolved the last request of -n. */
+static void budget_spent(void *arg)
+{
+    struct run *run = arg;
+    ev_async_send(run->loop, &run->finished);
+}
+
 static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct run *run = a->data;
-    if (atomic_load(&run->nfinished) == run->nworkers)
+    if (atomic_load(&run->nfinished) == run->nworkers ||
+        (run->budget.spent && atomic_load(&run->budget.unresolved) == 0))
         ev_break(loop, EVBREAK_ALL);
 }
 
@@ -145,11 +161,18 @@ static void script_worker(struct worker *w, struct script *main_script, size_t *
     worker_set_hooks(w, *pipeline);
 }
 
-static void create_workers(struct run *run, const struct config *cfg, const struct net_addr *addr,
-                           struct script *main_script)
+/* Returns the number of requests per batch. */
+static size_t create_workers(struct run *run, const struct config *cfg,
+                             const struct net_addr *addr, struct script *main_script)
 {
     struct request plain = {0};
     size_t pipeline = 1;
+    if (cfg->requests) {
+        atomic_init(&run->budget.unsent, cfg->requests);
+        atomic_init(&run->budget.unresolved, cfg->requests);
+        run->budget.spent = budget_spent;
+        run->budget.arg = run;
+    }
     if (!main_script)
         plain = static_request(cfg);
     run->nworkers = (size_t)cfg->threads;
@@ -159,6 +182,8 @@ static void create_workers(struct run *run, const struct config *cfg, const stru
                                       addr);
         w->on_finish = worker_finished;
         w->on_finish_arg = run;
+        if (cfg->requests)
+            w->budget = &run->budget;
         run->workers[i] = w;
         if (main_script) {
             script_worker(w, main_script, &pipeline);
@@ -168,6 +193,7 @@ static void create_workers(struct run *run, const struct config *cfg, const stru
         }
     }
     request_free(&plain);
+    return worker_depth(run->workers[0]);
 }
 
 /* Start the workers and wait for the end of the run. Returns its length. */
@@ -185,9 +211,14 @@ static uint64_t run_workers(struct run *run, const struct config *cfg)
 
     uint64_t start = clock_us();
     ev_now_update(run->loop);
-    ev_timer_start(run->loop, &run->deadline);
-    for (size_t i = 0; i < run->nworkers; i++)
+    /* -n alone runs until its requests are done; with -d, whichever ends first. */
+    if (!cfg->requests || cfg->duration_set)
+        ev_timer_start(run->loop, &run->deadline);
+    for (size_t i = 0; i < run->nworkers; i++) {
+        if (cfg->rate)
+            worker_set_rate(run->workers[i], start);
         worker_start(run->workers[i]);
+    }
     ev_run(run->loop, 0);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_stop(run->workers[i]);
@@ -207,7 +238,7 @@ int main(int argc, char **argv)
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     check_fd_limit(&cfg);
-    create_workers(&run, &cfg, &addr, main_script);
+    result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
     fflush(stdout);
@@ -217,6 +248,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < run.nworkers; i++)
         stats_merge(&result.stats, &run.workers[i]->stats);
     report_text(stdout, &result);
+    report_rate_shortfall(stderr, &result);
     if (main_script)
         script_done(main_script, &result);
 
