@@ -299,8 +299,10 @@ static const char *copy_value(lua_State *from, int idx, lua_State *to, int seen,
 }
 
 /* Pushes onto to a copy of from's value at idx, or raises an error in
- * caller (one of the two states) saying what cannot be transferred. */
-static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to)
+ * caller (one of the two states) saying what cannot be copied: "to" or
+ * "from" the thread, as the caller sees it. */
+static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to,
+                     const char *direction)
 {
     if (from == to) {
         lua_pushvalue(to, idx);
@@ -313,7 +315,7 @@ static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to)
     if (err) {
         lua_settop(from, from_top);
         lua_settop(to, to_top);
-        luaL_error(caller, "cannot transfer %s to or from a thread", err);
+        luaL_error(caller, "cannot copy %s %s a thread", err, direction);
     }
     lua_settop(from, from_top);
 }
@@ -342,7 +344,7 @@ static int thread_get(lua_State *L)
     const char *name = luaL_checkstring(L, 2);
     lua_State *T = w->script->L;
     lua_getglobal(T, name);
-    transfer(L, T, -1, L);
+    transfer(L, T, -1, L, "from");
     lua_pop(T, 1);
     return 1;
 }
@@ -354,7 +356,7 @@ static int thread_set(lua_State *L)
     const char *name = luaL_checkstring(L, 2);
     lua_State *T = w->script->L;
     luaL_checkany(L, 3);
-    transfer(L, L, 3, T);
+    transfer(L, L, 3, T, "to");
     lua_setglobal(T, name);
     return 0;
 }
