@@ -264,8 +264,12 @@ static const char *copy_value(lua_State *from, int idx, lua_State *to, int seen,
     }
     case LUA_TTABLE:
         break;
+    case LUA_TFUNCTION:
+        return "a function";
+    case LUA_TTHREAD:
+        return "a coroutine";
     default:
-        return lua_typename(from, lua_type(from, idx));
+        return "a userdata";
     }
     if (depth >= COPY_DEPTH)
         return "a table nested too deeply";
