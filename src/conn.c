@@ -74,7 +74,6 @@ static void drop(struct conn *c)
     c->state = CONN_CLOSED;
     c->batch = NULL;
     c->pending = 0;
-    c->delaying = false;
 }
 
 void conn_stop(struct conn *c) { drop(c); }
@@ -266,14 +265,22 @@ static void next_batch(struct conn *c)
     if (w->stopping)
         return;
     if (w->hooks.delay) {
-        double ms = script_delay(w->script);
-        if (w->stopping)
-            return;
-        if (ms > 0) {
-            c->delaying = true;
-            timer_start(c, (uint64_t)(ms * 1000));
+        uint64_t now = clock_us();
+        /* A pause cut short by a reconnect (a server closing the idle
+         * connection) is served out, not asked for again: starting it over
+         * on every reconnect would never let a request out when the server
+         * closes idle connections sooner than delay() says. */
+        if (!c->delay_until) {
+            double ms = script_delay(w->script);
+            if (w->stopping)
+                return;
+            c->delay_until = now + (uint64_t)(ms * 1000);
+        }
+        if (c->delay_until > now) {
+            timer_start(c, c->delay_until - now);
             return;
         }
+        c->delay_until = 0;
     }
     send_batch(c);
 }
@@ -462,8 +469,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         break;
     }
     case CONN_IDLE:
-        if (c->delaying) {
-            c->delaying = false;
+        if (c->delay_until) {
+            c->delay_until = 0;
             send_batch(c);
         }
         break;

@@ -34,7 +34,7 @@ struct conn {
     size_t pending;          /* responses still expected for batch */
     uint64_t sent_at;        /* when the batch's first byte was written (us) */
     uint64_t backoff_us;     /* next reconnect delay after a connect failure */
-    bool delaying;           /* waiting out delay() before the next batch */
+    uint64_t delay_until;    /* end of the delay() pause before the next batch, or 0 */
     struct request own;      /* the batch request() returned, with a script */
     void *tls;               /* the transport's per-connection state */
 };
