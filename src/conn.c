@@ -410,10 +410,15 @@ static void read_ready(struct conn *c)
 /* Watcher callbacks                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* Once the worker is stopping (the end of the run, or thread:stop() from a
+ * hook), the watchers still pending in the same loop iteration do nothing:
+ * a response read after the stop is not counted nor given to response(). */
 static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     if (c->state == CONN_HANDSHAKE)
         handshake(c);
     else
@@ -424,6 +429,8 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CONNECTING: {
         int err = net_connect_error(c->fd);
@@ -449,6 +456,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = t->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CLOSED: /* the back-off is over */
         conn_start(c);
