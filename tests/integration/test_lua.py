@@ -504,13 +504,14 @@ def test_thread_fields(testd, tmp_path):
     assert lines[2] == "function\tfunction\tfunction\tnil"
 
 
-@pytest.mark.parametrize("hook", ["request", "response", "init"])
+@pytest.mark.parametrize("hook", ["request", "response", "init", "setup"])
 def test_every_thread_stopping_ends_the_run(testd, tmp_path, hook):
     body = {"request": "function request() n = (n or 0) + 1\n"
                        "  if n > 50 then wrk.thread:stop() end return wrk.format() end",
             "response": "function response(status) n = (n or 0) + 1\n"
                         "  if n == 50 then wrk.thread:stop() end end",
-            "init": "function init(args) wrk.thread:stop() end"}[hook]
+            "init": "function init(args) wrk.thread:stop() end",
+            "setup": "function setup(thread) thread:stop() end"}[hook]
     script = write(tmp_path, body + "\n")
     srv = testd()
     run = ok(volley("-t3", "-c6", "-d20s", "-s", script, srv.url))
@@ -522,6 +523,7 @@ def test_every_thread_stopping_ends_the_run(testd, tmp_path, hook):
         assert 100 <= n <= 155, run
     else:
         assert n == 0, run
+        assert srv.stop()["requests"] == 0
     assert n <= srv.stop()["requests"]
 
 
