@@ -379,6 +379,29 @@ def test_interim_responses_are_skipped(testd):
     assert stats["connections"] == 3
 
 
+def test_http10_requests(testd, tmp_path):
+    # an HTTP/1.0 request without keep-alive: the server answers and closes
+    script = tmp_path / "http10.lua"
+    script.write_text('function request() return "GET /old HTTP/1.0\\r\\n\\r\\n" end\n')
+    srv = testd()
+    run = volley("-t1", "-c2", "-d500ms", "-s", script, srv.url)
+    stats = served(run, srv, 2)
+    n = run.report["requests"]
+    assert n + 1 <= stats["connections"] <= n + 1 + 2, (run, stats)
+    assert {r["version"] for r in srv.log()} == {"HTTP/1.0"}
+
+
+def test_100_continue_before_the_response(testd, tmp_path):
+    script = tmp_path / "expect.lua"
+    script.write_text('wrk.method = "POST"\nwrk.body = "abc"\n'
+                      'wrk.headers["Expect"] = "100-continue"\n')
+    srv = testd()
+    run = volley("-t1", "-c2", "-d500ms", "-s", script, srv.url)
+    stats = served(run, srv, 2)
+    assert stats["interim_responses"] == stats["requests"] > 0
+    assert stats["connections"] == 3
+
+
 def test_server_closing_idle_connections_is_not_an_error(testd, tmp_path):
     # delay() leaves every connection idle for 100 ms before each request, and
     # the server closes connections idle for 60 ms: the pause goes on over the

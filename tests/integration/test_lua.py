@@ -598,7 +598,7 @@ def test_done_statistics_agree_with_the_report(testd, tmp_path):
 
     rps = list(map(float, lines["requests"]))
     assert close(rps[2], r["rps_avg"]) and close(rps[1], r["rps_max"])
-    assert rps[9] >= 15  # about ten samples per thread
+    assert 16 <= rps[9] <= 22, rps  # ten samples per thread in 1 s, one every 100 ms
 
 
 def test_done_on_an_empty_run(testd, tmp_path):
