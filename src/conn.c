@@ -76,7 +76,6 @@ static void drop(struct conn *c)
     c->state = CONN_CLOSED;
     c->batch = NULL;
     c->pending = 0;
-    c->delaying = false;
 }
 
 void conn_stop(struct conn *c) { drop(c); }
@@ -283,14 +282,22 @@ static void next_batch(struct conn *c)
     if (w->stopping)
         return;
     if (w->hooks.delay) {
-        double ms = script_delay(w->script);
-        if (w->stopping)
-            return;
-        if (ms > 0) {
-            c->delaying = true;
-            timer_start(c, (uint64_t)(ms * 1000));
+        uint64_t now = clock_us();
+        /* A pause cut short by a reconnect (a server closing the idle
+         * connection) is served out, not asked for again: starting it over
+         * on every reconnect would never let a request out when the server
+         * closes idle connections sooner than delay() says. */
+        if (!c->delay_until) {
+            double ms = script_delay(w->script);
+            if (w->stopping)
+                return;
+            c->delay_until = now + (uint64_t)(ms * 1000);
+        }
+        if (c->delay_until > now) {
+            timer_start(c, c->delay_until - now);
             return;
         }
+        c->delay_until = 0;
     }
     dispatch(c);
 }
@@ -454,10 +461,15 @@ static void read_ready(struct conn *c)
 /* Watcher callbacks                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* Once the worker is stopping (the end of the run, or thread:stop() from a
+ * hook), the watchers still pending in the same loop iteration do nothing:
+ * a response read after the stop is not counted nor given to response(). */
 static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     if (c->state == CONN_HANDSHAKE)
         handshake(c);
     else
@@ -468,6 +480,8 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CONNECTING: {
         int err = net_connect_error(c->fd);
@@ -493,6 +507,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = t->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CLOSED: /* the back-off is over */
         conn_start(c);
@@ -513,8 +529,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         break;
     }
     case CONN_IDLE:
-        if (c->delaying) {
-            c->delaying = false;
+        if (c->delay_until) {
+            c->delay_until = 0;
             dispatch(c);
         }
         break;

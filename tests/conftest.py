@@ -39,12 +39,12 @@ class Run:
                 f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}>")
 
 
-def volley(*args, timeout=60, env=None, stdin=None):
-    """Run volley with args (strings); returns a Run."""
+def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
+    """Run volley with args (strings), in directory cwd if given; returns a Run."""
     start = time.monotonic()
     proc = subprocess.run([VOLLEY] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=env, stdin=stdin or subprocess.DEVNULL,
-                          errors="replace")
+                          errors="replace", cwd=cwd)
     return Run(proc, time.monotonic() - start)
 
 
