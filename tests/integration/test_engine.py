@@ -272,9 +272,11 @@ def test_never_answered_requests_time_out_and_the_run_ends_on_time(testd):
     assert r["errors"]["read"] == r["errors"]["write"] == r["errors"]["connect"] == 0
     assert re.search(r"^    Latency\s+0\.00us\s+0\.00us\s+0\.00us\s+-nan%$", run.stdout, re.M)
     stats = srv.stop()
-    # a timeout closes the connection and opens a new one
-    assert stats["connections"] == 1 + 3 + r["errors"]["timeout"], (run, stats)
-    assert stats["requests"] == 3 + r["errors"]["timeout"]
+    # a timeout closes the connection and opens a new one; on a busy machine
+    # the last reopened connections may end before the server read from them
+    t = r["errors"]["timeout"]
+    assert 1 + t <= stats["connections"] <= 1 + 3 + t, (run, stats)
+    assert t <= stats["requests"] <= 3 + t, (run, stats)
 
 
 def test_late_responses_time_out(testd):
