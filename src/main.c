@@ -3,6 +3,7 @@
  * over (or Ctrl-C, or every worker ended on its own), then join the workers,
  * merge what they measured and print the report.
  * SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <ev.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -11,10 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
 #include "net.h"
+#include "progress.h"
 #include "report.h"
 #include "request.h"
 #include "script.h"
@@ -32,6 +36,7 @@ struct run {
     ev_async finished;
     struct worker **workers;
     size_t nworkers;
+    size_t pipeline; /* responses per request() batch */
     atomic_size_t nfinished;
 };
 
@@ -149,7 +154,7 @@ static void create_workers(struct run *run, const struct config *cfg, const stru
                            struct script *main_script)
 {
     struct request plain = {0};
-    size_t pipeline = 1;
+    run->pipeline = 1;
     if (!main_script)
         plain = static_request(cfg);
     run->nworkers = (size_t)cfg->threads;
@@ -161,7 +166,7 @@ static void create_workers(struct run *run, const struct config *cfg, const stru
         w->on_finish_arg = run;
         run->workers[i] = w;
         if (main_script) {
-            script_worker(w, main_script, &pipeline);
+            script_worker(w, main_script, &run->pipeline);
         } else {
             struct request copy = request_copy(&plain);
             worker_set_request(w, &copy);
@@ -170,9 +175,16 @@ static void create_workers(struct run *run, const struct config *cfg, const stru
     request_free(&plain);
 }
 
-/* Start the workers and wait for the end of the run. Returns its length. */
-static uint64_t run_workers(struct run *run, const struct config *cfg)
+static double seconds_between(struct timeval from, struct timeval to)
 {
+    return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
+}
+
+/* Start the workers and wait for the end of the run; note its length and
+ * volley's CPU time over it (all threads: RUSAGE_SELF covers the process). */
+static void run_workers(struct run *run, const struct config *cfg, struct result *r)
+{
+    struct rusage before, after;
     run->loop = ev_default_loop(EVFLAG_AUTO);
     ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
@@ -183,17 +195,50 @@ static uint64_t run_workers(struct run *run, const struct config *cfg)
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
+    getrusage(RUSAGE_SELF, &before);
+    clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
     ev_now_update(run->loop);
     ev_timer_start(run->loop, &run->deadline);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_start(run->workers[i]);
+    struct progress *progress =
+        progress_start(run->loop, cfg, run->workers, run->nworkers, start);
     ev_run(run->loop, 0);
+    progress_end(progress);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_stop(run->workers[i]);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
-    return clock_us() - start;
+    r->runtime_us = clock_us() - start;
+    getrusage(RUSAGE_SELF, &after);
+    r->cpu_user_s = seconds_between(before.ru_utime, after.ru_utime);
+    r->cpu_system_s = seconds_between(before.ru_stime, after.ru_stime);
+}
+
+/* Where --json goes. For "-" the document takes stdout to itself: the
+ * original stdout is kept for it, and descriptor 1 becomes stderr, so the
+ * text report and anything a script prints go to stderr. */
+static FILE *open_json(const char *path)
+{
+    FILE *f;
+    if (strcmp(path, "-") != 0) {
+        if (!(f = fopen(path, "w")))
+            die("cannot open %s: %s", path, strerror(errno));
+        return f;
+    }
+    int fd = dup(STDOUT_FILENO);
+    if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
+        die("cannot write JSON to stdout: %s", strerror(errno));
+    return f;
+}
+
+static void write_json(FILE *f, const char *path, const struct result *r)
+{
+    bool ok = report_json(f, r);
+    if (fclose(f) != 0 || !ok)
+        die("cannot write %s: %s", strcmp(path, "-") == 0 ? "JSON to stdout" : path,
+            strerror(errno));
 }
 
 int main(int argc, char **argv)
@@ -204,21 +249,27 @@ int main(int argc, char **argv)
 
     cli_parse(argc, argv, &cfg);
     signal(SIGPIPE, SIG_IGN);
+    FILE *json = cfg.json ? open_json(cfg.json) : NULL;
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     check_fd_limit(&cfg);
     create_workers(&run, &cfg, &addr, main_script);
+    result.pipeline = run.pipeline;
 
     report_header(stdout, &cfg);
     fflush(stdout);
-    result.runtime_us = run_workers(&run, &cfg);
+    run_workers(&run, &cfg, &result);
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
         stats_merge(&result.stats, &run.workers[i]->stats);
     report_text(stdout, &result);
+    report_warnings(stdout, &result);
     if (main_script)
         script_done(main_script, &result);
+    fflush(stdout);
+    if (json)
+        write_json(json, cfg.json, &result);
 
     for (size_t i = 0; i < run.nworkers; i++)
         worker_free(run.workers[i]);

@@ -6,7 +6,9 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "units.h"
@@ -80,4 +82,36 @@ void report_text(FILE *f, const struct result *r)
         fprintf(f, "  Non-2xx or 3xx responses: %" PRIu64 "\n", e->status);
     fprintf(f, "Requests/sec: %9.2Lf\n", seconds > 0 ? s->requests / seconds : 0);
     fprintf(f, "Transfer/sec: %10sB\n", units_binary(seconds > 0 ? s->bytes / seconds : 0, b));
+}
+
+/* CPUs this process may run on (taskset, cpusets), as nproc counts them. */
+static long usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+void report_cpu_load(const struct result *r, struct cpu_load *load)
+{
+    double seconds = (double)r->runtime_us / 1e6;
+    double busy = seconds > 0 ? (r->cpu_user_s + r->cpu_system_s) / seconds : 0;
+    load->cpus = usable_cpus();
+    load->usable = (double)r->cfg->threads;
+    if (load->cpus > 0 && (double)load->cpus < load->usable)
+        load->usable = (double)load->cpus;
+    load->utilisation = busy / (double)r->cfg->threads;
+    load->saturation = busy / load->usable;
+    load->saturated = load->saturation > REPORT_SATURATED;
+}
+
+void report_warnings(FILE *f, const struct result *r)
+{
+    struct cpu_load load;
+    report_cpu_load(r, &load);
+    if (load.saturated)
+        fprintf(f, "Warning: volley was CPU-bound (%.0f%% of the %.0f CPU%s its threads could "
+                   "use): these figures measure the load generator, not only the server\n",
+                100 * load.saturation, load.usable, load.usable == 1 ? "" : "s");
 }

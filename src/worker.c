@@ -33,7 +33,12 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct worker *w = t->data;
+    const struct errors *e = &w->stats.errors;
     uint64_t now = clock_us(), n = w->stats.requests - w->sample_requests;
+    atomic_store_explicit(&w->live_requests, w->stats.requests, memory_order_relaxed);
+    atomic_store_explicit(&w->live_errors,
+                          e->connect + e->read + e->write + e->timeout + e->status,
+                          memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
