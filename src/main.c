@@ -180,8 +180,9 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
-/* Start the workers and wait for the end of the run; note its length and
- * volley's CPU time over it (all threads: RUSAGE_SELF covers the process). */
+/* Start the workers and wait for the end of the run; note its length,
+ * volley's CPU time over it (RUSAGE_SELF covers every thread) and how busy
+ * the busiest worker thread was. */
 static void run_workers(struct run *run, const struct config *cfg, struct result *r)
 {
     struct rusage before, after;
@@ -212,8 +213,16 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         worker_join(run->workers[i]);
     r->runtime_us = clock_us() - start;
     getrusage(RUSAGE_SELF, &after);
-    r->cpu_user_s = seconds_between(before.ru_utime, after.ru_utime);
-    r->cpu_system_s = seconds_between(before.ru_stime, after.ru_stime);
+    r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
+    r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
+    r->cpu.has_wait = true;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        const struct cpu_busy *b = &run->workers[i]->load;
+        r->cpu.wait_s += b->wait_s;
+        r->cpu.has_wait &= b->has_wait;
+        if (b->busy > r->cpu.busiest)
+            r->cpu.busiest = b->busy;
+    }
 }
 
 /* Where --json goes. For "-" the document takes stdout to itself: the

@@ -96,14 +96,10 @@ static long usable_cpus(void)
 void report_cpu_load(const struct result *r, struct cpu_load *load)
 {
     double seconds = (double)r->runtime_us / 1e6;
-    double busy = seconds > 0 ? (r->cpu_user_s + r->cpu_system_s) / seconds : 0;
+    double cpu = r->cpu.user_s + r->cpu.system_s;
     load->cpus = usable_cpus();
-    load->usable = (double)r->cfg->threads;
-    if (load->cpus > 0 && (double)load->cpus < load->usable)
-        load->usable = (double)load->cpus;
-    load->utilisation = busy / (double)r->cfg->threads;
-    load->saturation = busy / load->usable;
-    load->saturated = load->saturation > REPORT_SATURATED;
+    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
+    load->saturated = r->cpu.busiest > REPORT_SATURATED;
 }
 
 void report_warnings(FILE *f, const struct result *r)
@@ -111,7 +107,7 @@ void report_warnings(FILE *f, const struct result *r)
     struct cpu_load load;
     report_cpu_load(r, &load);
     if (load.saturated)
-        fprintf(f, "Warning: volley was CPU-bound (%.0f%% of the %.0f CPU%s its threads could "
-                   "use): these figures measure the load generator, not only the server\n",
-                100 * load.saturation, load.usable, load.usable == 1 ? "" : "s");
+        fprintf(f, "Warning: volley was CPU-bound (a thread was busy %.0f%% of the time): "
+                   "these figures measure the load generator, not only the server\n",
+                100 * r->cpu.busiest);
 }

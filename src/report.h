@@ -20,23 +20,26 @@ struct result {
     struct stats stats;      /* all workers merged */
     size_t pipeline;         /* responses per request() batch (1 without a script) */
     struct timespec started; /* wall-clock start of the run, for the record */
-    double cpu_user_s, cpu_system_s; /* volley's own CPU time during the run */
+    struct {
+        double user_s, system_s; /* the whole process during the run */
+        double wait_s;  /* worker threads runnable but waiting for a CPU */
+        bool has_wait;  /* wait_s is known (Linux) */
+        double busiest; /* highest share of its run a worker thread was busy */
+    } cpu;
     /* With -R: latency from the actual send, and how late requests were sent
      * after their intended time; NULL in the closed model. */
     const struct hist *latency_uncorrected, *scheduling_lag;
 };
 
-/* The generator's own load: CPU seconds per second of run time, as a share
- * of the threads it ran (utilisation) and of the threads that could run at
- * once (min of -t and the CPUs available). Saturated when the latter passes
- * REPORT_SATURATED: the loops then rarely wait for the network, so queues
- * inside volley add to the latency and cap the throughput it reports. */
+/* The generator's own load. A worker thread is busy while it is on a CPU or
+ * runnable and waiting for one; when the busiest was busy for more than
+ * REPORT_SATURATED of the run, its loop was rarely waiting for the network:
+ * responses queued inside volley, that wait counted as latency, and the
+ * throughput was volley's limit. */
 #define REPORT_SATURATED 0.9
 struct cpu_load {
     long cpus;          /* CPUs this process may run on */
-    double usable;      /* min(threads, cpus) */
-    double utilisation; /* CPU time / (run time x threads) */
-    double saturation;  /* CPU time / (run time x usable) */
+    double utilisation; /* process CPU time / (run time x threads) */
     bool saturated;
 };
 void report_cpu_load(const struct result *r, struct cpu_load *load);

@@ -176,11 +176,15 @@ static void cpu(struct json *j, const struct result *r)
     struct cpu_load load;
     report_cpu_load(r, &load);
     json_object_begin(j, "cpu");
-    json_double(j, "user_s", r->cpu_user_s);
-    json_double(j, "system_s", r->cpu_system_s);
+    json_double(j, "user_s", r->cpu.user_s);
+    json_double(j, "system_s", r->cpu.system_s);
     json_uint(j, "cpus", (uint64_t)load.cpus);
     json_double(j, "utilisation", load.utilisation);
-    json_double(j, "saturation", load.saturation);
+    if (r->cpu.has_wait)
+        json_double(j, "run_queue_wait_s", r->cpu.wait_s);
+    else
+        json_null(j, "run_queue_wait_s");
+    json_double(j, "busiest_thread", r->cpu.busiest);
     json_bool(j, "saturated", load.saturated);
     json_object_end(j);
 }

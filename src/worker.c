@@ -99,11 +99,15 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
 static void *run(void *arg)
 {
     struct worker *w = arg;
+    struct cpu_thread start, end;
+    cpu_thread_now(&start);
     w->sample_at = clock_us();
     for (size_t i = 0; i < w->nconns && !w->stopping; i++)
         conn_start(&w->conns[i]);
     if (!w->stopping)
         ev_run(w->loop, 0);
+    cpu_thread_now(&end);
+    cpu_thread_since(&start, &end, &w->load);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
     if (w->finished && w->on_finish)

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "net.h"
 #include "request.h"
 #include "stats.h"
@@ -47,6 +48,7 @@ struct worker {
      * line: the hot path keeps plain counters, and a display needs no
      * ordering, so relaxed stores and loads suffice. */
     _Atomic uint64_t live_requests, live_errors;
+    struct cpu_busy load;      /* how busy the thread was while it ran */
     bool stopping;
     bool finished;             /* ended on its own (thread:stop) */
     /* Called on the worker thread when it ends on its own. */
