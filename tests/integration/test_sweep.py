@@ -7,10 +7,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -184,6 +186,33 @@ def test_a_failing_run_stops_the_sweep_with_volleys_error(tmp_path):
     assert f"volley: unable to connect to 127.0.0.1:{port}: Connection refused\n" in proc.stderr
     assert "volley-sweep: volley failed at 1 connection (exit 1): " in proc.stderr
     assert not os.path.exists(os.path.join(tmp_path, "dead.dat"))
+
+
+def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_path):
+    srv = testd()
+    # Ctrl-C on a terminal: SIGINT to the whole process group (the sweep
+    # and volley), with SIGINT at its default even if the test runner's
+    # shell ignores it.
+    proc = subprocess.Popen([sys.executable, SWEEP, "-d", "3s", "-c", "1,2,3", "-n", "cut", "-o",
+                             tmp_path, srv.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ, VOLLEY=VOLLEY),
+                            start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    dat = os.path.join(tmp_path, "cut.dat")
+    deadline = time.monotonic() + 30
+    while not os.path.exists(dat) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.8)  # into the second level
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "volley-sweep: interrupted at level 2 of 3\n" in err
+    _, rows = read_dat(dat)
+    assert [r[0] for r in rows] == [1, 2]
+    with open(os.path.join(tmp_path, "cut_c2.json")) as f:
+        assert json.load(f)["duration_us"] < 2500000
+    assert not os.path.exists(os.path.join(tmp_path, "cut_c3.json"))
+    check_png(os.path.join(tmp_path, "cut_qps_ttlb.png"))
 
 
 @pytest.mark.parametrize("args,message", [
