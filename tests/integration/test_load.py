@@ -29,7 +29,7 @@ def test_rate_is_held_precisely(testd):
     # Requests sent at 2000/s for 3 s: the server saw that many, give or take
     # the requests in flight at the end.
     assert abs(stats["requests"] - 6000) <= 25, stats
-    assert "Warning" not in run.stderr
+    assert "Warning" not in run.stdout + run.stderr
 
 
 def test_rate_below_threads_and_connections_is_not_biased(testd):
@@ -86,7 +86,9 @@ def test_rate_shortfall_is_explained(testd):
     run = volley("-t1", "-c10", "-d2s", "-R1000", server.url + "/")
     assert run.returncode == 0, run
     assert run.report["rps"] < 250
-    warning = [line for line in run.stderr.splitlines() if line.startswith("Warning:")]
+    # The warning ends the report.
+    assert run.stdout.splitlines()[-1].startswith("Warning: sent "), run
+    warning = [line for line in run.stdout.splitlines() if line.startswith("Warning: sent")]
     assert len(warning) == 1, run
     assert "short of the 1000" in warning[0] and "raise -c" in warning[0], warning
 
