@@ -18,6 +18,7 @@
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "tls.h"
 #include "worker.h"
 #include "xalloc.h"
 
@@ -203,9 +204,13 @@ int main(int argc, char **argv)
     struct result result = {.cfg = &cfg};
 
     cli_parse(argc, argv, &cfg);
+    if (cfg.url.tls)
+        tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
+    if (cfg.verify)
+        tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     create_workers(&run, &cfg, &addr, main_script);
 
@@ -225,6 +230,7 @@ int main(int argc, char **argv)
     free(run.workers);
     stats_free(&result.stats);
     script_free(main_script);
+    tls_cleanup();
     cli_free(&cfg);
     ev_loop_destroy(run.loop);
     return 0;
