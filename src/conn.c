@@ -45,6 +45,7 @@ void conn_init(struct conn *c, struct worker *w)
 void conn_free(struct conn *c)
 {
     conn_stop(c);
+    c->worker->transport->release(c);
     http_parser_free(&c->parser);
     request_free(&c->own);
 }

@@ -22,6 +22,7 @@
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "tls.h"
 #include "worker.h"
 #include "xalloc.h"
 
@@ -287,10 +288,14 @@ int main(int argc, char **argv)
     struct result result = {.cfg = &cfg};
 
     cli_parse(argc, argv, &cfg);
+    if (cfg.url.tls)
+        tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
     FILE *json = cfg.json ? open_json(cfg.json) : NULL;
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
+    if (cfg.verify)
+        tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
@@ -318,6 +323,7 @@ int main(int argc, char **argv)
     free(run.workers);
     stats_free(&result.stats);
     script_free(main_script);
+    tls_cleanup();
     cli_free(&cfg);
     ev_loop_destroy(run.loop);
     return 0;

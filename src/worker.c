@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "script.h"
+#include "tls.h"
 #include "transport.h"
 #include "xalloc.h"
 
@@ -85,7 +86,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
     w->cfg = cfg;
-    w->transport = &transport_plain;
+    w->transport = cfg->url.tls ? &transport_tls : &transport_plain;
     w->addr = *addr;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
     if (!w->loop)

@@ -193,16 +193,18 @@ class Nginx:
     server: the body of the server block (listen lines are added unless
     listen=False); http: extra http-level directives. The access log uses
     the format given by log_format (nginx variables), one line per request.
+    tls=True makes the listener HTTPS (server then names the certificate).
     """
 
     def __init__(self, tmp_path, server="", http="", log_format="$request", listen=True,
-                 workers=1):
+                 workers=1, tls=False):
         self.prefix = os.path.join(tmp_path, f"nginx-{id(self)}")
         os.makedirs(os.path.join(self.prefix, "logs"))
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.access_log = os.path.join(self.prefix, "logs", "access.log")
-        listen_line = f"listen 127.0.0.1:{self.port};" if listen else ""
+        ssl = " ssl" if tls else ""
+        listen_line = f"listen 127.0.0.1:{self.port}{ssl};" if listen else ""
         conf = f"""
 worker_processes {workers};
 worker_rlimit_nofile 30000;
