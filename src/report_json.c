@@ -172,6 +172,24 @@ static void rate(struct json *j, const struct result *r, double seconds)
     json_object_end(j);
 }
 
+/* Handshake figures for https URLs; latency never includes them. */
+static void tls(struct json *j, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    if (!r->cfg->url.tls) {
+        json_null(j, "tls");
+        return;
+    }
+    json_object_begin(j, "tls");
+    json_uint(j, "handshakes", s->handshakes);
+    json_uint(j, "resumed", s->resumed);
+    if (s->handshakes)
+        json_double(j, "handshake_mean_us", (double)s->handshake_us / (double)s->handshakes);
+    else
+        json_null(j, "handshake_mean_us");
+    json_object_end(j);
+}
+
 static void cpu(struct json *j, const struct result *r)
 {
     struct cpu_load load;
@@ -217,6 +235,7 @@ bool report_json(FILE *f, const struct result *r)
     status_codes(&j, s);
     json_uint(&j, "connects", s->connects);
     json_uint(&j, "reconnects", s->reconnects);
+    tls(&j, r);
 
     distribution(&j, "latency", s->latency);
     distribution(&j, "latency_uncorrected", r->latency_uncorrected);

@@ -5,6 +5,7 @@ TLS (a plain-HTTP port, a server that resets) costing a few counted connect
 errors and no CPU.
 SPDX-License-Identifier: MIT
 """
+import json
 import os
 import resource
 import socket
@@ -15,7 +16,7 @@ import threading
 
 import pytest
 
-from conftest import volley
+from conftest import parse_report, volley
 
 # What nginx logs for every request; "-" for an empty variable.
 LOG = "$ssl_protocol $ssl_alpn_protocol $ssl_server_name $ssl_session_reused " \
@@ -103,7 +104,9 @@ def test_reconnects_resume_the_session(nginx, certs, protocol):
     extra = "ssl_session_tickets off; ssl_session_cache shared:volley:1m;"
     server = https_nginx(nginx, certs, extra=extra if protocol == "TLSv1.2" else "",
                          protocols=protocol)
-    run = volley("-t", 2, "-c", 4, "-d", 1, "-H", "Connection: close", local_url(server))
+    run = volley("-t", 2, "-c", 4, "-d", 1, "-H", "Connection: close", "--json", "-",
+                 local_url(server))
+    run.report = parse_report(run.stderr)
     assert_clean(run)
     log = fields(server.log())
     assert {f["protocol"] for f in log} == {protocol}
@@ -111,6 +114,12 @@ def test_reconnects_resume_the_session(nginx, certs, protocol):
     assert len({f["conn"] for f in log}) == len(log) >= run.report["requests"] > 20
     resumed = sum(f["reused"] == "r" for f in log)
     assert resumed >= 0.95 * len(log), f"{resumed} of {len(log)} resumed"
+    # volley's own count of its handshakes agrees with nginx's log (give or
+    # take the connections open when the run ended).
+    tls = json.loads(run.stdout)["tls"]
+    assert len(log) <= tls["handshakes"] <= len(log) + 4, (tls, len(log))
+    assert tls["resumed"] >= 0.95 * tls["handshakes"] - 4, tls
+    assert tls["handshake_mean_us"] > 0
 
 
 def test_no_sni_for_ip_literals_and_sni_override(nginx, certs):
