@@ -29,7 +29,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
 
-.PHONY: all check test tests bench clean distclean
+.PHONY: all check test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
 all: volley
@@ -65,6 +65,10 @@ tests: volley $(UNIT_BINS) $(TESTD)
 
 check test: tests
 	$(PYTHON) tests/run.py
+
+# A short benchmark against the in-tree test server, to see the report.
+demo: volley $(TESTD)
+	tests/demo.sh
 
 # volley side by side with wrk (needs wrk and nginx: deps/install.sh --test).
 # Prints a table; never fails on a number. BENCH_RUNS, BENCH_DURATION and

@@ -185,6 +185,7 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             break;
         case 'd':
             cfg->duration_us = time_arg("duration", optarg);
+            cfg->duration_set = true;
             break;
         case 't':
             cfg->threads = metric_arg("number of threads", optarg);
@@ -275,6 +276,13 @@ static void validate(struct config *cfg)
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
     if (cfg->cacert)
         cfg->verify = true;
+    /* wrk2: -U prints the latency distributions, as -L does. */
+    if (cfg->u_latency)
+        cfg->latency = true;
+    /* Asking the server to close is what makes it one request per
+     * connection; it also reaches scripts through wrk.headers. */
+    if (cfg->no_keepalive)
+        add_header(cfg, "Connection: close");
     if (cfg->key && !cfg->cert)
         usage_error("--key needs --cert");
 }

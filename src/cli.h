@@ -19,6 +19,7 @@ struct config {
     uint64_t connections;
     uint64_t threads;
     uint64_t duration_us;
+    bool duration_set;       /* -d given (with -n, no -d means no time limit) */
     uint64_t timeout_us;
     bool latency;
 

@@ -27,6 +27,7 @@ static void on_read(struct ev_loop *loop, ev_io *io, int revents);
 static void on_write(struct ev_loop *loop, ev_io *io, int revents);
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 static void next_batch(struct conn *c);
+static void dispatch(struct conn *c);
 
 void conn_init(struct conn *c, struct worker *w)
 {
@@ -45,6 +46,7 @@ void conn_init(struct conn *c, struct worker *w)
 void conn_free(struct conn *c)
 {
     conn_stop(c);
+    c->worker->transport->release(c);
     http_parser_free(&c->parser);
     request_free(&c->own);
 }
@@ -67,6 +69,7 @@ static void drop(struct conn *c)
     ev_io_stop(loop, &c->rio);
     ev_io_stop(loop, &c->wio);
     ev_timer_stop(loop, &c->timer);
+    schedule_remove(&c->worker->schedule, c);
     if (c->fd >= 0) {
         c->worker->transport->close(c);
         close(c->fd);
@@ -75,15 +78,16 @@ static void drop(struct conn *c)
     c->state = CONN_CLOSED;
     c->batch = NULL;
     c->pending = 0;
-    c->delaying = false;
 }
 
 void conn_stop(struct conn *c) { drop(c); }
 
 /* Reopen at once after a normal close, or after a growing pause when
- * connecting failed. */
+ * connecting failed. Requests still outstanding end here, as errors. */
 static void reconnect(struct conn *c, bool backoff)
 {
+    if (c->worker->budget && c->state == CONN_ACTIVE)
+        budget_resolve(c->worker->budget, c->pending);
     drop(c);
     if (c->worker->stopping)
         return;
@@ -217,8 +221,8 @@ void conn_start(struct conn *c)
 static void write_batch(struct conn *c)
 {
     const struct request *r = c->batch;
-    while (c->written < r->len) {
-        ssize_t n = c->worker->transport->write(c, r->data + c->written, r->len - c->written);
+    while (c->written < c->batch_len) {
+        ssize_t n = c->worker->transport->write(c, r->data + c->written, c->batch_len - c->written);
         if (n > 0) {
             c->written += (size_t)n;
         } else if (n == IO_WANT_WRITE || n == IO_WANT_READ) {
@@ -238,6 +242,10 @@ static void send_batch(struct conn *c)
 {
     struct worker *w = c->worker;
     const struct request *r = &w->request;
+    size_t depth = worker_depth(w);
+    /* Claim before request() runs, so that scripts see only requests sent. */
+    if (w->budget && (depth = budget_claim(w->budget, depth)) == 0)
+        return;
     if (w->hooks.request) {
         c->own.depth = w->pipeline;
         script_request(w->script, &c->own);
@@ -246,11 +254,20 @@ static void send_batch(struct conn *c)
         r = &c->own;
     }
     c->batch = r;
+    c->batch_depth = depth;
+    c->batch_len = request_prefix(r, depth);
     c->written = 0;
-    c->pending = r->depth;
+    c->pending = depth;
     c->state = CONN_ACTIVE;
     http_begin(&c->parser, request_is_head(r, 0));
-    c->sent_at = clock_us();
+    c->sent_at = c->start_at = clock_us();
+    w->stats.sent += depth;
+    if (w->cfg->rate) {
+        /* Latency counts from the intended time, however late the send. */
+        c->start_at = c->due;
+        hist_record(w->stats.lag, c->sent_at - c->due);
+        c->batches++;
+    }
     /* The response timer keeps the deadline of an earlier batch when it is
      * still running: on_timer moves it on, so the common case costs nothing. */
     if (!ev_is_active(&c->timer))
@@ -267,16 +284,49 @@ static void next_batch(struct conn *c)
     if (w->stopping)
         return;
     if (w->hooks.delay) {
-        double ms = script_delay(w->script);
-        if (w->stopping)
+        uint64_t now = clock_us();
+        /* A pause cut short by a reconnect (a server closing the idle
+         * connection) is served out, not asked for again: starting it over
+         * on every reconnect would never let a request out when the server
+         * closes idle connections sooner than delay() says. */
+        if (!c->delay_until) {
+            double ms = script_delay(w->script);
+            if (w->stopping)
+                return;
+            c->delay_until = now + (uint64_t)(ms * 1000);
+        }
+        if (c->delay_until > now) {
+            timer_start(c, c->delay_until - now);
             return;
-        if (ms > 0) {
-            c->delaying = true;
-            timer_start(c, (uint64_t)(ms * 1000));
+        }
+        c->delay_until = 0;
+    }
+    dispatch(c);
+}
+
+/* With -R, a batch waits for its intended time: connection g of C sends
+ * batch k at start + (g + k C) * interval, so the whole run sends at an even
+ * pace whatever C and the thread count. A connection that fell behind sends
+ * at once, and its latency still counts from the intended time. */
+static void dispatch(struct conn *c)
+{
+    struct worker *w = c->worker;
+    if (w->cfg->rate) {
+        double slot = (double)(w->first_conn + (size_t)(c - w->conns)) +
+                      (double)c->batches * (double)w->cfg->connections;
+        c->due = w->rate_start + (uint64_t)(slot * w->batch_interval_us);
+        if (c->due > clock_us()) {
+            schedule_add(&w->schedule, c);
             return;
         }
     }
     send_batch(c);
+}
+
+void conn_due(struct conn *c)
+{
+    if (c->state == CONN_IDLE && !c->worker->stopping)
+        send_batch(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -294,21 +344,30 @@ static bool response_done(struct conn *c, uint64_t now)
     s->status[status > 0 && status < STATS_STATUS_MAX ? status : 0]++;
     if (status > 399)
         s->errors.status++;
-    hist_record(s->latency, now - c->sent_at);
+    hist_record(s->latency, now - c->start_at);
+    if (w->cfg->rate)
+        hist_record(s->u_latency, now - c->sent_at);
     c->pending--;
     c->backoff_us = 0;
+    if (w->budget)
+        budget_resolve(w->budget, 1);
     if (w->hooks.response) {
         script_response(w->script, &c->parser);
         if (w->stopping)
             return false;
     }
-    if (!c->parser.keep_alive) {
+    if (!c->parser.keep_alive || (w->cfg->no_keepalive && !c->pending)) {
+        /* Requests pipelined behind a closing response were never read by
+         * the server: under -n they go out again on the next connection. */
+        if (w->budget)
+            budget_return(w->budget, c->pending);
+        c->pending = 0;
         s->reconnects++;
         reconnect(c, false);
         return false;
     }
     if (c->pending)
-        http_begin(&c->parser, request_is_head(c->batch, c->batch->depth - c->pending));
+        http_begin(&c->parser, request_is_head(c->batch, c->batch_depth - c->pending));
     return true;
 }
 
@@ -404,10 +463,15 @@ static void read_ready(struct conn *c)
 /* Watcher callbacks                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* Once the worker is stopping (the end of the run, or thread:stop() from a
+ * hook), the watchers still pending in the same loop iteration do nothing:
+ * a response read after the stop is not counted nor given to response(). */
 static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     if (c->state == CONN_HANDSHAKE)
         handshake(c);
     else
@@ -418,6 +482,8 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CONNECTING: {
         int err = net_connect_error(c->fd);
@@ -443,6 +509,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = t->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CLOSED: /* the back-off is over */
         conn_start(c);
@@ -463,9 +531,9 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         break;
     }
     case CONN_IDLE:
-        if (c->delaying) {
-            c->delaying = false;
-            send_batch(c);
+        if (c->delay_until) {
+            c->delay_until = 0;
+            dispatch(c);
         }
         break;
     }

@@ -966,3 +966,15 @@ size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads
         count++;
     }
 }
+
+size_t http_request_prefix(const char *buf, size_t len, size_t n)
+{
+    struct rq r = {.buf = buf, .len = len};
+    bool is_head;
+    for (size_t i = 0; i < n && r.off < len; i++) {
+        rq_skip_empty_lines(&r);
+        if (!rq_request(&r, &is_head))
+            break;
+    }
+    return r.off;
+}

@@ -104,5 +104,7 @@ const char *http_error_str(enum http_error e);
  * one. */
 size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads_len,
                           char *err, size_t err_len);
+/* The length of the first n requests of bytes http_request_parse accepted. */
+size_t http_request_prefix(const char *buf, size_t len, size_t n);
 
 #endif

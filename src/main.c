@@ -3,6 +3,7 @@
  * over (or Ctrl-C, or every worker ended on its own), then join the workers,
  * merge what they measured and print the report.
  * SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <ev.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -11,13 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
 #include "net.h"
+#include "progress.h"
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "tls.h"
 #include "worker.h"
 #include "xalloc.h"
 
@@ -27,6 +32,7 @@
 
 struct run {
     struct ev_loop *loop;
+    struct budget budget;
     ev_timer deadline;
     ev_signal sigint, sigterm;
     ev_async finished;
@@ -43,10 +49,17 @@ static struct net_addr find_target(const struct config *cfg)
     struct net_addr *addrs, found;
     size_t n;
     const char *why;
-    if (!net_lookup(u->host, u->service, &addrs, &n, &why))
-        die("unable to resolve %s:%s: %s", u->host, u->service, why);
     int err = 0;
     int timeout_ms = (int)(cfg->timeout_us / 1000 > 0 ? cfg->timeout_us / 1000 : 1);
+    if (cfg->unix_socket) {
+        if (!net_unix_addr(cfg->unix_socket, &found))
+            die("invalid Unix socket path '%s': too long", cfg->unix_socket);
+        if ((err = net_probe(&found, timeout_ms)) != 0)
+            die("unable to connect to %s: %s", cfg->unix_socket, strerror(err));
+        return found;
+    }
+    if (!net_lookup(u->host, u->service, &addrs, &n, &why))
+        die("unable to resolve %s:%s: %s", u->host, u->service, why);
     for (size_t i = 0; i < n; i++) {
         if ((err = net_probe(&addrs[i], timeout_ms)) == 0) {
             found = addrs[i];
@@ -121,11 +134,19 @@ static void worker_finished(void *arg)
     ev_async_send(run->loop, &run->finished);
 }
 
+/* Runs on the worker thread that resolved the last request of -n. */
+static void budget_spent(void *arg)
+{
+    struct run *run = arg;
+    ev_async_send(run->loop, &run->finished);
+}
+
 static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct run *run = a->data;
-    if (atomic_load(&run->nfinished) == run->nworkers)
+    if (atomic_load(&run->nfinished) == run->nworkers ||
+        (run->budget.spent && atomic_load(&run->budget.unresolved) == 0))
         ev_break(loop, EVBREAK_ALL);
 }
 
@@ -145,11 +166,18 @@ static void script_worker(struct worker *w, struct script *main_script, size_t *
     worker_set_hooks(w, *pipeline);
 }
 
-static void create_workers(struct run *run, const struct config *cfg, const struct net_addr *addr,
-                           struct script *main_script)
+/* Returns the number of requests per batch. */
+static size_t create_workers(struct run *run, const struct config *cfg,
+                             const struct net_addr *addr, struct script *main_script)
 {
     struct request plain = {0};
     size_t pipeline = 1;
+    if (cfg->requests) {
+        atomic_init(&run->budget.unsent, cfg->requests);
+        atomic_init(&run->budget.unresolved, cfg->requests);
+        run->budget.spent = budget_spent;
+        run->budget.arg = run;
+    }
     if (!main_script)
         plain = static_request(cfg);
     run->nworkers = (size_t)cfg->threads;
@@ -159,6 +187,8 @@ static void create_workers(struct run *run, const struct config *cfg, const stru
                                       addr);
         w->on_finish = worker_finished;
         w->on_finish_arg = run;
+        if (cfg->requests)
+            w->budget = &run->budget;
         run->workers[i] = w;
         if (main_script) {
             script_worker(w, main_script, &pipeline);
@@ -168,11 +198,20 @@ static void create_workers(struct run *run, const struct config *cfg, const stru
         }
     }
     request_free(&plain);
+    return worker_depth(run->workers[0]);
 }
 
-/* Start the workers and wait for the end of the run. Returns its length. */
-static uint64_t run_workers(struct run *run, const struct config *cfg)
+static double seconds_between(struct timeval from, struct timeval to)
 {
+    return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
+}
+
+/* Start the workers and wait for the end of the run; note its length,
+ * volley's CPU time over it (RUSAGE_SELF covers every thread) and how busy
+ * the busiest worker thread was. */
+static void run_workers(struct run *run, const struct config *cfg, struct result *r)
+{
+    struct rusage before, after;
     run->loop = ev_default_loop(EVFLAG_AUTO);
     ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
@@ -183,17 +222,63 @@ static uint64_t run_workers(struct run *run, const struct config *cfg)
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
+    getrusage(RUSAGE_SELF, &before);
+    clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
     ev_now_update(run->loop);
-    ev_timer_start(run->loop, &run->deadline);
-    for (size_t i = 0; i < run->nworkers; i++)
+    /* -n alone runs until its requests are done; with -d, whichever ends first. */
+    if (!cfg->requests || cfg->duration_set)
+        ev_timer_start(run->loop, &run->deadline);
+    for (size_t i = 0; i < run->nworkers; i++) {
+        if (cfg->rate)
+            worker_set_rate(run->workers[i], start);
         worker_start(run->workers[i]);
+    }
+    struct progress *progress =
+        progress_start(run->loop, cfg, run->workers, run->nworkers, start);
     ev_run(run->loop, 0);
+    progress_end(progress);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_stop(run->workers[i]);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
-    return clock_us() - start;
+    r->runtime_us = clock_us() - start;
+    getrusage(RUSAGE_SELF, &after);
+    r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
+    r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
+    r->cpu.has_wait = true;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        const struct cpu_busy *b = &run->workers[i]->load;
+        r->cpu.wait_s += b->wait_s;
+        r->cpu.has_wait &= b->has_wait;
+        if (b->busy > r->cpu.busiest)
+            r->cpu.busiest = b->busy;
+    }
+}
+
+/* Where --json goes. For "-" the document takes stdout to itself: the
+ * original stdout is kept for it, and descriptor 1 becomes stderr, so the
+ * text report and anything a script prints go to stderr. */
+static FILE *open_json(const char *path)
+{
+    FILE *f;
+    if (strcmp(path, "-") != 0) {
+        if (!(f = fopen(path, "w")))
+            die("cannot open %s: %s", path, strerror(errno));
+        return f;
+    }
+    int fd = dup(STDOUT_FILENO);
+    if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
+        die("cannot write JSON to stdout: %s", strerror(errno));
+    return f;
+}
+
+static void write_json(FILE *f, const char *path, const struct result *r)
+{
+    bool ok = report_json(f, r);
+    if (fclose(f) != 0 || !ok)
+        die("cannot write %s: %s", strcmp(path, "-") == 0 ? "JSON to stdout" : path,
+            strerror(errno));
 }
 
 int main(int argc, char **argv)
@@ -203,28 +288,42 @@ int main(int argc, char **argv)
     struct result result = {.cfg = &cfg};
 
     cli_parse(argc, argv, &cfg);
+    if (cfg.url.tls)
+        tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
+    FILE *json = cfg.json ? open_json(cfg.json) : NULL;
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
+    if (cfg.verify)
+        tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
-    create_workers(&run, &cfg, &addr, main_script);
+    result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
     fflush(stdout);
-    result.runtime_us = run_workers(&run, &cfg);
+    run_workers(&run, &cfg, &result);
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
         stats_merge(&result.stats, &run.workers[i]->stats);
+    if (cfg.rate) {
+        result.latency_uncorrected = result.stats.u_latency;
+        result.scheduling_lag = result.stats.lag;
+    }
     report_text(stdout, &result);
+    report_warnings(stdout, &result);
     if (main_script)
         script_done(main_script, &result);
+    fflush(stdout);
+    if (json)
+        write_json(json, cfg.json, &result);
 
     for (size_t i = 0; i < run.nworkers; i++)
         worker_free(run.workers[i]);
     free(run.workers);
     stats_free(&result.stats);
     script_free(main_script);
+    tls_cleanup();
     cli_free(&cfg);
     ev_loop_destroy(run.loop);
     return 0;

@@ -6,7 +6,9 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "units.h"
@@ -14,7 +16,10 @@
 void report_header(FILE *f, const struct config *cfg)
 {
     char d[UNITS_BUF];
-    fprintf(f, "Running %s test @ %s\n", units_duration(cfg->duration_us, d), cfg->url_arg);
+    if (cfg->requests && !cfg->duration_set)
+        fprintf(f, "Running %" PRIu64 " requests test @ %s\n", cfg->requests, cfg->url_arg);
+    else
+        fprintf(f, "Running %s test @ %s\n", units_duration(cfg->duration_us, d), cfg->url_arg);
     fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
             cfg->connections);
 }
@@ -58,6 +63,37 @@ static void latency_distribution(FILE *f, const struct hist *h)
     }
 }
 
+/* wrk2's block (wrk-spec §6.6): eight percentiles, HdrHistogram's detailed
+ * spectrum in milliseconds, and its footer. */
+static void hdr_distribution(FILE *f, const char *title, const struct hist *h)
+{
+    static const double percentiles[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
+    char buf[UNITS_BUF];
+    struct hist_iter it;
+    fprintf(f, "  Latency Distribution (HdrHistogram - %s)\n", title);
+    for (size_t i = 0; i < sizeof percentiles / sizeof percentiles[0]; i++) {
+        fprintf(f, "%7.3f%%", percentiles[i]);
+        report_cell(f, units_time_us(hist_value_at_percentile(h, percentiles[i]), buf), 10);
+        fputc('\n', f);
+    }
+    fprintf(f, "\n  Detailed Percentile spectrum:\n");
+    fprintf(f, "%12s %12s %12s %12s\n\n", "Value", "Percentile", "TotalCount",
+            "1/(1-Percentile)");
+    hist_iter_init(&it, h, 5);
+    while (hist_iter_next(&it)) {
+        double fraction = it.percentile / 100;
+        fprintf(f, "%12.3f %12f %12" PRIu64 " %12.2f\n", (double)it.value / 1000, fraction,
+                it.cumulative, 1 / (1 - fraction));
+    }
+    fprintf(f, "#[Mean    = %12.3f, StdDeviation   = %12.3f]\n", hist_mean(h) / 1000,
+            hist_stdev(h) / 1000);
+    fprintf(f, "#[Max     = %12.3f, Total count    = %12" PRIu64 "]\n",
+            (double)hist_max(h) / 1000, hist_count(h));
+    fprintf(f, "#[Buckets = %12d, SubBuckets     = %12d]\n", hist_bucket_count(h),
+            hist_sub_bucket_count(h));
+    fprintf(f, "----------------------------------------------------------\n");
+}
+
 void report_text(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
@@ -68,8 +104,17 @@ void report_text(FILE *f, const struct result *r)
     fprintf(f, "  Thread Stats%6s%11s%8s%12s\n", "Avg", "Stdev", "Max", "+/- Stdev");
     stat_row(f, "Latency", s->latency, units_time_us);
     stat_row(f, "Req/Sec", s->rps, units_metric);
-    if (r->cfg->latency)
+    if (r->cfg->latency && r->cfg->rate)
+        hdr_distribution(f, "Recorded Latency", s->latency);
+    else if (r->cfg->latency)
         latency_distribution(f, s->latency);
+    if (r->cfg->u_latency) {
+        fputc('\n', f);
+        hdr_distribution(f,
+                         "Uncorrected Latency (measured without taking delayed starts into "
+                         "account)",
+                         s->u_latency);
+    }
     fprintf(f, "  %" PRIu64 " requests in %s, %sB read\n", s->requests,
             units_time_us(r->runtime_us, t), units_binary(s->bytes, b));
     if (e->connect || e->read || e->write || e->timeout)
@@ -80,4 +125,65 @@ void report_text(FILE *f, const struct result *r)
         fprintf(f, "  Non-2xx or 3xx responses: %" PRIu64 "\n", e->status);
     fprintf(f, "Requests/sec: %9.2Lf\n", seconds > 0 ? s->requests / seconds : 0);
     fprintf(f, "Transfer/sec: %10sB\n", units_binary(seconds > 0 ? s->bytes / seconds : 0, b));
+}
+
+/* With -R, when fewer requests went out than asked for: say so and why. */
+static void rate_shortfall(FILE *f, const struct result *r)
+{
+    const struct config *cfg = r->cfg;
+    const struct stats *s = &r->stats;
+    const struct errors *e = &s->errors;
+    double seconds = (double)r->runtime_us / 1e6;
+    if (!cfg->rate || seconds <= 0)
+        return;
+    double sent = (double)s->sent / seconds;
+    if (sent >= 0.98 * (double)cfg->rate)
+        return;
+    fprintf(f, "Warning: sent %.2f requests/sec, short of the %" PRIu64 " asked for: ", sent,
+            cfg->rate);
+    /* With one batch outstanding per connection, c connections at a mean
+     * response time of L carry at most c / L batches a second. */
+    double mean = hist_mean(s->u_latency) / 1e6;
+    double capacity = mean > 0 ? (double)(cfg->connections * r->pipeline) / mean : 0;
+    uint64_t socket_errors = e->connect + e->read + e->write + e->timeout;
+    char l[UNITS_BUF];
+    if (capacity > 0 && capacity < 1.02 * (double)cfg->rate)
+        fprintf(f,
+                "at a mean response time of %s, %" PRIu64 " connections carry at most %.0f "
+                "requests/sec; raise -c to at least %.0f\n",
+                units_time_us(mean * 1e6, l), cfg->connections, capacity,
+                ceil((double)cfg->rate * mean * 1.25 / (double)r->pipeline));
+    else if (socket_errors)
+        fprintf(f, "%" PRIu64 " socket errors kept connections from sending\n", socket_errors);
+    else
+        fprintf(f, "the load generator could not keep up (add threads, or check its CPU)\n");
+}
+
+/* CPUs this process may run on (taskset, cpusets), as nproc counts them. */
+static long usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+void report_cpu_load(const struct result *r, struct cpu_load *load)
+{
+    double seconds = (double)r->runtime_us / 1e6;
+    double cpu = r->cpu.user_s + r->cpu.system_s;
+    load->cpus = usable_cpus();
+    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
+    load->saturated = r->cpu.busiest > REPORT_SATURATED;
+}
+
+void report_warnings(FILE *f, const struct result *r)
+{
+    struct cpu_load load;
+    report_cpu_load(r, &load);
+    if (load.saturated)
+        fprintf(f, "Warning: volley was CPU-bound (a thread was busy %.0f%% of the time): "
+                   "these figures measure the load generator, not only the server\n",
+                100 * r->cpu.busiest);
+    rate_shortfall(f, r);
 }

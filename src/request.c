@@ -49,6 +49,11 @@ bool request_set(struct request *r, char *data, size_t len, char *err, size_t er
     return true;
 }
 
+size_t request_prefix(const struct request *r, size_t n)
+{
+    return n >= r->depth ? r->len : http_request_prefix(r->data, r->len, n);
+}
+
 void request_free(struct request *r)
 {
     free(r->data);

@@ -284,8 +284,12 @@ static const char *copy_value(lua_State *from, int idx, lua_State *to, int seen,
     }
     case LUA_TTABLE:
         break;
+    case LUA_TFUNCTION:
+        return "a function";
+    case LUA_TTHREAD:
+        return "a coroutine";
     default:
-        return lua_typename(from, lua_type(from, idx));
+        return "a userdata";
     }
     if (depth >= COPY_DEPTH)
         return "a table nested too deeply";
@@ -319,8 +323,10 @@ static const char *copy_value(lua_State *from, int idx, lua_State *to, int seen,
 }
 
 /* Pushes onto to a copy of from's value at idx, or raises an error in
- * caller (one of the two states) saying what cannot be transferred. */
-static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to)
+ * caller (one of the two states) saying what cannot be copied: "to" or
+ * "from" the thread, as the caller sees it. */
+static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to,
+                     const char *direction)
 {
     if (from == to) {
         lua_pushvalue(to, idx);
@@ -333,7 +339,7 @@ static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to)
     if (err) {
         lua_settop(from, from_top);
         lua_settop(to, to_top);
-        luaL_error(caller, "cannot transfer %s to or from a thread", err);
+        luaL_error(caller, "cannot copy %s %s a thread", err, direction);
     }
     lua_settop(from, from_top);
 }
@@ -362,7 +368,7 @@ static int thread_get(lua_State *L)
     const char *name = luaL_checkstring(L, 2);
     lua_State *T = w->script->L;
     lua_getglobal(T, name);
-    transfer(L, T, -1, L);
+    transfer(L, T, -1, L, "from");
     lua_pop(T, 1);
     return 1;
 }
@@ -374,7 +380,7 @@ static int thread_set(lua_State *L)
     const char *name = luaL_checkstring(L, 2);
     lua_State *T = w->script->L;
     luaL_checkany(L, 3);
-    transfer(L, L, 3, T);
+    transfer(L, L, 3, T, "to");
     lua_setglobal(T, name);
     return 0;
 }

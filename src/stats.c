@@ -27,12 +27,16 @@ void stats_init(struct stats *s)
 {
     memset(s, 0, sizeof *s);
     s->latency = hist_new(STATS_LATENCY_MAX);
+    s->u_latency = hist_new(STATS_LATENCY_MAX);
+    s->lag = hist_new(STATS_LATENCY_MAX);
     s->rps = hist_new(STATS_RPS_MAX);
 }
 
 void stats_free(struct stats *s)
 {
     hist_free(s->latency);
+    hist_free(s->u_latency);
+    hist_free(s->lag);
     hist_free(s->rps);
     memset(s, 0, sizeof *s);
 }
@@ -40,9 +44,13 @@ void stats_free(struct stats *s)
 void stats_merge(struct stats *dst, const struct stats *src)
 {
     dst->requests += src->requests;
+    dst->sent += src->sent;
     dst->bytes += src->bytes;
     dst->connects += src->connects;
     dst->reconnects += src->reconnects;
+    dst->handshakes += src->handshakes;
+    dst->resumed += src->resumed;
+    dst->handshake_us += src->handshake_us;
     dst->errors.connect += src->errors.connect;
     dst->errors.read += src->errors.read;
     dst->errors.write += src->errors.write;
@@ -53,6 +61,8 @@ void stats_merge(struct stats *dst, const struct stats *src)
     for (int i = 0; i < STATS_STATUS_MAX; i++)
         dst->status[i] += src->status[i];
     hist_merge(dst->latency, src->latency);
+    hist_merge(dst->u_latency, src->u_latency);
+    hist_merge(dst->lag, src->lag);
     hist_merge(dst->rps, src->rps);
 }
 

@@ -6,6 +6,8 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "script.h"
+#include "tls.h"
 #include "transport.h"
 #include "xalloc.h"
 
@@ -27,13 +30,41 @@ size_t worker_share(uint64_t connections, uint64_t threads, size_t index)
     return (size_t)(connections / threads + (index < connections % threads ? 1 : 0));
 }
 
+size_t budget_claim(struct budget *b, size_t want)
+{
+    uint64_t left = atomic_load_explicit(&b->unsent, memory_order_relaxed), take;
+    do {
+        take = left < want ? left : want;
+        if (take == 0)
+            return 0;
+    } while (!atomic_compare_exchange_weak_explicit(&b->unsent, &left, left - take,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    return (size_t)take;
+}
+
+void budget_return(struct budget *b, size_t n)
+{
+    atomic_fetch_add_explicit(&b->unsent, n, memory_order_relaxed);
+}
+
+void budget_resolve(struct budget *b, size_t n)
+{
+    if (n && atomic_fetch_sub_explicit(&b->unresolved, n, memory_order_acq_rel) == n)
+        b->spent(b->arg);
+}
+
 /* Req/Sec as wrk samples it: per thread, every 100 ms, only when something
  * completed since the last sample (an idle interval simply grows). */
 static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct worker *w = t->data;
+    const struct errors *e = &w->stats.errors;
     uint64_t now = clock_us(), n = w->stats.requests - w->sample_requests;
+    atomic_store_explicit(&w->live_requests, w->stats.requests, memory_order_relaxed);
+    atomic_store_explicit(&w->live_errors,
+                          e->connect + e->read + e->write + e->timeout + e->status,
+                          memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
@@ -55,7 +86,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
     w->cfg = cfg;
-    w->transport = &transport_plain;
+    w->transport = cfg->url.tls ? &transport_tls : &transport_plain;
     w->addr = *addr;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
     if (!w->loop)
@@ -83,6 +114,18 @@ void worker_set_request(struct worker *w, struct request *request)
     memset(request, 0, sizeof *request);
 }
 
+void worker_set_rate(struct worker *w, uint64_t start)
+{
+    const struct config *cfg = w->cfg;
+    size_t depth = worker_depth(w);
+    w->rate_start = start;
+    w->batch_interval_us = (double)depth * 1e6 / (double)cfg->rate;
+    w->first_conn = 0;
+    for (size_t i = 0; i < w->index; i++)
+        w->first_conn += worker_share(cfg->connections, cfg->threads, i);
+    schedule_init(&w->schedule, w->loop, w->nconns, conn_due);
+}
+
 void worker_set_hooks(struct worker *w, size_t pipeline)
 {
     w->pipeline = pipeline;
@@ -94,11 +137,19 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
 static void *run(void *arg)
 {
     struct worker *w = arg;
+    struct cpu_thread start, end;
+    cpu_thread_now(&start);
     w->sample_at = clock_us();
+    /* The kernel may delay a timer by the thread's slack (50 us by default):
+     * on a schedule, send on the microsecond. */
+    if (w->cfg->rate)
+        prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     for (size_t i = 0; i < w->nconns && !w->stopping; i++)
         conn_start(&w->conns[i]);
     if (!w->stopping)
         ev_run(w->loop, 0);
+    cpu_thread_now(&end);
+    cpu_thread_since(&start, &end, &w->load);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
     if (w->finished && w->on_finish)
@@ -135,6 +186,7 @@ void worker_free(struct worker *w)
     free(w->conns);
     free(w->buf);
     request_free(&w->request);
+    schedule_free(&w->schedule);
     script_free(w->script);
     stats_free(&w->stats);
     ev_loop_destroy(w->loop);

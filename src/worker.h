@@ -7,19 +7,40 @@
 
 #include <ev.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "http.h"
 #include "net.h"
 #include "request.h"
+#include "schedule.h"
 #include "stats.h"
 
 struct config;
 struct conn;
 struct script;
 struct transport;
+
+/* -n: the requests of the whole run, shared by every worker. A batch claims
+ * its requests from unsent before it goes out; each request is resolved by
+ * its response or its error, and when none is left unresolved the run is
+ * over. */
+struct budget {
+    _Atomic uint64_t unsent;
+    _Atomic uint64_t unresolved;
+    void (*spent)(void *arg);   /* called (on a worker thread) at the end */
+    void *arg;
+};
+
+/* Requests a batch of up to want may send: want, fewer at the end, or 0. */
+size_t budget_claim(struct budget *b, size_t want);
+/* Requests that went out and will not be answered on this connection, but
+ * are not errors either (the server closed first): sent again later. */
+void budget_return(struct budget *b, size_t n);
+void budget_resolve(struct budget *b, size_t n);
 
 struct worker {
     size_t index;
@@ -39,10 +60,23 @@ struct worker {
         bool request, response, delay, head, body;
     } hooks;                   /* what the script defines (response: head, body wanted) */
     size_t pipeline;           /* responses per request() batch, from verification */
+    struct budget *budget;     /* -n, or NULL */
+    /* -R: connection i of this worker sends its batch k at
+     * rate_start + (first_conn + i + k * connections) * batch_interval_us. */
+    struct schedule schedule;
+    uint64_t rate_start;
+    double batch_interval_us;
+    size_t first_conn;
     struct stats stats;
     ev_async stop_watcher;
     ev_timer sample_timer;     /* Req/Sec, every 100 ms as in wrk */
     uint64_t sample_at, sample_requests;
+    /* Copies of stats.requests and of the error count (socket errors and
+     * status >= 400), published at every sample tick for main's progress
+     * line: the hot path keeps plain counters, and a display needs no
+     * ordering, so relaxed stores and loads suffice. */
+    _Atomic uint64_t live_requests, live_errors;
+    struct cpu_busy load;      /* how busy the thread was while it ran */
     bool stopping;
     bool finished;             /* ended on its own (thread:stop) */
     /* Called on the worker thread when it ends on its own. */
@@ -69,7 +103,17 @@ void worker_set_hooks(struct worker *w, size_t pipeline);
  * its own thread) or not started yet (from setup()). */
 void worker_finish(struct worker *w);
 
+/* Requests per batch: what request() returns, or the static request. */
+static inline size_t worker_depth(const struct worker *w)
+{
+    return w->hooks.request ? w->pipeline : w->request.depth;
+}
+
 /* Connections per worker: c / t each, the first c % t workers one more. */
 size_t worker_share(uint64_t connections, uint64_t threads, size_t index);
+
+/* -R: start the constant-rate schedule at start (clock_us), before
+ * worker_start. Every worker gets the same start. */
+void worker_set_rate(struct worker *w, uint64_t start);
 
 #endif

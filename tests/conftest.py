@@ -41,12 +41,12 @@ class Run:
                 f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}>")
 
 
-def volley(*args, timeout=60, env=None, stdin=None):
-    """Run volley with args (strings); returns a Run."""
+def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
+    """Run volley with args (strings), in directory cwd if given; returns a Run."""
     start = time.monotonic()
     proc = subprocess.run([VOLLEY] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=env, stdin=stdin or subprocess.DEVNULL,
-                          errors="replace")
+                          errors="replace", cwd=cwd)
     return Run(proc, time.monotonic() - start)
 
 
@@ -195,16 +195,18 @@ class Nginx:
     server: the body of the server block (listen lines are added unless
     listen=False); http: extra http-level directives. The access log uses
     the format given by log_format (nginx variables), one line per request.
+    tls=True makes the listener HTTPS (server then names the certificate).
     """
 
     def __init__(self, tmp_path, server="", http="", log_format="$request", listen=True,
-                 workers=1):
+                 workers=1, tls=False):
         self.prefix = os.path.join(tmp_path, f"nginx-{id(self)}")
         os.makedirs(os.path.join(self.prefix, "logs"))
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.access_log = os.path.join(self.prefix, "logs", "access.log")
-        conf = nginx_conf(self.prefix, f"127.0.0.1:{self.port}" if listen else None,
+        ssl = " ssl" if tls else ""
+        conf = nginx_conf(self.prefix, f"127.0.0.1:{self.port}{ssl}" if listen else None,
                           server=server, http=http, log_format=log_format, workers=workers)
         self.conf = os.path.join(self.prefix, "nginx.conf")
         with open(self.conf, "w") as f:

@@ -1,0 +1,215 @@
+"""Load models beyond wrk's closed loop: -R constant rate with corrected and
+uncorrected latency, -n exact request counts, --no-keepalive, --unix-socket
+and millisecond durations, each checked against what a real server saw.
+SPDX-License-Identifier: MIT
+"""
+import os
+import re
+import time
+
+import pytest
+
+from conftest import parse_time_us, volley
+
+
+def hdr_block(out, title):
+    """The eight percentile lines of wrk2's block titled title, as {p: us}."""
+    start = out.index(f"  Latency Distribution (HdrHistogram - {title})\n")
+    lines = out[start:].splitlines()[1:9]
+    return {float(m.group(1)): parse_time_us(m.group(2))
+            for m in (re.fullmatch(r"\s*([\d.]+)%\s+(\S+)", line) for line in lines)}
+
+
+def test_rate_is_held_precisely(testd):
+    server = testd()
+    run = volley("-t2", "-c20", "-d3s", "-R2000", server.url + "/")
+    assert run.returncode == 0, run
+    assert abs(run.report["rps"] - 2000) / 2000 < 0.02, run
+    stats = server.stop()
+    # Requests sent at 2000/s for 3 s: the server saw that many, give or take
+    # the requests in flight at the end.
+    assert abs(stats["requests"] - 6000) <= 25, stats
+    assert "Warning" not in run.stdout + run.stderr
+
+
+def test_rate_below_threads_and_connections_is_not_biased(testd):
+    server = testd()
+    run = volley("-t2", "-c10", "-d2s", "-R5", server.url + "/")
+    assert run.returncode == 0, run
+    # Ten connections share 5 requests/sec: 10 requests in 2 s, evenly spaced.
+    assert 9 <= server.stop()["requests"] <= 11, run
+    assert 9 <= run.report["requests"] <= 11, run
+
+
+def test_stalls_show_in_corrected_latency_only(testd):
+    # Every 2 s the server holds all responses for 500 ms.
+    server = testd("--freeze", "500:2000")
+    run = volley("-t2", "-c50", "-d4s", "-R1000", "--latency", "-U", server.url + "/")
+    assert run.returncode == 0, run
+    corrected = hdr_block(run.stdout, "Recorded Latency")
+    uncorrected = hdr_block(run.stdout,
+                            "Uncorrected Latency (measured without taking delayed starts "
+                            "into account)")
+    # A quarter of all requests fall in a stall and wait on average 250 ms:
+    # the 90th percentile of the intended-time latency is about 300 ms.
+    assert 150e3 <= corrected[90] <= 450e3, run.stdout
+    assert uncorrected[90] < 50e3, run.stdout
+    # The rate is held through the stalls: the server got its 4000 requests
+    # (less those sent during a stall at the very end).
+    assert 3400 <= server.stop()["requests"] <= 4050, run
+
+
+def test_rate_latency_block_has_wrk2_shape(testd):
+    server = testd()
+    run = volley("-t1", "-c4", "-d1s", "-R400", "--latency", server.url + "/")
+    out = run.stdout
+    assert "  Latency Distribution (HdrHistogram - Recorded Latency)\n" in out
+    percentiles = re.findall(r"^ ?(\d+\.\d{3})%\s+\S+$", out, re.M)
+    assert percentiles == ["50.000", "75.000", "90.000", "99.000", "99.900", "99.990",
+                           "99.999", "100.000"]
+    assert "\n  Detailed Percentile spectrum:\n       Value   Percentile   TotalCount " \
+           "1/(1-Percentile)\n\n" in out
+    rows = re.findall(r"^\s+([\d.]+)\s+([\d.]+)\s+(\d+)\s+([\d.]+|inf)$", out, re.M)
+    assert rows and rows[-1][1] == "1.000000" and rows[-1][3] == "inf"
+    counts = [int(r[2]) for r in rows]
+    assert counts == sorted(counts)
+    total = int(re.search(r"Total count    = +(\d+)\]", out).group(1))
+    assert counts[-1] == total == run.report["requests"]
+    assert re.search(r"^#\[Buckets = +27, SubBuckets     = +2048\]\n-{58}$", out, re.M)
+    # Without -U there is no uncorrected block.
+    assert "Uncorrected" not in out
+
+
+def test_rate_shortfall_is_explained(testd):
+    # 10 connections at 50 ms a response carry at most 200 requests/sec.
+    server = testd("--delay", "50")
+    run = volley("-t1", "-c10", "-d2s", "-R1000", server.url + "/")
+    assert run.returncode == 0, run
+    assert run.report["rps"] < 250
+    # The warning ends the report.
+    assert run.stdout.splitlines()[-1].startswith("Warning: sent "), run
+    warning = [line for line in run.stdout.splitlines() if line.startswith("Warning: sent")]
+    assert len(warning) == 1, run
+    assert "short of the 1000" in warning[0] and "raise -c" in warning[0], warning
+
+
+def test_requests_exact_count(testd):
+    server = testd()
+    run = volley("-t2", "-c10", "-n", "1000", server.url + "/")
+    assert run.returncode == 0, run
+    assert "Running 1000 requests test @" in run.stdout
+    assert run.report["requests"] == 1000, run
+    stats = server.stop()
+    assert stats["requests"] == 1000, stats
+    assert stats["responses"] == 1000, stats
+
+
+def test_requests_exact_with_pipelining_and_closes(testd, tmp_path):
+    # Batches of 3 pipelined requests; the server closes after every 7th
+    # response, dropping what was pipelined behind it: those are sent again.
+    script = tmp_path / "pipe.lua"
+    script.write_text('init = function(args)\n'
+                      '  local r = {}\n'
+                      '  for i = 1, 3 do r[i] = wrk.format(nil, "/p" .. i) end\n'
+                      '  req = table.concat(r)\n'
+                      'end\n'
+                      'request = function() return req end\n')
+    server = testd("--close-after", "7")
+    run = volley("-t2", "-c4", "-n", "1000", "-s", script, server.url + "/")
+    assert run.returncode == 0, run
+    assert run.report["requests"] == 1000, run
+    stats = server.stop()
+    assert stats["responses"] == 1000, stats
+    assert run.report["errors"] == {"connect": 0, "read": 0, "write": 0, "timeout": 0}, run
+
+
+def test_requests_with_duration_whichever_first(testd):
+    server = testd("--delay", "10")
+    run = volley("-t1", "-c2", "-n", "100000", "-d", "500ms", server.url + "/")
+    assert run.returncode == 0, run
+    assert "Running 500ms test @" in run.stdout
+    assert run.elapsed < 3
+    assert 0 < run.report["requests"] < 200
+
+
+def test_requests_with_rate(testd):
+    server = testd()
+    run = volley("-t2", "-c4", "-n", "300", "-R", "600", server.url + "/")
+    assert run.returncode == 0, run
+    assert run.report["requests"] == 300
+    # 300 requests at 600/s take half a second.
+    assert 0.45e6 <= run.report["runtime_us"] <= 0.8e6, run
+    assert server.stop()["requests"] == 300
+
+
+def test_no_keepalive_one_connection_per_request(testd):
+    server = testd()
+    run = volley("-t2", "-c4", "-d1s", "--no-keepalive", server.url + "/")
+    assert run.returncode == 0, run
+    assert not run.report["socket_errors_line"], run
+    stats = server.stop()
+    assert stats["requests"] >= 100
+    # Each connection carried one request (the last ones may have been opened
+    # and not used when the run ended).
+    assert stats["requests"] <= stats["connections"] <= stats["requests"] + 4, stats
+    log = server.log()
+    assert all(["Connection", "close"] in entry["headers"] for entry in log)
+
+
+def test_no_keepalive_against_a_server_that_keeps_alive(nginx):
+    # nginx honours Connection: close; count its connections from the log.
+    server = nginx(server='location / { return 200 "ok\\n"; }',
+                   log_format="$connection $connection_requests")
+    run = volley("-t1", "-c2", "-d1s", "--no-keepalive", server.url + "/")
+    assert run.returncode == 0 and not run.report["socket_errors_line"], run
+    entries = [line.split() for line in server.log()]
+    assert len(entries) >= 50
+    assert all(requests == "1" for _, requests in entries)
+    assert len({conn for conn, _ in entries}) == len(entries)
+
+
+def test_unix_socket_against_nginx(nginx, tmp_path):
+    path = os.path.join(str(tmp_path), "n.sock")
+    server = nginx(listen=False,
+                   server=f'listen unix:{path}; location / {{ return 200 "$host $uri\\n"; }}',
+                   log_format="$host $request_uri")
+    deadline = time.monotonic() + 10
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    run = volley("-t1", "-c2", "-d1s", "--unix-socket", path, "http://api.local/v1/x?y=1")
+    assert run.returncode == 0, run
+    assert run.report["requests"] > 100 and not run.report["socket_errors_line"], run
+    log = server.log()
+    assert len(log) >= run.report["requests"]
+    assert set(log) == {"api.local /v1/x?y=1"}
+
+
+def test_unix_socket_refused(tmp_path):
+    run = volley("-d1s", "--unix-socket", str(tmp_path / "none.sock"), "http://localhost/")
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[0].startswith(
+        f"volley: unable to connect to {tmp_path / 'none.sock'}: ")
+    assert not run.stdout
+
+
+def test_millisecond_duration(testd):
+    server = testd()
+    run = volley("-t1", "-c2", "-d", "300ms", server.url + "/")
+    assert run.returncode == 0, run
+    assert run.stdout.startswith(f"Running 300ms test @ {server.url}/\n")
+    assert run.elapsed < 1.0, run
+    assert 0.29e6 <= run.report["runtime_us"] <= 0.5e6
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-R", "0"], "volley: rate must be at least 1 request/sec"),
+    (["-R", "fast"], "volley: invalid rate: 'fast'"),
+    (["-n", "0"], "volley: number of requests must be at least 1"),
+    (["-U"], "volley: -U/--u_latency needs -R/--rate"),
+    (["--unix-socket", ""], "volley: invalid Unix socket path: empty"),
+])
+def test_load_option_errors(args, message):
+    run = volley(*args, "http://127.0.0.1:1/")
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[0] == message
+    assert not run.stdout
