@@ -199,8 +199,10 @@ class Servers:
                           f"ssl_certificate {self.cert}; ssl_certificate_key {self.key}; "
                           f"{location} }}")
         conf = os.path.join(prefix, "nginx.conf")
+        # Row C opens 10,000 connections at once: a short accept queue would
+        # drop SYNs and turn them into connect timeouts.
         with open(conf, "w") as f:
-            f.write(nginx_conf(prefix, f"127.0.0.1:{self.http_port}", server=location,
+            f.write(nginx_conf(prefix, f"127.0.0.1:{self.http_port} backlog=4096", server=location,
                                http="access_log off;\n    " + tls_server))
         argv = ["taskset", "-c", "0", NGINX, "-p", rel(prefix), "-c", "nginx.conf"]
         self.start(argv, self.http_port)
@@ -282,6 +284,9 @@ class Bench:
         self.dir = os.path.abspath(os.environ.get("BENCH_DIR", os.path.join(ROOT, "build",
                                                                               "bench")))
         os.makedirs(self.dir, exist_ok=True)
+        for name in os.listdir(self.dir):  # the outputs of an earlier run
+            if name.endswith(".out"):
+                os.unlink(os.path.join(self.dir, name))
         self.tools = {"volley": rel(VOLLEY), "wrk": WRK}
         self.rows = []
         self.nofile = raise_nofile()
@@ -465,7 +470,7 @@ class Bench:
                 f"{'CPU s/M req':>16}")
         out.append(head)
         out.append(f"{'':3}{'':50}{'':>12}{'':>12}{'':>8}{'':>9}{'volley':>8}{'wrk':>8}")
-        self.rows.sort(key=lambda r: r.key)
+        self.rows.sort(key=lambda r: (r.key[0], int(r.key[1:] or 0)))
         for row in self.rows:
             label = row.key[0]
             if row.na:
