@@ -3,9 +3,14 @@
 
 Starts Debian's nginx and volley-testd on 127.0.0.1, runs volley and wrk
 alternately (which one goes first alternates too) and prints, per row, the
-median of each tool's runs and their ratio, the CPU seconds each tool spent
-per million requests, and the exact commands, so any row can be rerun by
-hand. A benchmark, not a test: it never fails on a number.
+median of each tool's runs and their ratio, the CPU time each tool and the
+server spent per request, and the exact commands, so any row can be rerun
+by hand. A benchmark, not a test: it never fails on a number.
+
+On a core shared with other work, requests/s also depends on how the
+scheduler splits the core, so throughput rows also print a cost ratio:
+(wrk + server) / (volley + server) CPU time per request, which is the
+requests/s ratio the same pinned run gives on an otherwise idle core.
 
 Rows (throughput rows pin the client and the server to CPU 0, so a figure
 is the sum of both costs and other load on the machine hurts both tools alike):
@@ -87,8 +92,9 @@ class Run:
     """One finished client run: exit status, output, CPU seconds (user + sys)
     and peak RSS in KiB from the kernel's accounting of that process."""
 
-    def __init__(self, argv, timeout, out_path):
+    def __init__(self, argv, timeout, out_path, server=None):
         start = time.monotonic()
+        server_before = server.cpu() if server else 0.0
         with open(out_path, "w+") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,
                                     stdin=subprocess.DEVNULL)
@@ -96,6 +102,7 @@ class Run:
             out.seek(0)
             self.output = out.read()
         self.elapsed = time.monotonic() - start
+        self.server_cpu = server.cpu() - server_before if server else 0.0
         self.returncode = os.waitstatus_to_exitcode(status) if status is not None else None
         self.cpu = usage.ru_utime + usage.ru_stime if usage else 0.0
         self.maxrss_kb = usage.ru_maxrss if usage else 0
@@ -152,6 +159,10 @@ class Sample:
     def cpu_per_million(self):
         return self.run.cpu / self.requests * 1e6 if self.requests else None
 
+    def pair_per_million(self):
+        """Client and server CPU per million requests: their summed cost."""
+        return (self.run.cpu + self.run.server_cpu) / self.requests * 1e6 if self.requests else None
+
 
 def last_line(text):
     lines = [line for line in text.strip().splitlines() if line.strip()]
@@ -181,6 +192,37 @@ def wait_port(port, proc, timeout=10):
     raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
 
 
+class Server:
+    """A server's processes (nginx: the master and its workers), to read the
+    CPU time they used from /proc (schedstat: nanoseconds on a CPU)."""
+
+    def __init__(self, proc):
+        self.proc = proc
+
+    def pids(self):
+        pids = [self.proc.pid]
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, ValueError, IndexError):
+                    continue
+                if ppid == self.proc.pid:
+                    pids.append(int(entry))
+        return pids
+
+    def cpu(self):
+        total = 0
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+        return total / 1e9
+
+
 class Servers:
     """nginx (plain and TLS) and volley-testd, all pinned to CPU 0."""
 
@@ -205,17 +247,18 @@ class Servers:
             f.write(nginx_conf(prefix, f"127.0.0.1:{self.http_port} backlog=4096", server=location,
                                http="access_log off;\n    " + tls_server))
         argv = ["taskset", "-c", "0", NGINX, "-p", rel(prefix), "-c", "nginx.conf"]
-        self.start(argv, self.http_port)
+        self.nginx = Server(self.start(argv, self.http_port))
         self.http = f"http://127.0.0.1:{self.http_port}/"
         self.https = f"https://127.0.0.1:{self.https_port}/" if self.tls else None
 
-        self.testd_port = None
+        self.testd_port = self.testd_server = None
         if os.access(TESTD, os.X_OK):
             argv = ["taskset", "-c", "0", rel(TESTD), "--listen", "127.0.0.1:0",
                     "--max-time", "3600"]
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                     text=True, cwd=ROOT)
             self.procs.append(proc)
+            self.testd_server = Server(proc)
             line = proc.stdout.readline().split()
             if len(line) == 2 and line[0] == "port":
                 self.testd_port = int(line[1])
@@ -242,6 +285,7 @@ class Servers:
         self.procs.append(proc)
         wait_port(port, proc)
         self.commands.append(" ".join(argv))
+        return proc
 
     def stop(self):
         for proc in self.procs:
@@ -268,12 +312,25 @@ class Row:
         self.samples = {}      # tool -> [Sample], throughput rows
         self.value = {}        # tool -> median of what the row measures
         self.cpu = {}          # tool -> median CPU seconds per million requests
+        self.pair = {}         # the same, client and server together
         self.na = None         # why the row has no figures
         self.notes = []
 
     def ratio(self):
         v, w = self.value.get("volley"), self.value.get("wrk")
         return v / w if v is not None and w else None
+
+    def server_cpu(self):
+        """The server's CPU per request, over the runs of both tools."""
+        vals = [(s.run.server_cpu / s.requests * 1e6) for ss in self.samples.values()
+                for s in ss if not s.error and s.requests]
+        return statistics.median(vals) if vals else None
+
+    def cost_ratio(self):
+        """wrk's client + server CPU per request over volley's: the ratio of
+        requests/s on a core nothing else uses."""
+        v, w = self.pair.get("volley"), self.pair.get("wrk")
+        return w / v if v and w else None
 
 
 class Bench:
@@ -291,25 +348,26 @@ class Bench:
         self.rows = []
         self.nofile = raise_nofile()
 
-    def client(self, key, tool, argv, i, timeout):
+    def client(self, key, tool, argv, i, timeout, server):
         note(f"{key} {tool} run {i + 1}/{self.runs}")
-        return Run(argv, timeout, os.path.join(self.dir, f"{key}-{tool}-{i + 1}.out"))
+        return Run(argv, timeout, os.path.join(self.dir, f"{key}-{tool}-{i + 1}.out"), server)
 
-    def alternate(self, key, runs, timeout, argv_of):
+    def alternate(self, key, runs, timeout, argv_of, server=None):
         """runs runs of each tool, alternating which goes first: tool -> [Run]."""
         done = {"volley": [], "wrk": []}
         for i in range(runs):
             for tool in ("volley", "wrk") if i % 2 == 0 else ("wrk", "volley"):
-                done[tool].append(self.client(key, tool, argv_of(tool), i, timeout))
+                done[tool].append(self.client(key, tool, argv_of(tool), i, timeout, server))
         return done
 
-    def throughput(self, key, title, url, script):
+    def throughput(self, key, title, url, script, server):
         d = self.duration
         template = ["taskset", "-c", "0", "{tool}", "-t1", f"-c{CONNS}", f"-d{d}s",
                     "-s", rel(os.path.join(HERE, script)), url]
         row = Row(key, title, "req/s", template)
         self.rows.append(row)
-        runs = self.alternate(key, self.runs, d + 30, lambda t: fill(template, self.tools[t]))
+        runs = self.alternate(key, self.runs, d + 30, lambda t: fill(template, self.tools[t]),
+                              server)
         row.samples = {t: [Sample(r) for r in rs] for t, rs in runs.items()}
         for tool, samples in row.samples.items():
             good = [s for s in samples if not s.error]
@@ -322,6 +380,7 @@ class Bench:
             if good:
                 row.value[tool] = statistics.median(s.rps for s in good)
                 row.cpu[tool] = statistics.median(s.cpu_per_million() for s in good)
+                row.pair[tool] = statistics.median(s.pair_per_million() for s in good)
         if len(row.value) < 2:
             row.na = "runs failed (see notes)"
         return row
@@ -366,7 +425,7 @@ class Bench:
         why = self.tls_probe()
         if why:
             return self.na_row("E", title, why)
-        self.throughput("E", title, self.servers.https, "summary.lua")
+        self.throughput("E", title, self.servers.https, "summary.lua", self.servers.nginx)
 
     def tls_probe(self):
         """Why volley cannot run row E, or None: a short HTTPS run must get
@@ -412,14 +471,15 @@ class Bench:
             a = None
             if "A" in want or "F" in want:
                 a = self.throughput("A", f"plain GET, -t1 -c{CONNS}, one core, nginx",
-                                    self.servers.http, "summary.lua")
+                                    self.servers.http, "summary.lua", self.servers.nginx)
             if "B" in want:
                 self.throughput("B", "request() + response() in Lua, one core, nginx",
-                                self.servers.http, "dynamic.lua")
+                                self.servers.http, "dynamic.lua", self.servers.nginx)
             if "D" in want:
                 title = "pipelined depth 16, one core, volley-testd"
                 if self.servers.testd:
-                    self.throughput("D", title, self.servers.testd, "pipeline16.lua")
+                    self.throughput("D", title, self.servers.testd, "pipeline16.lua",
+                                    self.servers.testd_server)
                 else:
                     self.na_row("D", title, f"{rel(TESTD)} missing (make tests)")
             if "E" in want:
@@ -466,27 +526,38 @@ class Bench:
         out.append(f"  medians of {self.runs} alternating runs of {self.duration}s per tool "
                    f"(row C: {min(self.runs, RSS_RUNS)} runs of {RSS_DURATION}s)")
         out.append("")
-        head = (f"{'':3}{'':50}{'volley':>12}{'wrk':>12}{'ratio':>8}{'target':>9}"
-                f"{'CPU s/M req':>16}")
-        out.append(head)
-        out.append(f"{'':3}{'':50}{'':>12}{'':>12}{'':>8}{'':>9}{'volley':>8}{'wrk':>8}")
+        w = 46  # row titles
+        out.append(f"{'':{w + 2}}{'volley':>10}{'wrk':>10}{'ratio':>7}{'target':>8}"
+                   f"   {'CPU us per request':^26}{'cost':>7}")
+        out.append(f"{'':{w + 2}}{'':>10}{'':>10}{'':>7}{'':>8}"
+                   f"   {'volley':>8}{'wrk':>8}{'server':>8}  {'ratio':>7}")
         self.rows.sort(key=lambda r: (r.key[0], int(r.key[1:] or 0)))
         for row in self.rows:
-            label = row.key[0]
+            label = f"{row.key[0]} {row.title}"
             if row.na:
-                out.append(f"{label:3}{row.title:50}  n/a: {row.na}")
+                out.append(f"{label:{w + 2}}n/a: {row.na}")
                 continue
             ratio = row.ratio()
-            cells = [fmt(row.value.get("volley"), row.unit), fmt(row.value.get("wrk"), row.unit)]
-            cpu = [f"{row.cpu[t]:8.2f}" if t in row.cpu else f"{'':8}"
-                   for t in ("volley", "wrk")]
-            target = TARGETS.get(row.key, "")
-            ratio_s = f"{ratio:8.3f}" if ratio else f"{'-':>8}"
-            out.append(f"{label:3}{row.title:50}{cells[0]:>12}{cells[1]:>12}{ratio_s}"
-                       f"{target:>9}{''.join(cpu)}")
+            line = (f"{label:{w + 2}}{fmt(row.value.get('volley'), row.unit):>10}"
+                    f"{fmt(row.value.get('wrk'), row.unit):>10}"
+                    f"{f'{ratio:.3f}' if ratio else '-':>7}{TARGETS.get(row.key, ''):>8}")
+            if row.cpu:
+                cpu = "".join(f"{row.cpu[t]:8.2f}" if t in row.cpu else f"{'-':>8}"
+                              for t in ("volley", "wrk"))
+                server = row.server_cpu()
+                cost = row.cost_ratio()
+                line += (f"   {cpu}{f'{server:.2f}' if server else '-':>8}"
+                         f"  {f'{cost:.3f}' if cost else '-':>7}")
+            out.append(line.rstrip())
         out.append("")
-        out.append("Ratios are volley / wrk: higher is better, except row C (memory). Row F's "
-                   "target is on volley's own value.")
+        out.append("Ratios are volley / wrk: higher is better, except row C (peak RSS in MiB). "
+                   "Row F's target is")
+        out.append("on volley's own value. CPU: the client's user + system time per request, "
+                   "and the server's")
+        out.append("(from /proc/PID/schedstat). Cost ratio: (wrk + server) / (volley + server) "
+                   "CPU per request,")
+        out.append("the requests/s ratio on a core nothing else uses; on a shared machine it "
+                   "is the steadier figure.")
         notes = [(r.key, n) for r in self.rows for n in r.notes]
         spread = [(r.key, pair_spread(r)) for r in self.rows if not r.na and r.commands]
         out.append("")

@@ -20,14 +20,17 @@ def test_bench_runs_row_a_and_f(tmp_path):
                        timeout=90)
     assert p.returncode == 0, p.stderr
     out = p.stdout
-    a = re.search(r"^A  plain GET.*?\s([\d,]+)\s+([\d,]+)\s+([\d.]+)\s+>= 1\.05\s+([\d.]+)\s+"
-                  r"([\d.]+)$", out, re.M)
+    a = re.search(r"^A plain GET.*?\s([\d,]+)\s+([\d,]+)\s+([\d.]+) >= 1\.05\s+([\d.]+)\s+"
+                  r"([\d.]+)\s+([\d.]+)\s+([\d.]+)$", out, re.M)
     assert a, out
     volley, wrk = (int(x.replace(",", "")) for x in a.group(1, 2))
     assert volley > 1000 and wrk > 1000, out
     assert abs(float(a.group(3)) - volley / wrk) < 0.002, out
-    assert float(a.group(4)) > 0 and float(a.group(5)) > 0, out  # CPU s per M requests
-    f = re.search(r"^F  busy fraction.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+>= 0\.97", out, re.M)
+    # CPU us per request: volley, wrk, nginx; then (wrk + nginx) / (volley + nginx)
+    cpu_v, cpu_w, cpu_s, cost = (float(x) for x in a.group(4, 5, 6, 7))
+    assert cpu_v > 0 and cpu_w > 0 and cpu_s > 0, out
+    assert abs(cost - (cpu_w + cpu_s) / (cpu_v + cpu_s)) < 0.05, out
+    f = re.search(r"^F busy fraction.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+) >= 0\.97$", out, re.M)
     assert f, out
     assert 0.2 < float(f.group(1)) < 1.1 and 0.2 < float(f.group(2)) < 1.1, out
     assert "Notes:" not in out, out
