@@ -12,8 +12,8 @@ scheduler splits the core, so throughput rows also print a cost ratio:
 (wrk + server) / (volley + server) CPU time per request, which is the
 requests/s ratio the same pinned run gives on an otherwise idle core.
 
-Rows (throughput rows pin the client and the server to CPU 0, so a figure
-is the sum of both costs and other load on the machine hurts both tools alike):
+Rows (throughput rows pin the client and the server to CPU 0, so that a
+figure is the sum of both costs):
   A  plain GET, -t1 -c50, against nginx
   B  the same with a request() that changes the path and a header and a
      response() that looks at the status (tests/bench/dynamic.lua)
@@ -40,6 +40,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -109,19 +110,15 @@ class Run:
 
     @staticmethod
     def wait(proc, timeout):
-        """wait4() the client itself: its rusage is its own, not the servers'."""
-        deadline = time.monotonic() + timeout
-        while True:
-            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-            if pid:
-                proc.returncode = status
-                return status, usage
-            if time.monotonic() > deadline:
-                proc.kill()
-                pid, status, usage = os.wait4(proc.pid, 0)
-                proc.returncode = status
-                return None, None
-            time.sleep(0.02)
+        """wait4() the client itself: its rusage is its own, not the servers'.
+        A client past its timeout is killed: (None, None)."""
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        timed_out = not timer.is_alive()
+        timer.cancel()
+        proc.returncode = status
+        return (None, None) if timed_out else (status, usage)
 
 
 SUMMARY = re.compile(r"^bench: requests (\d+) duration_us (\d+) latency_mean_us ([\d.]+) "
