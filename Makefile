@@ -61,10 +61,17 @@ build/tests/test_%: tests/unit/test_%.c tests/unit/unit.h build/libvolley.a | bu
 $(TESTD): tests/server/testd.c | build/tests
 	$(CC) -D_GNU_SOURCE $(EV_CFLAGS) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EV_LIBS) -lm
 
-tests: volley $(UNIT_BINS) $(TESTD)
+include tests/fuzz/fuzz.mk tests/sanitize.mk
 
+tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD)
+
+# SANITIZE=1: the same suite against the sanitizer build (tests/sanitize.mk).
+ifeq ($(SANITIZE),1)
+check test: check-asan
+else
 check test: tests
 	$(PYTHON) tests/run.py
+endif
 
 # A short benchmark against the in-tree test server, to see the report.
 demo: volley $(TESTD)
