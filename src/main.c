@@ -229,6 +229,10 @@ static uint64_t run_workers(struct run *run, const struct config *cfg)
         worker_start(run->workers[i]);
     }
     ev_run(run->loop, 0);
+    /* From here a second Ctrl-C ends volley at once (libev puts the default
+     * action back): a thread stuck in a script hook would never be joined. */
+    ev_signal_stop(run->loop, &run->sigint);
+    ev_signal_stop(run->loop, &run->sigterm);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_stop(run->workers[i]);
     for (size_t i = 0; i < run->nworkers; i++)

@@ -70,13 +70,13 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
-def volley(*args, timeout=60, env=None, stdin=None):
+def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     """Run volley with args (strings); returns a Run. Fails the test if a
     sanitizer build reported anything."""
     start, cpu = time.monotonic(), children_cpu()
     proc = subprocess.run([VOLLEY] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=env, stdin=stdin or subprocess.DEVNULL,
-                          errors="replace")
+                          errors="replace", cwd=cwd)
     # Servers are still running, so the only child reaped meanwhile is volley.
     run = Run(proc, time.monotonic() - start, children_cpu() - cpu)
     check_sanitizer("volley", run.stderr)
