@@ -177,8 +177,8 @@ class Testd:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=10)
-            check_sanitizer("volley-testd", self.proc.stderr.read())
         if self._stats is None:
+            check_sanitizer("volley-testd", self.proc.stderr.read())
             with open(self.stats_file) as f:
                 self._stats = json.load(f)
         return self._stats

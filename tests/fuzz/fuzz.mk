@@ -33,7 +33,7 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_SRCS) $(wildcard
 
 # Each run starts from the seeds and what earlier runs found; -print_final_stats
 # shows the number of executions.
-fuzz-%: build/fuzz/fuzz_%
+$(FUZZ_TARGETS:%=fuzz-%): fuzz-%: build/fuzz/fuzz_%
 	mkdir -p build/fuzz/corpus/$*
 	$< -max_total_time=$(FUZZ_TIME) -print_final_stats=1 -artifact_prefix=build/fuzz/$*- \
 	    build/fuzz/corpus/$* tests/fuzz/corpus/$*
