@@ -39,7 +39,7 @@ as_root() {
 if command -v apt-get >/dev/null 2>&1; then
     build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev"
     tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
-           libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base"
+           libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base openssl"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -52,7 +52,7 @@ if command -v apt-get >/dev/null 2>&1; then
 elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db"
+           procps-ng util-linux time curl man-db openssl"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root dnf install -y $build
@@ -66,7 +66,7 @@ elif command -v pacman >/dev/null 2>&1; then
 elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc"
+           util-linux curl mandoc openssl"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build

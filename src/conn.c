@@ -47,6 +47,7 @@ void conn_init(struct conn *c, struct worker *w)
 void conn_free(struct conn *c)
 {
     conn_stop(c);
+    c->worker->transport->release(c);
     http_parser_free(&c->parser);
     request_free(&c->own);
 }
@@ -78,7 +79,6 @@ static void drop(struct conn *c)
     c->state = CONN_CLOSED;
     c->batch = NULL;
     c->pending = 0;
-    c->delaying = false;
 }
 
 void conn_stop(struct conn *c) { drop(c); }
@@ -285,16 +285,25 @@ static void next_batch(struct conn *c)
     if (w->stopping)
         return;
     if (w->hooks.delay) {
-        double ms = script_delay(w->script);
-        if (w->stopping)
-            return;
-        if (ms > 0) {
-            c->delaying = true;
-            /* Converting a delay past the range of uint64_t (1e300, inf) is
-             * undefined and in practice gave no delay at all. */
-            timer_start(c, ms < DELAY_MAX_MS ? (uint64_t)(ms * 1000) : DELAY_MAX_MS * 1000);
+        uint64_t now = clock_us();
+        /* A pause cut short by a reconnect (a server closing the idle
+         * connection) is served out, not asked for again: starting it over
+         * on every reconnect would never let a request out when the server
+         * closes idle connections sooner than delay() says. */
+        if (!c->delay_until) {
+            double ms = script_delay(w->script);
+            if (w->stopping)
+                return;
+            /* Converting a delay past the range of uint64_t (1e300, inf)
+             * is undefined and in practice gave no delay at all. */
+            c->delay_until = now + (ms < DELAY_MAX_MS ? (uint64_t)(ms * 1000)
+                                                      : DELAY_MAX_MS * 1000);
+        }
+        if (c->delay_until > now) {
+            timer_start(c, c->delay_until - now);
             return;
         }
+        c->delay_until = 0;
     }
     dispatch(c);
 }
@@ -458,10 +467,15 @@ static void read_ready(struct conn *c)
 /* Watcher callbacks                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* Once the worker is stopping (the end of the run, or thread:stop() from a
+ * hook), the watchers still pending in the same loop iteration do nothing:
+ * a response read after the stop is not counted nor given to response(). */
 static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     if (c->state == CONN_HANDSHAKE)
         handshake(c);
     else
@@ -472,6 +486,8 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)revents;
     struct conn *c = io->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CONNECTING: {
         int err = net_connect_error(c->fd);
@@ -497,6 +513,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = t->data;
+    if (c->worker->stopping)
+        return;
     switch (c->state) {
     case CONN_CLOSED: /* the back-off is over */
         conn_start(c);
@@ -517,8 +535,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         break;
     }
     case CONN_IDLE:
-        if (c->delaying) {
-            c->delaying = false;
+        if (c->delay_until) {
+            c->delay_until = 0;
             dispatch(c);
         }
         break;

@@ -40,7 +40,7 @@ struct conn {
     uint64_t batches;        /* -R: batches sent so far, the schedule's k */
     size_t slot;             /* -R: place in the worker's schedule + 1, 0 when not queued */
     uint64_t backoff_us;     /* next reconnect delay after a connect failure */
-    bool delaying;           /* waiting out delay() before the next batch */
+    uint64_t delay_until;    /* end of the delay() pause before the next batch, or 0 */
     struct request own;      /* the batch request() returned, with a script */
     void *tls;               /* the transport's per-connection state */
 };

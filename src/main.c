@@ -3,6 +3,7 @@
  * over (or Ctrl-C, or every worker ended on its own), then join the workers,
  * merge what they measured and print the report.
  * SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <ev.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -12,13 +13,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
 #include "net.h"
+#include "progress.h"
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "tls.h"
 #include "worker.h"
 #include "xalloc.h"
 
@@ -205,9 +210,17 @@ static size_t create_workers(struct run *run, const struct config *cfg,
     return worker_depth(run->workers[0]);
 }
 
-/* Start the workers and wait for the end of the run. Returns its length. */
-static uint64_t run_workers(struct run *run, const struct config *cfg)
+static double seconds_between(struct timeval from, struct timeval to)
 {
+    return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
+}
+
+/* Start the workers and wait for the end of the run; note its length,
+ * volley's CPU time over it (RUSAGE_SELF covers every thread) and how busy
+ * the busiest worker thread was. */
+static void run_workers(struct run *run, const struct config *cfg, struct result *r)
+{
+    struct rusage before, after;
     run->loop = ev_default_loop(EVFLAG_AUTO);
     ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
@@ -218,6 +231,8 @@ static uint64_t run_workers(struct run *run, const struct config *cfg)
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
+    getrusage(RUSAGE_SELF, &before);
+    clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
     ev_now_update(run->loop);
     /* -n alone runs until its requests are done; with -d, whichever ends first. */
@@ -228,7 +243,10 @@ static uint64_t run_workers(struct run *run, const struct config *cfg)
             worker_set_rate(run->workers[i], start);
         worker_start(run->workers[i]);
     }
+    struct progress *progress =
+        progress_start(run->loop, cfg, run->workers, run->nworkers, start);
     ev_run(run->loop, 0);
+    progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
      * action back): a thread stuck in a script hook would never be joined. */
     ev_signal_stop(run->loop, &run->sigint);
@@ -237,7 +255,43 @@ static uint64_t run_workers(struct run *run, const struct config *cfg)
         worker_stop(run->workers[i]);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
-    return clock_us() - start;
+    r->runtime_us = clock_us() - start;
+    getrusage(RUSAGE_SELF, &after);
+    r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
+    r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
+    r->cpu.has_wait = true;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        const struct cpu_busy *b = &run->workers[i]->load;
+        r->cpu.wait_s += b->wait_s;
+        r->cpu.has_wait &= b->has_wait;
+        if (b->busy > r->cpu.busiest)
+            r->cpu.busiest = b->busy;
+    }
+}
+
+/* Where --json goes. For "-" the document takes stdout to itself: the
+ * original stdout is kept for it, and descriptor 1 becomes stderr, so the
+ * text report and anything a script prints go to stderr. */
+static FILE *open_json(const char *path)
+{
+    FILE *f;
+    if (strcmp(path, "-") != 0) {
+        if (!(f = fopen(path, "w")))
+            die("cannot open %s: %s", path, strerror(errno));
+        return f;
+    }
+    int fd = dup(STDOUT_FILENO);
+    if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
+        die("cannot write JSON to stdout: %s", strerror(errno));
+    return f;
+}
+
+static void write_json(FILE *f, const char *path, const struct result *r)
+{
+    bool ok = report_json(f, r);
+    if (fclose(f) != 0 || !ok)
+        die("cannot write %s: %s", strcmp(path, "-") == 0 ? "JSON to stdout" : path,
+            strerror(errno));
 }
 
 int main(int argc, char **argv)
@@ -247,29 +301,42 @@ int main(int argc, char **argv)
     struct result result = {.cfg = &cfg};
 
     cli_parse(argc, argv, &cfg);
+    if (cfg.url.tls)
+        tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
+    FILE *json = cfg.json ? open_json(cfg.json) : NULL;
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
+    if (cfg.verify)
+        tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
     fflush(stdout);
-    result.runtime_us = run_workers(&run, &cfg);
+    run_workers(&run, &cfg, &result);
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
         stats_merge(&result.stats, &run.workers[i]->stats);
+    if (cfg.rate) {
+        result.latency_uncorrected = result.stats.u_latency;
+        result.scheduling_lag = result.stats.lag;
+    }
     report_text(stdout, &result);
-    report_rate_shortfall(stderr, &result);
+    report_warnings(stdout, &result);
     if (main_script)
         script_done(main_script, &result);
+    fflush(stdout);
+    if (json)
+        write_json(json, cfg.json, &result);
 
     for (size_t i = 0; i < run.nworkers; i++)
         worker_free(run.workers[i]);
     free(run.workers);
     stats_free(&result.stats);
     script_free(main_script);
+    tls_cleanup();
     cli_free(&cfg);
     ev_loop_destroy(run.loop);
     return 0;

@@ -6,7 +6,9 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
+#include <sched.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "units.h"
@@ -125,7 +127,8 @@ void report_text(FILE *f, const struct result *r)
     fprintf(f, "Transfer/sec: %10sB\n", units_binary(seconds > 0 ? s->bytes / seconds : 0, b));
 }
 
-void report_rate_shortfall(FILE *f, const struct result *r)
+/* With -R, when fewer requests went out than asked for: say so and why. */
+static void rate_shortfall(FILE *f, const struct result *r)
 {
     const struct config *cfg = r->cfg;
     const struct stats *s = &r->stats;
@@ -154,4 +157,33 @@ void report_rate_shortfall(FILE *f, const struct result *r)
         fprintf(f, "%" PRIu64 " socket errors kept connections from sending\n", socket_errors);
     else
         fprintf(f, "the load generator could not keep up (add threads, or check its CPU)\n");
+}
+
+/* CPUs this process may run on (taskset, cpusets), as nproc counts them. */
+static long usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+void report_cpu_load(const struct result *r, struct cpu_load *load)
+{
+    double seconds = (double)r->runtime_us / 1e6;
+    double cpu = r->cpu.user_s + r->cpu.system_s;
+    load->cpus = usable_cpus();
+    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
+    load->saturated = r->cpu.busiest > REPORT_SATURATED;
+}
+
+void report_warnings(FILE *f, const struct result *r)
+{
+    struct cpu_load load;
+    report_cpu_load(r, &load);
+    if (load.saturated)
+        fprintf(f, "Warning: volley was CPU-bound (a thread was busy %.0f%% of the time): "
+                   "these figures measure the load generator, not only the server\n",
+                100 * r->cpu.busiest);
+    rate_shortfall(f, r);
 }

@@ -3,8 +3,11 @@
 #ifndef VOLLEY_REPORT_H
 #define VOLLEY_REPORT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "stats.h"
 
@@ -14,18 +17,43 @@ struct config;
 struct result {
     const struct config *cfg;
     uint64_t runtime_us;
-    size_t pipeline;    /* requests per batch */
-    struct stats stats; /* all workers merged */
+    struct stats stats;      /* all workers merged */
+    size_t pipeline;         /* requests per batch */
+    struct timespec started; /* wall-clock start of the run, for the record */
+    struct {
+        double user_s, system_s; /* the whole process during the run */
+        double wait_s;  /* worker threads runnable but waiting for a CPU */
+        bool has_wait;  /* wait_s is known (Linux) */
+        double busiest; /* highest share of its run a worker thread was busy */
+    } cpu;
+    /* With -R: latency from the actual send, and how late requests were sent
+     * after their intended time; NULL in the closed model. */
+    const struct hist *latency_uncorrected, *scheduling_lag;
 };
+
+/* The generator's own load. A worker thread is busy while it is on a CPU or
+ * runnable and waiting for one; when the busiest was busy for more than
+ * REPORT_SATURATED of the run, its loop was rarely waiting for the network:
+ * responses queued inside volley, that wait counted as latency, and the
+ * throughput was volley's limit. */
+#define REPORT_SATURATED 0.9
+struct cpu_load {
+    long cpus;          /* CPUs this process may run on */
+    double utilisation; /* process CPU time / (run time x threads) */
+    bool saturated;
+};
+void report_cpu_load(const struct result *r, struct cpu_load *load);
 
 /* "Running 10s test @ URL" and "  2 threads and 10 connections". */
 void report_header(FILE *f, const struct config *cfg);
 void report_text(FILE *f, const struct result *r);
-
-/* With -R, when fewer requests went out than asked for: one line saying so
- * and why (too few connections for the server's response time, errors, or
- * the generator itself). Nothing otherwise. */
-void report_rate_shortfall(FILE *f, const struct result *r);
+/* After the text report: a warning line when the generator was saturated,
+ * and with -R one when fewer requests went out than asked for, saying why
+ * (too few connections for the server's response time, errors, or the
+ * generator itself). */
+void report_warnings(FILE *f, const struct result *r);
+/* The whole result as one JSON document (docs/json.md); false if writing failed. */
+bool report_json(FILE *f, const struct result *r);
 
 /* One stat cell: s right-aligned and truncated so that decimal points line
  * up whatever the unit's length (wrk's print_units). */

@@ -48,6 +48,9 @@ void stats_merge(struct stats *dst, const struct stats *src)
     dst->bytes += src->bytes;
     dst->connects += src->connects;
     dst->reconnects += src->reconnects;
+    dst->handshakes += src->handshakes;
+    dst->resumed += src->resumed;
+    dst->handshake_us += src->handshake_us;
     dst->errors.connect += src->errors.connect;
     dst->errors.read += src->errors.read;
     dst->errors.write += src->errors.write;

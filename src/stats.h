@@ -47,6 +47,9 @@ struct stats {
     uint64_t bytes;      /* bytes read, headers included */
     uint64_t connects;   /* successful connections */
     uint64_t reconnects; /* normal closes followed by a new connection */
+    uint64_t handshakes;   /* completed TLS handshakes */
+    uint64_t resumed;      /* of which resumed a session */
+    uint64_t handshake_us; /* time spent in them, from TCP connect to done */
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */

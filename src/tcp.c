@@ -42,10 +42,13 @@ static size_t plain_pending(struct conn *c)
 
 static void plain_close(struct conn *c) { (void)c; }
 
+static void plain_release(struct conn *c) { (void)c; }
+
 const struct transport transport_plain = {
     .handshake = plain_handshake,
     .read = plain_read,
     .write = plain_write,
     .pending = plain_pending,
     .close = plain_close,
+    .release = plain_release,
 };

@@ -29,6 +29,9 @@ struct transport {
     size_t (*pending)(struct conn *c);
     /* Before the socket is closed. */
     void (*close)(struct conn *c);
+    /* When the connection is freed: drop what the transport keeps across
+     * reconnects (the TLS session it resumes). */
+    void (*release)(struct conn *c);
 };
 
 extern const struct transport transport_plain;

@@ -16,6 +16,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "script.h"
+#include "tls.h"
 #include "transport.h"
 #include "xalloc.h"
 
@@ -58,7 +59,12 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct worker *w = t->data;
+    const struct errors *e = &w->stats.errors;
     uint64_t now = clock_us(), n = w->stats.requests - w->sample_requests;
+    atomic_store_explicit(&w->live_requests, w->stats.requests, memory_order_relaxed);
+    atomic_store_explicit(&w->live_errors,
+                          e->connect + e->read + e->write + e->timeout + e->status,
+                          memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
@@ -80,7 +86,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
     w->cfg = cfg;
-    w->transport = &transport_plain;
+    w->transport = cfg->url.tls ? &transport_tls : &transport_plain;
     w->addr = *addr;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
     if (!w->loop)
@@ -131,6 +137,8 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
 static void *run(void *arg)
 {
     struct worker *w = arg;
+    struct cpu_thread start, end;
+    cpu_thread_now(&start);
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */
@@ -140,6 +148,8 @@ static void *run(void *arg)
         conn_start(&w->conns[i]);
     if (!w->stopping)
         ev_run(w->loop, 0);
+    cpu_thread_now(&end);
+    cpu_thread_since(&start, &end, &w->load);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
     if (w->finished && w->on_finish)

@@ -7,10 +7,12 @@
 
 #include <ev.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cpu.h"
 #include "net.h"
 #include "request.h"
 #include "schedule.h"
@@ -67,6 +69,12 @@ struct worker {
     ev_async stop_watcher;
     ev_timer sample_timer;     /* Req/Sec, every 100 ms as in wrk */
     uint64_t sample_at, sample_requests;
+    /* Copies of stats.requests and of the error count (socket errors and
+     * status >= 400), published at every sample tick for main's progress
+     * line: the hot path keeps plain counters, and a display needs no
+     * ordering, so relaxed stores and loads suffice. */
+    _Atomic uint64_t live_requests, live_errors;
+    struct cpu_busy load;      /* how busy the thread was while it ran */
     bool stopping;
     bool finished;             /* ended on its own (thread:stop) */
     /* Called on the worker thread when it ends on its own. */

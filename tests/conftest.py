@@ -52,7 +52,7 @@ class Run:
     """A finished volley run: exit status, output, wall time, CPU time (user +
     system, seconds) and the report."""
 
-    def __init__(self, proc, elapsed, cpu):
+    def __init__(self, proc, elapsed, cpu=None):
         self.returncode = proc.returncode
         self.stdout = proc.stdout
         self.stderr = proc.stderr
@@ -61,7 +61,8 @@ class Run:
         self.report = parse_report(self.stdout)
 
     def __repr__(self):
-        return (f"<Run rc={self.returncode} elapsed={self.elapsed:.2f}s cpu={self.cpu:.2f}s\n"
+        cpu = "" if self.cpu is None else f" cpu={self.cpu:.2f}s"
+        return (f"<Run rc={self.returncode} elapsed={self.elapsed:.2f}s{cpu}\n"
                 f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}>")
 
 
@@ -71,8 +72,8 @@ def children_cpu():
 
 
 def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
-    """Run volley with args (strings); returns a Run. Fails the test if a
-    sanitizer build reported anything."""
+    """Run volley with args (strings), in directory cwd if given; returns a
+    Run. Fails the test if a sanitizer build reported anything."""
     start, cpu = time.monotonic(), children_cpu()
     proc = subprocess.run([VOLLEY] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=env, stdin=stdin or subprocess.DEVNULL,
@@ -229,16 +230,18 @@ class Nginx:
     server: the body of the server block (listen lines are added unless
     listen=False); http: extra http-level directives. The access log uses
     the format given by log_format (nginx variables), one line per request.
+    tls=True makes the listener HTTPS (server then names the certificate).
     """
 
     def __init__(self, tmp_path, server="", http="", log_format="$request", listen=True,
-                 workers=1):
+                 workers=1, tls=False):
         self.prefix = os.path.join(tmp_path, f"nginx-{id(self)}")
         os.makedirs(os.path.join(self.prefix, "logs"))
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.access_log = os.path.join(self.prefix, "logs", "access.log")
-        listen_line = f"listen 127.0.0.1:{self.port};" if listen else ""
+        ssl = " ssl" if tls else ""
+        listen_line = f"listen 127.0.0.1:{self.port}{ssl};" if listen else ""
         conf = f"""
 worker_processes {workers};
 worker_rlimit_nofile 30000;

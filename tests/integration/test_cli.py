@@ -171,14 +171,9 @@ def test_threads_beyond_the_file_limit_refused(testd):
     assert srv.stop()["requests"] == 0
 
 
-@pytest.mark.parametrize("make,message", [
-    (lambda d: str(d / "none.lua"), "volley: cannot open {}: No such file or directory"),
-    (lambda d: str(d), "volley: cannot read {}: Is a directory"),
-])
-def test_unusable_script_file(tmp_path, make, message):
-    path = make(tmp_path)
-    run = volley("-s", path, "-d1s", "http://127.0.0.1:1/")
-    assert first_error_line(run) == message.format(path)
+def test_script_that_is_a_directory(tmp_path):
+    run = volley("-s", str(tmp_path), "-d1s", "http://127.0.0.1:1/")
+    assert first_error_line(run) == f"volley: cannot read {tmp_path}: Is a directory"
     assert len(run.stderr.splitlines()) == 1
 
 

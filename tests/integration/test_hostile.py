@@ -114,7 +114,7 @@ def test_server_dies_mid_run(testd):
     dead_cpu = cpu_seconds(proc.pid) - dead_from
     out, err = proc.communicate(timeout=30)
     run = Run(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
-              time.monotonic() - start, 0.0)
+              time.monotonic() - start)
     check_sanitizer("volley", err)
     check_report(run)
     stats = srv.stats()

@@ -29,7 +29,7 @@ def test_rate_is_held_precisely(testd):
     # Requests sent at 2000/s for 3 s: the server saw that many, give or take
     # the requests in flight at the end.
     assert abs(stats["requests"] - 6000) <= 25, stats
-    assert "Warning" not in run.stderr
+    assert "Warning" not in run.stdout + run.stderr
 
 
 def test_rate_below_threads_and_connections_is_not_biased(testd):
@@ -54,7 +54,9 @@ def test_stalls_show_in_corrected_latency_only(testd):
     # the 90th percentile of the intended-time latency is about 300 ms.
     assert 150e3 <= corrected[90] <= 450e3, run.stdout
     assert uncorrected[90] < 50e3, run.stdout
-    assert abs(run.report["rps"] - 1000) / 1000 < 0.05, run
+    # The rate is held through the stalls: the server got its 4000 requests
+    # (less those sent during a stall at the very end).
+    assert 3400 <= server.stop()["requests"] <= 4050, run
 
 
 def test_rate_latency_block_has_wrk2_shape(testd):
@@ -84,7 +86,9 @@ def test_rate_shortfall_is_explained(testd):
     run = volley("-t1", "-c10", "-d2s", "-R1000", server.url + "/")
     assert run.returncode == 0, run
     assert run.report["rps"] < 250
-    warning = [line for line in run.stderr.splitlines() if line.startswith("Warning:")]
+    # The warning ends the report.
+    assert run.stdout.splitlines()[-1].startswith("Warning: sent "), run
+    warning = [line for line in run.stdout.splitlines() if line.startswith("Warning: sent")]
     assert len(warning) == 1, run
     assert "short of the 1000" in warning[0] and "raise -c" in warning[0], warning
 

@@ -1,6 +1,7 @@
-"""Scripts that misbehave: an error in each hook, request() returning what
-is not a request, endless recursion, huge requests, absurd delays, a thread
-stopped before it starts, an endless loop. Each ends in one clear
+"""Scripts that misbehave, beyond the hook errors and verification failures
+test_lua.py covers: an error object that is not a string, request()
+returning what is not a request during the run, endless recursion, huge
+requests, absurd delays, endless loops. Each ends in one clear
 "volley: file:LINE: message" and exit 1, or in the documented behaviour;
 never in a crash (conftest's volley() also fails any sanitizer report).
 SPDX-License-Identifier: MIT
@@ -23,48 +24,6 @@ def script(tmp_path, text, name="s.lua"):
     return name
 
 
-# hook: (script, line of the error, whether the run had started)
-HOOK_ERRORS = {
-    "top-level": ("local x = nil\nx.y = 1\n", 2, False),
-    "setup": ("function setup(thread)\n  error('boom')\nend\n", 2, False),
-    "init": ("function init(args)\n  error('boom')\nend\n", 2, False),
-    "delay": ("function delay()\n  error('boom')\nend\n", 2, True),
-    "request": ("n = 0\nfunction request()\n  n = n + 1\n  if n > 3 then error('boom') end\n"
-                "  return wrk.format()\nend\n", 4, True),
-    "response": ("function response(status, headers, body)\n  error('boom')\nend\n", 2, True),
-    "done": ("function done(summary, latency, requests)\n  error('boom')\nend\n", 2, True),
-}
-
-
-@pytest.mark.parametrize("hook", HOOK_ERRORS)
-def test_error_in_each_hook_is_one_clear_line(testd, tmp_path, hook):
-    text, line, started = HOOK_ERRORS[hook]
-    path = script(tmp_path, text)
-    srv = testd()
-    run = volley(*ARGS, "-s", path, srv.url, cwd=tmp_path)
-    assert run.returncode == 1, run
-    err = run.stderr.splitlines()
-    message = "attempt to index local 'x' (a nil value)" if hook == "top-level" else "boom"
-    assert err[0] == f"volley: {path}:{line}: {message}", run
-    assert err[1] == "stack traceback:", run
-    if hook == "done":
-        # done() runs after the report, which is complete.
-        assert run.report["requests"] > 0 and "Transfer/sec:" in run.stdout, run
-    elif started:
-        assert run.stdout.startswith("Running 1s test @"), run
-        assert "requests in" not in run.stdout, run
-    else:
-        assert run.stdout == "", run
-        assert srv.stop()["requests"] == 0
-
-
-def test_syntax_error(tmp_path):
-    path = script(tmp_path, "function f(\n")
-    run = volley(*ARGS, "-s", path, "http://127.0.0.1:1/", cwd=tmp_path)
-    assert run.returncode == 1 and run.stdout == "", run
-    assert run.stderr == f"volley: {path}:2: <name> or '...' expected near '<eof>'\n", run
-
-
 def test_error_object_that_is_not_a_string(testd, tmp_path):
     path = script(tmp_path, "function init(args) error({}) end\n")
     run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
@@ -73,34 +32,12 @@ def test_error_object_that_is_not_a_string(testd, tmp_path):
     assert f"{path}:1: in function 'init'" in run.stderr, run
 
 
-@pytest.mark.parametrize("value,kind", [("nil", "nil"), ("42", "number"), ("{}", "table"),
-                                        ("true", "boolean")])
-def test_request_returning_a_non_string(testd, tmp_path, value, kind):
-    # Found when request() is first called, to verify it: before the run.
-    path = script(tmp_path, f"function request()\n  return {value}\nend\n")
-    srv = testd()
-    run = volley(*ARGS, "-s", path, srv.url, cwd=tmp_path)
-    assert run.returncode == 1 and run.stdout == "", run
-    assert run.stderr == f"volley: {path}: request() returned {kind} instead of a string\n", run
-    assert srv.stop()["requests"] == 0
-
-
 def test_request_returning_a_non_string_during_the_run(testd, tmp_path):
     path = script(tmp_path, "n = 0\nfunction request()\n  n = n + 1\n"
                             "  if n > 5 then return nil end\n  return wrk.format()\nend\n")
     run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
     assert run.returncode == 1, run
     assert run.stderr == f"volley: {path}: request() returned nil instead of a string\n", run
-
-
-def test_request_returning_a_malformed_request(testd, tmp_path):
-    # Verified before the run, with wrk's message.
-    path = script(tmp_path, 'function request()\n  return "GARBAGE\\r\\n\\r\\n"\nend\n')
-    srv = testd()
-    run = volley(*ARGS, "-s", path, srv.url, cwd=tmp_path)
-    assert run.returncode == 1 and run.stdout == "", run
-    assert run.stderr == "volley: invalid HTTP method at 1:8\n", run
-    assert srv.stop()["requests"] == 0
 
 
 def test_malformed_request_after_verification_is_sent_as_is(testd, tmp_path):
@@ -114,18 +51,6 @@ def test_malformed_request_after_verification_is_sent_as_is(testd, tmp_path):
     assert run.returncode == 0, run
     stats = srv.stop()
     assert stats["bad_requests"] > 0 and run.report["non2xx"] > 0, (run, stats)
-
-
-def test_thread_stop_in_setup(testd, tmp_path):
-    # Every thread stopped before it started: the run ends at once with the
-    # whole report and its real length.
-    path = script(tmp_path, "function setup(thread)\n  thread:stop()\nend\n")
-    srv = testd()
-    run = volley("-t2", "-c4", "-d10s", "-s", path, srv.url, cwd=tmp_path)
-    assert run.returncode == 0, run
-    assert run.report["requests"] == 0 and run.report["runtime_us"] < 1e6, run
-    assert "Transfer/sec:" in run.stdout and run.elapsed < 5, run
-    assert srv.stop()["requests"] == 0
 
 
 @pytest.mark.parametrize("where", ["init", "request"])

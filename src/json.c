@@ -1,0 +1,172 @@
+/* The JSON writer. Strings come from the command line, scripts and servers,
+ * so any byte sequence must give valid JSON: well-formed UTF-8 is copied,
+ * every other byte is written as the code point of the same value (\u00XX,
+ * as if the text were Latin-1), so nothing is lost or rejected.
+ * SPDX-License-Identifier: MIT */
+#include "json.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "xalloc.h"
+
+void json_init(struct json *j, FILE *f)
+{
+    j->f = f;
+    j->depth = 0;
+    j->_nonempty[0] = false;
+}
+
+static void newline(struct json *j)
+{
+    fprintf(j->f, "\n%*s", 2 * j->depth, "");
+}
+
+/* Length of the well-formed UTF-8 sequence at s (RFC 3629 §4: no overlong
+ * forms, no surrogates, nothing past U+10FFFF), or 0. */
+static int utf8_length(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    int n;
+    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0)
+            lo = 0xA0;
+        else if (c == 0xED)
+            hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0)
+            lo = 0x90;
+        else if (c == 0xF4)
+            hi = 0x8F;
+    } else
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (int i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+static void write_string(FILE *f, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    fputc('"', f);
+    while (*s) {
+        unsigned char c = *s;
+        int n;
+        if (c == '"' || c == '\\') {
+            fputc('\\', f);
+            fputc(c, f);
+        } else if (c == '\n') {
+            fputs("\\n", f);
+        } else if (c == '\r') {
+            fputs("\\r", f);
+        } else if (c == '\t') {
+            fputs("\\t", f);
+        } else if (c < 0x20 || c == 0x7F) {
+            fprintf(f, "\\u%04x", c);
+        } else if (c < 0x80) {
+            fputc(c, f);
+        } else if ((n = utf8_length(s)) > 0) {
+            fwrite(s, 1, (size_t)n, f);
+            s += n;
+            continue;
+        } else {
+            fprintf(f, "\\u%04x", c);
+        }
+        s++;
+    }
+    fputc('"', f);
+}
+
+/* Separator, indentation and key before any value. */
+static void prefix(struct json *j, const char *key)
+{
+    if (j->depth > 0) {
+        if (j->_nonempty[j->depth])
+            fputc(',', j->f);
+        newline(j);
+    }
+    j->_nonempty[j->depth] = true;
+    if (key) {
+        write_string(j->f, key);
+        fputs(": ", j->f);
+    }
+}
+
+static void begin(struct json *j, const char *key, char open)
+{
+    prefix(j, key);
+    fputc(open, j->f);
+    if (++j->depth >= JSON_MAX_DEPTH)
+        die("json: nesting deeper than %d", JSON_MAX_DEPTH);
+    j->_nonempty[j->depth] = false;
+}
+
+static void end(struct json *j, char close)
+{
+    bool nonempty = j->_nonempty[j->depth];
+    j->depth--;
+    if (nonempty)
+        newline(j);
+    fputc(close, j->f);
+}
+
+void json_object_begin(struct json *j, const char *key) { begin(j, key, '{'); }
+void json_object_end(struct json *j) { end(j, '}'); }
+void json_array_begin(struct json *j, const char *key) { begin(j, key, '['); }
+void json_array_end(struct json *j) { end(j, ']'); }
+
+void json_string(struct json *j, const char *key, const char *s)
+{
+    prefix(j, key);
+    if (s)
+        write_string(j->f, s);
+    else
+        fputs("null", j->f);
+}
+
+void json_uint(struct json *j, const char *key, uint64_t v)
+{
+    prefix(j, key);
+    fprintf(j->f, "%" PRIu64, v);
+}
+
+void json_double(struct json *j, const char *key, double v)
+{
+    char buf[32];
+    prefix(j, key);
+    if (!isfinite(v)) {
+        fputs("null", j->f);
+        return;
+    }
+    snprintf(buf, sizeof buf, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, sizeof buf, "%.17g", v);
+    fputs(buf, j->f);
+}
+
+void json_bool(struct json *j, const char *key, bool v)
+{
+    prefix(j, key);
+    fputs(v ? "true" : "false", j->f);
+}
+
+void json_null(struct json *j, const char *key)
+{
+    prefix(j, key);
+    fputs("null", j->f);
+}
+
+bool json_finish(struct json *j)
+{
+    fputc('\n', j->f);
+    return fflush(j->f) == 0 && !ferror(j->f);
+}

@@ -1,0 +1,250 @@
+/* The machine-readable report: one JSON document per run, in the versioned
+ * schema described in docs/json.md. Times are microseconds unless a field's
+ * name says otherwise; every field is always present (null when it does not
+ * apply), so consumers need no existence checks.
+ * SPDX-License-Identifier: MIT */
+#include "report.h"
+
+#include <stdlib.h>
+
+#include "cli.h"
+#include "json.h"
+#include "version.h"
+
+/* Bump when a field changes meaning or disappears; adding fields does not. */
+#define SCHEMA_VERSION 1
+
+static const double percentiles[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
+
+static void options(struct json *j, const struct result *r)
+{
+    const struct config *cfg = r->cfg;
+    json_object_begin(j, "options");
+    json_string(j, "url", cfg->url_arg);
+    json_uint(j, "threads", cfg->threads);
+    json_uint(j, "connections", cfg->connections);
+    json_uint(j, "duration_us", cfg->duration_us);
+    json_uint(j, "timeout_us", cfg->timeout_us);
+    if (cfg->rate)
+        json_uint(j, "rate", cfg->rate);
+    else
+        json_null(j, "rate");
+    if (cfg->requests)
+        json_uint(j, "requests", cfg->requests);
+    else
+        json_null(j, "requests");
+    json_uint(j, "pipeline", r->pipeline);
+    json_bool(j, "keepalive", !cfg->no_keepalive);
+    json_string(j, "unix_socket", cfg->unix_socket);
+    json_string(j, "script", cfg->script);
+    json_array_begin(j, "script_args");
+    for (size_t i = 0; i < cfg->nscript_args; i++)
+        json_string(j, NULL, cfg->script_args[i]);
+    json_array_end(j);
+    json_array_begin(j, "headers");
+    for (size_t i = 0; i < cfg->nheaders; i++) {
+        json_array_begin(j, NULL);
+        json_string(j, NULL, cfg->headers[i].name);
+        json_string(j, NULL, cfg->headers[i].value);
+        json_array_end(j);
+    }
+    json_array_end(j);
+    json_object_end(j);
+}
+
+/* "2024-05-01T12:00:00.123Z" */
+static void start_time(struct json *j, const struct timespec *t)
+{
+    struct tm tm;
+    char date[32], buf[48];
+    gmtime_r(&t->tv_sec, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, sizeof buf, "%s.%03ldZ", date, t->tv_nsec / 1000000);
+    json_string(j, "start_time", buf);
+}
+
+/* Statistics of a histogram. An empty one has count 0 and nulls: there is
+ * no minimum of nothing. */
+static void moments(struct json *j, const struct hist *h)
+{
+    uint64_t n = hist_count(h);
+    double mean = hist_mean(h), stdev = hist_stdev(h);
+    json_uint(j, "count", n);
+    if (n == 0) {
+        json_null(j, "min");
+        json_null(j, "max");
+        json_null(j, "mean");
+        json_null(j, "stdev");
+        json_null(j, "within_stdev");
+        return;
+    }
+    json_uint(j, "min", hist_min(h));
+    json_uint(j, "max", hist_max(h));
+    json_double(j, "mean", mean);
+    json_double(j, "stdev", stdev);
+    json_double(j, "within_stdev", hist_within_stdev(h, mean, stdev));
+}
+
+/* A latency distribution: moments, HdrHistogram's percentiles (the values
+ * any HdrHistogram library finds in hdr_histogram) and the histogram. */
+static void distribution(struct json *j, const char *key, const struct hist *h)
+{
+    char name[16];
+    if (!h) {
+        json_null(j, key);
+        return;
+    }
+    json_object_begin(j, key);
+    moments(j, h);
+    json_object_begin(j, "percentiles");
+    for (size_t i = 0; i < sizeof percentiles / sizeof percentiles[0]; i++) {
+        snprintf(name, sizeof name, "%g", percentiles[i]);
+        if (hist_count(h))
+            json_uint(j, name, hist_value_at_percentile(h, percentiles[i]));
+        else
+            json_null(j, name);
+    }
+    json_object_end(j);
+    char *encoded = hist_encode(h);
+    json_string(j, "hdr_histogram", encoded);
+    free(encoded);
+    json_object_end(j);
+}
+
+/* Successful responses (status below 400) over every attempt that ended:
+ * responses plus socket errors. */
+static void success(struct json *j, const struct stats *s)
+{
+    const struct errors *e = &s->errors;
+    uint64_t ok = s->requests - e->status;
+    uint64_t attempts = s->requests + e->connect + e->read + e->write + e->timeout;
+    json_object_begin(j, "success");
+    json_uint(j, "ok", ok);
+    json_uint(j, "attempts", attempts);
+    if (attempts)
+        json_double(j, "percent", 100.0 * (double)ok / (double)attempts);
+    else
+        json_null(j, "percent");
+    json_object_end(j);
+}
+
+static void errors(struct json *j, const struct stats *s)
+{
+    const struct errors *e = &s->errors;
+    json_object_begin(j, "errors");
+    json_uint(j, "connect", e->connect);
+    json_uint(j, "read", e->read);
+    json_uint(j, "write", e->write);
+    json_uint(j, "timeout", e->timeout);
+    json_uint(j, "status", e->status);
+    json_object_end(j);
+    json_object_begin(j, "error_causes");
+    for (int c = 0; c < CAUSE_COUNT; c++)
+        json_uint(j, stats_cause_name(c), s->causes[c]);
+    json_object_end(j);
+}
+
+static void status_codes(struct json *j, const struct stats *s)
+{
+    char code[8];
+    json_object_begin(j, "status_codes");
+    for (int i = 1; i < STATS_STATUS_MAX; i++) {
+        if (s->status[i]) {
+            snprintf(code, sizeof code, "%d", i);
+            json_uint(j, code, s->status[i]);
+        }
+    }
+    if (s->status[0])
+        json_uint(j, "other", s->status[0]);
+    json_object_end(j);
+}
+
+static void rate(struct json *j, const struct result *r, double seconds)
+{
+    if (!r->cfg->rate) {
+        json_null(j, "rate");
+        return;
+    }
+    json_object_begin(j, "rate");
+    json_uint(j, "target", r->cfg->rate);
+    json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
+    json_double(j, "sent", seconds > 0 ? (double)r->stats.sent / seconds : 0);
+    json_object_end(j);
+}
+
+/* Handshake figures for https URLs; latency never includes them. */
+static void tls(struct json *j, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    if (!r->cfg->url.tls) {
+        json_null(j, "tls");
+        return;
+    }
+    json_object_begin(j, "tls");
+    json_uint(j, "handshakes", s->handshakes);
+    json_uint(j, "resumed", s->resumed);
+    if (s->handshakes)
+        json_double(j, "handshake_mean_us", (double)s->handshake_us / (double)s->handshakes);
+    else
+        json_null(j, "handshake_mean_us");
+    json_object_end(j);
+}
+
+static void cpu(struct json *j, const struct result *r)
+{
+    struct cpu_load load;
+    report_cpu_load(r, &load);
+    json_object_begin(j, "cpu");
+    json_double(j, "user_s", r->cpu.user_s);
+    json_double(j, "system_s", r->cpu.system_s);
+    json_uint(j, "cpus", (uint64_t)load.cpus);
+    json_double(j, "utilisation", load.utilisation);
+    if (r->cpu.has_wait)
+        json_double(j, "run_queue_wait_s", r->cpu.wait_s);
+    else
+        json_null(j, "run_queue_wait_s");
+    json_double(j, "busiest_thread", r->cpu.busiest);
+    json_bool(j, "saturated", load.saturated);
+    json_object_end(j);
+}
+
+bool report_json(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    double seconds = (double)r->runtime_us / 1e6;
+    struct json j;
+    json_init(&j, f);
+    json_object_begin(&j, NULL);
+    json_uint(&j, "schema_version", SCHEMA_VERSION);
+    json_object_begin(&j, "volley");
+    json_string(&j, "version", VOLLEY_VERSION);
+    json_string(&j, "build", version_line());
+    json_object_end(&j);
+    start_time(&j, &r->started);
+    options(&j, r);
+
+    json_uint(&j, "duration_us", r->runtime_us);
+    json_uint(&j, "requests", s->requests);
+    json_uint(&j, "bytes", s->bytes);
+    json_object_begin(&j, "throughput");
+    json_double(&j, "requests_per_sec", seconds > 0 ? (double)s->requests / seconds : 0);
+    json_double(&j, "bytes_per_sec", seconds > 0 ? (double)s->bytes / seconds : 0);
+    json_object_end(&j);
+    success(&j, s);
+    errors(&j, s);
+    status_codes(&j, s);
+    json_uint(&j, "connects", s->connects);
+    json_uint(&j, "reconnects", s->reconnects);
+    tls(&j, r);
+
+    distribution(&j, "latency", s->latency);
+    distribution(&j, "latency_uncorrected", r->latency_uncorrected);
+    distribution(&j, "scheduling_lag", r->scheduling_lag);
+    json_object_begin(&j, "requests_per_sec");
+    moments(&j, s->rps);
+    json_object_end(&j);
+    rate(&j, r, seconds);
+    cpu(&j, r);
+    json_object_end(&j);
+    return json_finish(&j);
+}

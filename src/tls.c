@@ -1,0 +1,370 @@
+/* The TLS transport: OpenSSL over a connection's non-blocking socket, with
+ * one SSL_CTX for the whole run (OpenSSL locks what it shares inside), one
+ * SSL per TCP connection and, per connection slot, the newest session the
+ * server gave, so that every reconnect costs a resumed handshake.
+ * SPDX-License-Identifier: MIT */
+#include "tls.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "clock.h"
+#include "conn.h"
+#include "net.h"
+#include "worker.h"
+#include "xalloc.h"
+
+/* Set up once by tls_setup before the workers start, only read after. */
+static struct {
+    SSL_CTX *ctx;
+    char *sni; /* the server name to send, or NULL (IP literals get none) */
+} tls;
+
+/* What a connection slot keeps: c->tls. */
+struct tls_conn {
+    SSL *ssl;             /* the current TCP connection's, or NULL */
+    SSL_SESSION *session; /* the newest session the server gave, to resume */
+    uint64_t started;     /* when the handshake began (us) */
+    bool failed;          /* a fatal error: no close_notify may follow */
+};
+
+/* ALPN protocol list: length-prefixed names. */
+static const unsigned char alpn[] = "\x08http/1.1";
+
+/* The reason OpenSSL gives for its last error, for one-line messages. */
+static const char *ssl_reason(void)
+{
+    const char *why = ERR_reason_error_string(ERR_peek_last_error());
+    return why ? why : "unknown error";
+}
+
+static bool is_ip_literal(const char *host)
+{
+    unsigned char addr[sizeof(struct in6_addr)];
+    return inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The context                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* TLS 1.3 sends tickets after the handshake, whenever the server likes, and
+ * TLS 1.2 sessions are complete at its end: OpenSSL calls this each time
+ * (client session caching on), so a slot always holds the newest session. */
+static int on_new_session(SSL *ssl, SSL_SESSION *session)
+{
+    struct tls_conn *t = SSL_get_app_data(ssl);
+    if (!t)
+        return 0; /* the start-up check keeps nothing */
+    SSL_SESSION_free(t->session);
+    t->session = session;
+    return 1; /* the reference is ours */
+}
+
+/* An encrypted key would otherwise make OpenSSL prompt on the terminal. */
+static int no_password(char *buf, int size, int rwflag, void *arg)
+{
+    (void)buf, (void)size, (void)rwflag, (void)arg;
+    return 0;
+}
+
+static void check_readable(const char *option, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        die("%s %s: %s", option, path, strerror(errno));
+    fclose(f);
+}
+
+static EVP_PKEY *read_key(const char *option, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        die("%s %s: %s", option, path, strerror(errno));
+    EVP_PKEY *key = PEM_read_PrivateKey(f, NULL, no_password, NULL);
+    fclose(f);
+    if (!key)
+        die("%s %s: no unencrypted PEM private key in it%s", option, path,
+            strcmp(option, "--key") != 0 ? " (give the key with --key)" : "");
+    return key;
+}
+
+/* --cert and --key (the key defaults to the certificate's file). OpenSSL's
+ * reasons for unreadable PEM ("unsupported", "PEM lib") say little, so
+ * the messages say what was expected instead. */
+static void use_client_cert(SSL_CTX *ctx, const char *cert, const char *key_file)
+{
+    check_readable("--cert", cert);
+    if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
+        die("--cert %s: no PEM certificate in it", cert);
+    const char *key_option = key_file == cert ? "--cert" : "--key";
+    EVP_PKEY *key = read_key(key_option, key_file);
+    ERR_clear_error();
+    bool ok = SSL_CTX_use_PrivateKey(ctx, key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
+    EVP_PKEY_free(key);
+    if (!ok)
+        die("%s %s: the private key does not match the certificate in %s", key_option,
+            key_file, cert);
+}
+
+/* --verify: the system's CAs plus --cacert's, and the name checked against
+ * the certificate is the one the server is asked for. */
+static void use_verification(SSL_CTX *ctx, const struct config *cfg, const char *name)
+{
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    /* No system store is not an error: --cacert may be all there is. */
+    SSL_CTX_set_default_verify_paths(ctx);
+    if (cfg->cacert) {
+        check_readable("--cacert", cfg->cacert);
+        if (SSL_CTX_load_verify_locations(ctx, cfg->cacert, NULL) != 1)
+            die("--cacert %s: no PEM certificate in it", cfg->cacert);
+    }
+    X509_VERIFY_PARAM *param = SSL_CTX_get0_param(ctx);
+    int ok = is_ip_literal(name) ? X509_VERIFY_PARAM_set1_ip_asc(param, name)
+                                 : X509_VERIFY_PARAM_set1_host(param, name, 0);
+    if (ok != 1)
+        die("--verify: cannot check the certificate against '%s'", name);
+}
+
+void tls_setup(const struct config *cfg)
+{
+    /* Held in tls at once: reachable, not leaked, if a check below exits. */
+    SSL_CTX *ctx = tls.ctx = SSL_CTX_new(TLS_client_method());
+    if (!ctx)
+        die("unable to initialize TLS: %s", ssl_reason());
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    /* A server may close without close_notify (nginx does after a keep-alive
+     * timeout): the HTTP framing tells a complete response from a cut one,
+     * as over plain TCP. OpenSSL 1.1.1 has no option for it: see tls_read. */
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
+    /* Writes behave like send(); read-ahead takes whole records in one
+     * read() instead of a header read and a body read for each. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_read_ahead(ctx, 1);
+    if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1) != 0)
+        die("unable to initialize TLS: %s", ssl_reason());
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+    SSL_CTX_set_default_passwd_cb(ctx, no_password);
+
+    const char *name = cfg->sni ? cfg->sni : cfg->url.host;
+    if (cfg->sni && (!*cfg->sni || strlen(cfg->sni) > TLSEXT_MAXLEN_host_name))
+        die("--sni '%s': a server name has 1 to %d characters", cfg->sni,
+            TLSEXT_MAXLEN_host_name);
+    tls.sni = (cfg->sni || !is_ip_literal(name)) ? xstrdup(name) : NULL;
+    if (cfg->verify)
+        use_verification(ctx, cfg, name);
+    if (cfg->cert)
+        use_client_cert(ctx, cfg->cert, cfg->key ? cfg->key : cfg->cert);
+    ERR_clear_error();
+}
+
+void tls_cleanup(void)
+{
+    SSL_CTX_free(tls.ctx);
+    free(tls.sni);
+    tls.ctx = NULL;
+    tls.sni = NULL;
+}
+
+static SSL *new_ssl(int fd)
+{
+    SSL *ssl = SSL_new(tls.ctx);
+    /* Past tls_setup's checks only memory can run out here. */
+    if (!ssl || SSL_set_fd(ssl, fd) != 1 ||
+        (tls.sni && SSL_set_tlsext_host_name(ssl, tls.sni) != 1))
+        die("unable to create a TLS connection: %s", ssl_reason());
+    return ssl;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The start-up check                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Wait for fd until the deadline; false when it passed. */
+static bool wait_fd(int fd, short events, uint64_t deadline)
+{
+    struct pollfd p = {.fd = fd, .events = events};
+    int rc;
+    do {
+        uint64_t now = clock_us();
+        if (now >= deadline)
+            return false;
+        rc = poll(&p, 1, (int)((deadline - now + 999) / 1000));
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0;
+}
+
+void tls_check(const struct config *cfg, const struct net_addr *addr)
+{
+    const char *host = cfg->url.host, *service = cfg->url.service;
+    uint64_t deadline = clock_us() + cfg->timeout_us;
+    bool in_progress;
+    int fd = net_connect(addr, &in_progress);
+    if (fd < 0)
+        die("unable to connect to %s:%s: %s", host, service, strerror(errno));
+    if (in_progress && !wait_fd(fd, POLLOUT, deadline))
+        die("unable to connect to %s:%s: %s", host, service, strerror(ETIMEDOUT));
+    SSL *ssl = new_ssl(fd);
+    int rc;
+    while ((rc = SSL_connect(ssl)) != 1) {
+        int err = SSL_get_error(ssl, rc), saved = errno;
+        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+            if (wait_fd(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
+                continue;
+            die("TLS handshake with %s:%s failed: timed out", host, service);
+        }
+        long verify = SSL_get_verify_result(ssl);
+        if (verify != X509_V_OK)
+            die("certificate verification failed for %s:%s: %s", host, service,
+                X509_verify_cert_error_string(verify));
+        die("TLS handshake with %s:%s failed: %s", host, service,
+            err == SSL_ERROR_SSL ? ssl_reason()
+            : saved              ? strerror(saved)
+                                 : "the server closed the connection");
+    }
+    SSL_shutdown(ssl);
+    SSL_free(ssl);
+    close(fd);
+    ERR_clear_error();
+}
+
+/* ------------------------------------------------------------------------ */
+/* The transport                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A failed SSL call (err from SSL_get_error) as an io_result. Errors leave
+ * errno saying why (the connection classifies the cause by it) and the
+ * thread's OpenSSL error queue empty: SSL_get_error reads that queue, so
+ * anything left in it would be blamed on the next connection. */
+static int failure(struct tls_conn *t, int err)
+{
+    int saved = errno;
+    switch (err) {
+    case SSL_ERROR_WANT_READ:
+        return IO_WANT_READ;
+    case SSL_ERROR_WANT_WRITE:
+        return IO_WANT_WRITE;
+    case SSL_ERROR_ZERO_RETURN: /* closed by the peer: an error to write to */
+        saved = EPIPE;
+        break;
+    case SSL_ERROR_SYSCALL:
+        t->failed = true;
+        if (saved == 0)
+            saved = EIO;
+        break;
+    default:
+        t->failed = true;
+        saved = EPROTO;
+        break;
+    }
+    ERR_clear_error();
+    errno = saved;
+    return IO_ERROR;
+}
+
+static int tls_handshake(struct conn *c)
+{
+    struct tls_conn *t = c->tls;
+    if (!t)
+        t = c->tls = xcalloc(1, sizeof *t);
+    if (!t->ssl) {
+        t->ssl = new_ssl(c->fd);
+        t->failed = false;
+        t->started = clock_us();
+        SSL_set_app_data(t->ssl, t);
+        if (t->session)
+            SSL_set_session(t->ssl, t->session);
+    }
+    int rc = SSL_connect(t->ssl);
+    if (rc != 1)
+        return failure(t, SSL_get_error(t->ssl, rc));
+    struct stats *s = &c->worker->stats;
+    s->handshakes++;
+    s->resumed += SSL_session_reused(t->ssl) ? 1 : 0;
+    s->handshake_us += clock_us() - t->started;
+    return IO_OK;
+}
+
+static int clamp(size_t len) { return len > INT_MAX ? INT_MAX : (int)len; }
+
+static ssize_t tls_read(struct conn *c, char *buf, size_t len)
+{
+    struct tls_conn *t = c->tls;
+    int n = SSL_read(t->ssl, buf, clamp(len));
+    if (n > 0)
+        return n;
+    int err = SSL_get_error(t->ssl, n);
+    /* The end of the stream, with close_notify or without (OpenSSL 1.1.1
+     * says SSL_ERROR_SYSCALL, errno 0 and nothing queued). */
+    if (err == SSL_ERROR_ZERO_RETURN ||
+        (err == SSL_ERROR_SYSCALL && errno == 0 && ERR_peek_error() == 0))
+        return 0;
+    return failure(t, err);
+}
+
+static ssize_t tls_write(struct conn *c, const char *buf, size_t len)
+{
+    struct tls_conn *t = c->tls;
+    int n = SSL_write(t->ssl, buf, clamp(len));
+    return n > 0 ? n : failure(t, SSL_get_error(t->ssl, n));
+}
+
+/* SSL_pending counts the rest of the record being returned; with read-ahead
+ * whole records may also wait in OpenSSL's buffer (SSL_has_pending). The
+ * socket will not signal either, so the connection must read on. */
+static size_t tls_pending(struct conn *c)
+{
+    struct tls_conn *t = c->tls;
+    int n = SSL_pending(t->ssl);
+    return n > 0 ? (size_t)n : (size_t)SSL_has_pending(t->ssl);
+}
+
+static void tls_close(struct conn *c)
+{
+    struct tls_conn *t = c->tls;
+    if (!t || !t->ssl)
+        return;
+    /* OpenSSL drops the session of a connection freed without close_notify
+     * sent, so a clean close sends one (one non-blocking attempt). After a
+     * fatal error it may not be sent, and that session is not resumed. */
+    if (!t->failed && SSL_is_init_finished(t->ssl))
+        SSL_shutdown(t->ssl);
+    SSL_free(t->ssl);
+    t->ssl = NULL;
+    ERR_clear_error();
+}
+
+static void tls_release(struct conn *c)
+{
+    struct tls_conn *t = c->tls;
+    if (!t)
+        return;
+    tls_close(c);
+    SSL_SESSION_free(t->session);
+    free(t);
+    c->tls = NULL;
+}
+
+const struct transport transport_tls = {
+    .handshake = tls_handshake,
+    .read = tls_read,
+    .write = tls_write,
+    .pending = tls_pending,
+    .close = tls_close,
+    .release = tls_release,
+};

@@ -1,0 +1,26 @@
+/* HTTPS: the TLS transport over OpenSSL, and the one client context every
+ * connection of the run shares.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_TLS_H
+#define VOLLEY_TLS_H
+
+#include "transport.h"
+
+struct config;
+struct net_addr;
+
+extern const struct transport transport_tls;
+
+/* Build the run's TLS context from the command line (versions, ALPN, SNI,
+ * verification, client certificate) before any worker starts. Exits with a
+ * one-line message when a certificate or key file cannot be used. */
+void tls_setup(const struct config *cfg);
+
+/* With --verify: one blocking handshake to the target, so that a server
+ * certificate that does not verify stops the run before it starts. */
+void tls_check(const struct config *cfg, const struct net_addr *addr);
+
+/* After the workers are freed. */
+void tls_cleanup(void);
+
+#endif

@@ -1,0 +1,349 @@
+"""HTTPS against Debian's nginx with certificates made here: protocol, ALPN and
+SNI as nginx saw them, session resumption on reconnects, client certificates,
+server verification, unusable certificate files, and targets that cannot do
+TLS (a plain-HTTP port, a server that resets) costing a few counted connect
+errors and no CPU.
+SPDX-License-Identifier: MIT
+"""
+import json
+import os
+import resource
+import socket
+import ssl
+import struct
+import subprocess
+import threading
+
+import pytest
+
+from conftest import parse_report, volley
+
+# What nginx logs for every request; "-" for an empty variable.
+LOG = "$ssl_protocol $ssl_alpn_protocol $ssl_server_name $ssl_session_reused " \
+      "$ssl_client_verify $connection"
+
+
+def openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory):
+    """A self-signed server certificate for localhost and 127.0.0.1, and a
+    client certificate issued by a CA nginx trusts for client certificates."""
+    d = tmp_path_factory.mktemp("certs")
+    p = {name: str(d / name) for name in (
+        "server.pem", "server.key", "ca.pem", "ca.key", "client.csr", "client.pem",
+        "client.key", "client-both.pem", "not-pem.txt")}
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", p["server.key"], "-out", p["server.pem"],
+            "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+    openssl("req", "-x509", *ec, "-keyout", p["ca.key"], "-out", p["ca.pem"], "-days", "2",
+            "-subj", "/CN=volley test client CA")
+    openssl("req", *ec, "-keyout", p["client.key"], "-out", p["client.csr"],
+            "-subj", "/CN=volley client")
+    openssl("x509", "-req", "-in", p["client.csr"], "-CA", p["ca.pem"], "-CAkey", p["ca.key"],
+            "-CAcreateserial", "-out", p["client.pem"], "-days", "2")
+    with open(p["client-both.pem"], "w") as out:
+        for name in ("client.pem", "client.key"):
+            with open(p[name]) as f:
+                out.write(f.read())
+    with open(p["not-pem.txt"], "w") as f:
+        f.write("not a certificate\n")
+    return p
+
+
+def https_nginx(nginx, certs, extra="", protocols="TLSv1.2 TLSv1.3"):
+    # nginx 1.22 enables only up to TLS 1.2 unless told otherwise.
+    return nginx(tls=True, log_format=LOG, server=f"""
+        ssl_certificate {certs["server.pem"]};
+        ssl_certificate_key {certs["server.key"]};
+        ssl_protocols {protocols};
+        ssl_client_certificate {certs["ca.pem"]};
+        ssl_verify_client optional;
+        {extra}
+        location / {{ return 200 "hello over tls\\n"; }}
+    """)
+
+
+def fields(log):
+    """nginx's log lines split into LOG's fields."""
+    keys = ("protocol", "alpn", "sni", "reused", "client", "conn")
+    return [dict(zip(keys, line.split())) for line in log]
+
+
+def assert_clean(run):
+    assert run.returncode == 0, run
+    assert not run.report["socket_errors_line"], run
+    assert run.report["requests"] > 0, run
+    assert run.report["non2xx"] == 0, run
+
+
+def local_url(server, host="localhost"):
+    return f"https://{host}:{server.port}/"
+
+
+def test_keepalive_tls13_alpn_and_sni(nginx, certs):
+    server = https_nginx(nginx, certs)
+    run = volley("-t", 2, "-c", 4, "-d", 1, local_url(server))
+    assert_clean(run)
+    log = fields(server.log())
+    # Responses still on the way when the run ends are logged but not counted.
+    assert run.report["requests"] <= len(log) <= run.report["requests"] + 4
+    assert {(f["protocol"], f["alpn"], f["sni"]) for f in log} == \
+        {("TLSv1.3", "http/1.1", "localhost")}
+    # Keep-alive: the four connections carried every request.
+    assert len({f["conn"] for f in log}) == 4
+
+
+@pytest.mark.parametrize("protocol", ["TLSv1.2", "TLSv1.3"])
+def test_reconnects_resume_the_session(nginx, certs, protocol):
+    # TLS 1.3 tickets come after the handshake; TLS 1.2 here uses the
+    # server's session cache rather than tickets.
+    extra = "ssl_session_tickets off; ssl_session_cache shared:volley:1m;"
+    server = https_nginx(nginx, certs, extra=extra if protocol == "TLSv1.2" else "",
+                         protocols=protocol)
+    run = volley("-t", 2, "-c", 4, "-d", 1, "-H", "Connection: close", "--json", "-",
+                 local_url(server))
+    run.report = parse_report(run.stderr)
+    assert_clean(run)
+    log = fields(server.log())
+    assert {f["protocol"] for f in log} == {protocol}
+    # One connection per request.
+    assert len({f["conn"] for f in log}) == len(log) >= run.report["requests"] > 20
+    resumed = sum(f["reused"] == "r" for f in log)
+    assert resumed >= 0.95 * len(log), f"{resumed} of {len(log)} resumed"
+    # volley's own count of its handshakes agrees with nginx's log (give or
+    # take the connections open when the run ended).
+    tls = json.loads(run.stdout)["tls"]
+    assert len(log) <= tls["handshakes"] <= len(log) + 4, (tls, len(log))
+    assert tls["resumed"] >= 0.95 * tls["handshakes"] - 4, tls
+    assert tls["handshake_mean_us"] > 0
+
+
+def test_no_sni_for_ip_literals_and_sni_override(nginx, certs):
+    server = https_nginx(nginx, certs)
+    run = volley("-t", 1, "-c", 1, "-d", "300ms", local_url(server, "127.0.0.1"))
+    assert_clean(run)
+    run = volley("-t", 1, "-c", 1, "-d", "300ms", "--sni", "volley.test", local_url(server))
+    assert_clean(run)
+    by_conn = {}
+    for f in fields(server.log()):
+        by_conn.setdefault(f["conn"], set()).add(f["sni"])
+    assert sorted(by_conn.values(), key=sorted) == [{"-"}, {"volley.test"}]
+
+
+@pytest.mark.parametrize("files", [("client.pem", "client.key"), ("client-both.pem",)])
+def test_client_certificate_verified_by_nginx(nginx, certs, files):
+    server = https_nginx(nginx, certs)
+    args = ["--cert", certs[files[0]]] + (["--key", certs[files[1]]] if len(files) > 1 else [])
+    run = volley("-t", 1, "-c", 2, "-d", "500ms", *args, local_url(server))
+    assert_clean(run)
+    log = fields(server.log())
+    assert log and {f["client"] for f in log} == {"SUCCESS"}
+
+
+def test_without_client_certificate_nginx_sees_none(nginx, certs):
+    server = https_nginx(nginx, certs)
+    assert_clean(volley("-t", 1, "-c", 1, "-d", "300ms", local_url(server)))
+    assert {f["client"] for f in fields(server.log())} == {"NONE"}
+
+
+def test_verify_refuses_a_self_signed_server(nginx, certs):
+    server = https_nginx(nginx, certs)
+    run = volley("-d", 1, "--verify", local_url(server))
+    assert run.returncode == 1, run
+    assert run.stdout == "", run
+    assert run.stderr == f"volley: certificate verification failed for localhost:{server.port}: " \
+                         "self-signed certificate\n", run
+    assert server.log() == []
+
+
+def test_verify_with_its_certificate_as_cacert_accepts_it(nginx, certs):
+    server = https_nginx(nginx, certs)
+    for host in ("localhost", "127.0.0.1"):
+        run = volley("-t", 1, "-c", 1, "-d", "300ms", "--verify", "--cacert", certs["server.pem"],
+                     local_url(server, host))
+        assert_clean(run)
+    assert len(server.log()) >= 2
+
+
+def test_verify_checks_the_name_asked_for(nginx, certs):
+    server = https_nginx(nginx, certs)
+    run = volley("-d", 1, "--cacert", certs["server.pem"], "--sni", "other.test",
+                 local_url(server))
+    assert run.returncode == 1, run
+    assert run.stderr == f"volley: certificate verification failed for localhost:{server.port}: " \
+                         "hostname mismatch\n", run
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--cert", "missing.pem"], "--cert {missing.pem}: No such file or directory"),
+    (["--cert", "not-pem.txt"], "--cert {not-pem.txt}: no PEM certificate in it"),
+    (["--cert", "client.key"], "--cert {client.key}: no PEM certificate in it"),
+    (["--cert", "client.pem"],
+     "--cert {client.pem}: no unencrypted PEM private key in it (give the key with --key)"),
+    (["--cert", "client.pem", "--key", "missing.key"],
+     "--key {missing.key}: No such file or directory"),
+    (["--cert", "client.pem", "--key", "not-pem.txt"],
+     "--key {not-pem.txt}: no unencrypted PEM private key in it"),
+    (["--cert", "client.pem", "--key", "server.key"],
+     "--key {server.key}: the private key does not match the certificate in {client.pem}"),
+    (["--cacert", "missing.pem"], "--cacert {missing.pem}: No such file or directory"),
+    (["--cacert", "not-pem.txt"], "--cacert {not-pem.txt}: no PEM certificate in it"),
+    (["--sni", ""], "--sni '': a server name has 1 to 255 characters"),
+])
+def test_unusable_tls_options_stop_the_run(certs, tmp_path, args, message):
+    paths = dict(certs, **{"missing.pem": str(tmp_path / "missing.pem"),
+                           "missing.key": str(tmp_path / "missing.key")})
+    args = [paths.get(a, a) for a in args]
+    # Checked before the target: nothing listens on port 1.
+    run = volley("-d", 1, *args, "https://127.0.0.1:1/")
+    assert run.returncode == 1, run
+    assert run.stdout == ""
+    for name, path in paths.items():
+        message = message.replace("{" + name + "}", path)
+    assert run.stderr == "volley: " + message + "\n"
+
+
+def run_with_cpu(*args):
+    """volley's run and the CPU seconds it used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = volley(*args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return run, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def test_https_to_a_plain_http_port_backs_off(nginx):
+    server = nginx(log_format="$status", server='location / { return 200 "plain\\n"; }')
+    run, cpu = run_with_cpu("-t", 1, "-c", 4, "-d", 2, server.url.replace("http:", "https:"))
+    assert run.returncode == 0, run
+    assert run.elapsed < 4, run
+    assert run.report["requests"] == 0
+    errors = run.report["errors"]
+    # Back-off from 1 ms doubling to 1 s: about 11 attempts per connection in 2 s.
+    assert 4 <= errors["connect"] <= 4 * 15, run
+    assert errors["read"] == errors["write"] == errors["timeout"] == 0
+    assert cpu < 0.5, f"{cpu:.2f}s of CPU"
+    # nginx answered each ClientHello with a 400: one counted error per
+    # attempt (one per connection may have been cut short by the end).
+    log = server.log()
+    assert set(log) == {"400"}
+    assert errors["connect"] <= len(log) <= errors["connect"] + 4
+
+
+class ResettingServer:
+    """Resets every connection (SO_LINGER 0) as soon as its first bytes (the
+    ClientHello) arrive; counts those. The start-up probe sends nothing."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.resets = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    if not conn.recv(1):
+                        continue
+                except OSError:
+                    continue
+                self.resets += 1
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
+def test_server_resetting_handshakes_is_counted_once_per_attempt():
+    server = ResettingServer()
+    try:
+        run, cpu = run_with_cpu("-t", 2, "-c", 4, "-d", 2, f"https://127.0.0.1:{server.port}/")
+    finally:
+        server.close()
+    assert run.returncode == 0, run
+    assert run.elapsed < 4, run
+    errors = run.report["errors"]
+    assert 4 <= errors["connect"] <= 4 * 15, run
+    assert cpu < 0.5, f"{cpu:.2f}s of CPU"
+    # One counted error per attempt (one per connection may have been cut
+    # short by the end of the run).
+    assert errors["connect"] <= server.resets <= errors["connect"] + 4
+
+
+class FlakyTlsServer:
+    """Serves one request per connection over TLS ("Connection: close"), but
+    answers every other ClientHello in plain HTTP, as a server on the wrong
+    port would: the client's handshake fails with a protocol error."""
+
+    def __init__(self, certs):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(certs["server.pem"], certs["server.key"])
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.refused = self.served = 0
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        attempts = 0
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(5)
+                try:
+                    if not conn.recv(1, socket.MSG_PEEK):
+                        continue  # the start-up probe
+                    attempts += 1
+                    if attempts % 2:
+                        self.refused += 1
+                        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+                        continue
+                    with self.ctx.wrap_socket(conn, server_side=True) as tls:
+                        request = b""
+                        while b"\r\n\r\n" not in request:
+                            chunk = tls.recv(4096)
+                            if not chunk:
+                                break
+                            request += chunk
+                        tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n"
+                                    b"Connection: close\r\n\r\nok\n")
+                        self.served += 1
+                except OSError:
+                    continue
+
+    def close(self):
+        self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.thread.join(timeout=5)
+
+
+def test_failed_handshakes_between_good_ones_are_counted_exactly(certs):
+    # One connection alternates: a failed handshake (one connect error, then
+    # the back-off), a good one (one response), and so on; nothing of a
+    # failure (OpenSSL's per-thread error queue included) spills over.
+    server = FlakyTlsServer(certs)
+    try:
+        run = volley("-t", 1, "-c", 1, "-d", 1, f"https://127.0.0.1:{server.port}/")
+    finally:
+        server.close()
+    assert run.returncode == 0, run
+    errors = run.report["errors"]
+    assert errors["read"] == errors["write"] == errors["timeout"] == 0, run
+    assert run.report["requests"] >= 3, run
+    assert run.report["requests"] <= server.served <= run.report["requests"] + 1
+    assert errors["connect"] <= server.refused <= errors["connect"] + 1
