@@ -55,9 +55,11 @@ end
 def clean_env(**extra):
     """The environment without the outer make's jobserver and command-line
     variables (the trees built here are built with their own flags) and
-    without VOLLEY, so a nested test run tests its own binary."""
+    without VOLLEY (nor the sanitizer build's VOLLEY_BUILD and
+    VOLLEY_SANITIZED), so a nested test run tests its own binary."""
     env = {k: v for k, v in os.environ.items()
-           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VOLLEY")}
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VOLLEY",
+                        "VOLLEY_BUILD", "VOLLEY_SANITIZED")}
     env.update(extra)
     return env
 
