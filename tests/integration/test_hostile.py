@@ -1,10 +1,12 @@
 """volley against servers that misbehave (volley-testd's hostile modes), run
 with -d2s --timeout 1s as the sanitizer build when the suite runs on it: it
-must keep measuring, count the trouble in the right error class, print the
-whole report, exit 0 on time, and not burn CPU while the target is dead or
-silent. conftest's volley() fails any run with a sanitizer report.
+must keep measuring, count the trouble in the right error class (and, in
+--json, under the right cause), print the whole report, exit 0 on time, and
+not burn CPU while the target is dead or silent. conftest's volley() fails
+any run with a sanitizer report.
 SPDX-License-Identifier: MIT
 """
+import json
 import os
 import subprocess
 import time
@@ -19,28 +21,29 @@ MARGIN = 1.5
 ARGS = ("-t2", "-c10", "-d2s", "--timeout", "1s")
 CLASSES = ("connect", "read", "write", "timeout")
 
-# id: (testd options, the error class it must cause or None, whether
-# responses complete, whether volley waits on a silent server)
+# id: (testd options, the error class it must cause or None, the cause it
+# is counted under in --json, whether responses complete, whether volley
+# waits on a silent server)
 MODES = {
     # Not HTTP: every answer is a parse error, the connection is dropped.
-    "garbage": (["--hostile", "garbage"], "read", False, False),
+    "garbage": (["--hostile", "garbage"], "read", "parse_error", False, False),
     # Content-Length: 100, 10 bytes, close: a truncated response.
-    "short-body": (["--hostile", "short-body"], "read", False, False),
+    "short-body": (["--hostile", "short-body"], "read", "truncated", False, False),
     # RST after the request.
-    "reset": (["--hostile", "reset"], "read", False, False),
+    "reset": (["--hostile", "reset"], "read", "reset", False, False),
     # Requests read, never answered: each one times out.
-    "never-answer": (["--never"], "timeout", False, True),
+    "never-answer": (["--never"], "timeout", "response_timeout", False, True),
     # One byte every 2 ms: a response of ~100 bytes takes ~0.2 s < --timeout.
-    "trickle": (["--hostile", "trickle", "--trickle-ms", "2"], None, True, True),
+    "trickle": (["--hostile", "trickle", "--trickle-ms", "2"], None, None, True, True),
     # A 1 MiB header field: past the 80 KiB head limit.
-    "huge-header": (["--hostile", "huge-header"], "read", False, False),
+    "huge-header": (["--hostile", "huge-header"], "read", "header_too_large", False, False),
     # Transfer-Encoding: chunked with the chunk size "zz".
-    "bad-chunk": (["--hostile", "bad-chunk"], "read", False, False),
+    "bad-chunk": (["--hostile", "bad-chunk"], "read", "parse_error", False, False),
     # 16 MiB bodies, larger than any buffer (socket buffers included):
     # skipped, not stored.
-    "huge-body": (["--hostile", "huge-body", "--body-size", "16m"], None, True, False),
+    "huge-body": (["--hostile", "huge-body", "--body-size", "16m"], None, None, True, False),
     # The requests are never read: each one times out.
-    "no-read": (["--hostile", "no-read"], "timeout", False, True),
+    "no-read": (["--hostile", "no-read"], "timeout", "response_timeout", False, True),
 }
 
 
@@ -55,19 +58,27 @@ def check_report(run):
     assert run.elapsed < DURATION + TIMEOUT + MARGIN, run
 
 
+def causes(path):
+    with open(path) as f:
+        return {k: v for k, v in json.load(f)["error_causes"].items() if v}
+
+
 @pytest.mark.parametrize("mode", MODES)
-def test_hostile_server(testd, mode):
-    options, error_class, completes, silent = MODES[mode]
+def test_hostile_server(testd, tmp_path, mode):
+    options, error_class, cause, completes, silent = MODES[mode]
     srv = testd(*options)
-    run = volley(*ARGS, srv.url + "/")
+    # The text report on stdout, and the same results as JSON in a file.
+    run = volley(*ARGS, "--json", tmp_path / "r.json", srv.url + "/")
     check_report(run)
     errors, r = run.report["errors"], run.report
     stats = srv.stop()
     assert stats["requests"] > 0 or mode == "no-read", stats
     if error_class:
         assert r["socket_errors_line"] and errors[error_class] > 0, run
-        # Nothing is counted in a class it does not belong to.
+        # Nothing is counted in a class it does not belong to, and within
+        # the class all of it under the one cause.
         assert all(errors[c] == 0 for c in CLASSES if c != error_class), run
+        assert causes(tmp_path / "r.json") == {cause: errors[error_class]}, run
     elif mode == "huge-body":
         # On a loaded machine a 16 MiB response can take longer than the
         # 1 s --timeout; nothing else may go wrong.
@@ -100,14 +111,16 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_server_dies_mid_run(testd):
+def test_server_dies_mid_run(testd, tmp_path):
     """The server exits 300 ms in: every reconnect from then on is refused.
     They count as connect errors, with back-off, so the dead second costs
     (almost) no CPU, and the run still ends on time with its report."""
     srv = testd("--hostile", "die-after:300")
     start = time.monotonic()
-    proc = subprocess.Popen([VOLLEY, *ARGS, srv.url + "/"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace")
+    json_path = tmp_path / "r.json"
+    proc = subprocess.Popen([VOLLEY, *ARGS, "--json", json_path, srv.url + "/"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            errors="replace")
     time.sleep(0.9)
     dead_from = cpu_seconds(proc.pid)
     time.sleep(1.0)
@@ -121,6 +134,8 @@ def test_server_dies_mid_run(testd):
     assert not srv.alive()
     errors = run.report["errors"]
     assert errors["connect"] > 0 and errors["write"] == 0 and errors["timeout"] == 0, run
+    # Every failed connect was refused (none timed out, none hit a limit).
+    assert causes(json_path)["refused"] == errors["connect"], run
     # Only the requests in flight when the server died fail as read errors.
     assert errors["read"] <= 10, run
     # Back-off: 1 ms doubling to 1 s, so about ten attempts per connection in
