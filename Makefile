@@ -18,7 +18,9 @@ include deps/libs.mk
 
 VOLLEY_CPPFLAGS = -Isrc -Ibuild -D_GNU_SOURCE -DVOLLEY_VERSION='"$(VERSION)"' \
                   $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS)
-VOLLEY_CFLAGS   = -std=gnu11 -pthread -Wall -Wextra
+# The prefix map keeps the build directory out of the debug information, so
+# the same sources give the same binary wherever they are built.
+VOLLEY_CFLAGS   = -std=gnu11 -pthread -Wall -Wextra -ffile-prefix-map=$(CURDIR)=.
 VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) -lm -pthread
 
 SRCS     := $(sort $(wildcard src/*.c))
@@ -32,7 +34,7 @@ TESTD     := build/tests/volley-testd
 .PHONY: all check test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
-all: volley
+all: volley build/volley.1
 
 volley: build/main.o build/libvolley.a
 	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(VOLLEY_LIBS)
@@ -61,10 +63,17 @@ build/tests/test_%: tests/unit/test_%.c tests/unit/unit.h build/libvolley.a | bu
 $(TESTD): tests/server/testd.c | build/tests
 	$(CC) -D_GNU_SOURCE $(EV_CFLAGS) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EV_LIBS) -lm
 
-tests: volley $(UNIT_BINS) $(TESTD)
+include tests/fuzz/fuzz.mk tests/sanitize.mk
 
+tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD)
+
+# SANITIZE=1: the same suite against the sanitizer build (tests/sanitize.mk).
+ifeq ($(SANITIZE),1)
+check test: check-asan
+else
 check test: tests
 	$(PYTHON) tests/run.py
+endif
 
 # A short benchmark against the in-tree test server, to see the report.
 demo: volley $(TESTD)
@@ -77,8 +86,82 @@ bench: volley $(TESTD)
 	$(PYTHON) tests/bench/bench.py
 
 clean:
-	rm -rf build volley
+	rm -rf build volley volley-static
 
 distclean: clean
+	rm -f volley-*.tar.gz
+
+# ---------------------------------------------------------------------------
+# Installing and distributing
+# ---------------------------------------------------------------------------
+
+.PHONY: install uninstall dist distcheck static
+
+MAN1DIR ?= $(MANDIR)/man1
+DOCS     = $(wildcard README.md SCRIPTING.md docs/*.md)
+EXAMPLES = $(wildcard scripts/*.lua)
+SWEEP    = $(wildcard scripts/volley-sweep)
+
+build/volley.1: docs/volley.1 Makefile | build
+	sed 's/@VERSION@/$(VERSION)/g' docs/volley.1 > $@
+
+# Never strips: packagers split debug information themselves.
+install: volley build/volley.1
+	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(DOCDIR)
+	$(INSTALL) -m 755 volley $(SWEEP) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 644 build/volley.1 $(DESTDIR)$(MAN1DIR)/volley.1
+	$(if $(DOCS),$(INSTALL) -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/)
+	$(if $(EXAMPLES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/scripts)
+	$(if $(EXAMPLES),$(INSTALL) -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/scripts/)
+
+# Removes exactly what install put there; directories only when empty.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/volley $(DESTDIR)$(BINDIR)/volley-sweep \
+	      $(DESTDIR)$(MAN1DIR)/volley.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
+	      $(addprefix $(DESTDIR)$(DOCDIR)/scripts/,$(notdir $(EXAMPLES)))
+	rmdir $(DESTDIR)$(DOCDIR)/scripts $(DESTDIR)$(DOCDIR) 2>/dev/null || true
+
+# volley-X.Y.Z.tar.gz: the files git tracks (or, in an unpacked tarball, the
+# files its MANIFEST lists), with a fixed date, owner and order, so the same
+# sources give the same tarball.
+DIST       = volley-$(VERSION)
+DIST_EPOCH = $(or $(SOURCE_DATE_EPOCH),$(if $(wildcard .git),$(shell git log -1 --format=%ct)),\
+                  $(shell date -r MANIFEST +%s 2>/dev/null),0)
+
+dist:
+	rm -rf build/dist
+	mkdir -p build/dist/$(DIST)
+	{ if [ -e .git ]; then git ls-files; else cat MANIFEST; fi; echo MANIFEST; } \
+	    | LC_ALL=C sort -u > build/dist/MANIFEST
+	grep -vx MANIFEST build/dist/MANIFEST | tar -cf - -T - | tar -xf - -C build/dist/$(DIST)
+	cp build/dist/MANIFEST build/dist/$(DIST)/
+	tar -C build/dist --sort=name --mtime=@$(DIST_EPOCH) --owner=0 --group=0 --numeric-owner \
+	    --mode=u+rw,go=rX -cf - $(DIST) | gzip -9n > $(DIST).tar.gz
+
+# What a release needs: the tarball builds and passes the whole suite with no
+# .git, installs and uninstalls cleanly, and makes the same tarball again.
+distcheck: dist
+	rm -rf build/distcheck
+	mkdir -p build/distcheck
+	gzip -dc $(DIST).tar.gz | tar -xf - -C build/distcheck
+	$(MAKE) -C build/distcheck/$(DIST) check
+	$(MAKE) -C build/distcheck/$(DIST) install DESTDIR=$(CURDIR)/build/distcheck/root
+	$(MAKE) -C build/distcheck/$(DIST) uninstall DESTDIR=$(CURDIR)/build/distcheck/root
+	test -z "$$(find build/distcheck/root -type f)"
+	$(MAKE) -C build/distcheck/$(DIST) dist
+	cmp $(DIST).tar.gz build/distcheck/$(DIST)/$(DIST).tar.gz
+
+# volley-static: LuaJIT, OpenSSL and libev linked in from their .a files, for
+# a load-generator box that lacks them. The C library stays shared: glibc's
+# getaddrinfo() and dlopen() (LuaJIT's ffi.load, OpenSSL's providers) load
+# parts of the same glibc at run time anyway. With musl, a fully static binary:
+#   make static STATIC_LDFLAGS=-static STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) -lm'
+STATIC_LDFLAGS ?= -static-libgcc
+STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) -Wl,-Bdynamic -lm -ldl -pthread
+
+static: volley-static
+
+volley-static: build/main.o build/libvolley.a
+	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(STATIC_LDFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(STATIC_LIBS)
 
 -include $(OBJS:.o=.d)

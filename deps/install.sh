@@ -1,8 +1,8 @@
 #!/bin/sh
 # Installs the system packages volley builds against: LuaJIT, OpenSSL and
 # libev (with a C compiler, make and pkg-config). With --test, also what the
-# test suite and `make bench` use: Python 3 with pytest and the hdrhistogram
-# package, nginx, wrk, gnuplot, clang (libFuzzer) and a few tools.
+# tests and `make bench` use: Python 3 with pytest and hdrhistogram, nginx, wrk,
+# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools.
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -39,7 +39,8 @@ as_root() {
 if command -v apt-get >/dev/null 2>&1; then
     build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev"
     tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
-           libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base openssl"
+           libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
+           dpkg-dev liblua5.1-0-dev openssl"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -52,21 +53,21 @@ if command -v apt-get >/dev/null 2>&1; then
 elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db openssl"
+           procps-ng util-linux time curl man-db compat-lua-devel openssl"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root dnf install -y $build
 elif command -v pacman >/dev/null 2>&1; then
     build="gcc make pkgconf luajit libev openssl"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db"
+           procps-ng util-linux time curl man-db lua51"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
 elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc openssl"
+           util-linux curl mandoc lua5.1-dev openssl"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build

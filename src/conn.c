@@ -22,6 +22,8 @@
  * dead target costs no CPU and the error counts stay meaningful. */
 #define BACKOFF_MIN_US 1000
 #define BACKOFF_MAX_US 1000000
+/* delay() may ask for any number of milliseconds; this is far past any run. */
+#define DELAY_MAX_MS 1000000000000ULL
 
 static void on_read(struct ev_loop *loop, ev_io *io, int revents);
 static void on_write(struct ev_loop *loop, ev_io *io, int revents);
@@ -293,7 +295,10 @@ static void next_batch(struct conn *c)
             double ms = script_delay(w->script);
             if (w->stopping)
                 return;
-            c->delay_until = now + (uint64_t)(ms * 1000);
+            /* Converting a delay past the range of uint64_t (1e300, inf)
+             * is undefined and in practice gave no delay at all. */
+            c->delay_until = now + (ms < DELAY_MAX_MS ? (uint64_t)(ms * 1000)
+                                                      : DELAY_MAX_MS * 1000);
         }
         if (c->delay_until > now) {
             timer_start(c, c->delay_until - now);

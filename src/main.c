@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <ev.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -50,7 +51,9 @@ static struct net_addr find_target(const struct config *cfg)
     size_t n;
     const char *why;
     int err = 0;
-    int timeout_ms = (int)(cfg->timeout_us / 1000 > 0 ? cfg->timeout_us / 1000 : 1);
+    uint64_t ms = cfg->timeout_us / 1000;
+    /* poll() takes an int, and a negative one means forever. */
+    int timeout_ms = ms == 0 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
     if (cfg->unix_socket) {
         if (!net_unix_addr(cfg->unix_socket, &found))
             die("invalid Unix socket path '%s': too long", cfg->unix_socket);
@@ -73,11 +76,17 @@ static struct net_addr find_target(const struct config *cfg)
 
 static void check_fd_limit(const struct config *cfg)
 {
-    uint64_t limit = net_raise_nofile(), need = cfg->connections + FD_MARGIN(cfg->threads);
-    if (need > limit)
+    uint64_t limit = net_raise_nofile();
+    /* Not as a sum: -c near 2^64 would wrap it round and pass. */
+    if (cfg->connections > limit)
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " (raise it with ulimit -n)",
             cfg->connections, limit);
+    /* Each thread's event loop needs descriptors of its own too. */
+    if (limit - cfg->connections < FD_MARGIN(cfg->threads))
+        die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
+            " and volley needs %" PRIu64 " more for -t %" PRIu64 " (raise it with ulimit -n)",
+            cfg->connections, limit, (uint64_t)FD_MARGIN(cfg->threads), cfg->threads);
 }
 
 /* The request wrk sends without a script: the path, Host unless -H gave
@@ -238,6 +247,10 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         progress_start(run->loop, cfg, run->workers, run->nworkers, start);
     ev_run(run->loop, 0);
     progress_end(progress);
+    /* From here a second Ctrl-C ends volley at once (libev puts the default
+     * action back): a thread stuck in a script hook would never be joined. */
+    ev_signal_stop(run->loop, &run->sigint);
+    ev_signal_stop(run->loop, &run->sigterm);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_stop(run->workers[i]);
     for (size_t i = 0; i < run->nworkers; i++)

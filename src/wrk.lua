@@ -60,4 +60,20 @@ function wrk.init(args)
    return req
 end
 
+-- Built against PUC Lua 5.1 instead of LuaJIT: its string.format("%s")
+-- ignores __tostring, and wrk's scripts format addresses that way
+-- (addr.lua: ("thread addr: %s"):format(wrk.thread.addr)).
+if not jit then
+   local format, unpack, select = string.format, unpack, select
+   string.format = function(fmt, ...)
+      local args, n = {...}, select("#", ...)
+      for i = 1, n do
+         if type(args[i]) == "userdata" then
+            args[i] = tostring(args[i])
+         end
+      end
+      return format(fmt, unpack(args, 1, n))
+   end
+end
+
 return wrk

@@ -6,6 +6,7 @@ SPDX-License-Identifier: MIT
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -17,9 +18,32 @@ import pytest
 from nginx_conf import nginx_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VOLLEY = os.environ.get("VOLLEY", os.path.join(ROOT, "volley"))
-TESTD = os.path.join(ROOT, "build", "tests", "volley-testd")
+# The build under test: build/ (volley at the top of the tree), or with
+# VOLLEY_BUILD=build/asan the sanitizer build (`make check-asan`).
+BUILD = os.path.join(ROOT, os.environ.get("VOLLEY_BUILD", "build"))
+SANITIZED = os.environ.get("VOLLEY_SANITIZED") == "1"
+VOLLEY = os.environ.get("VOLLEY", os.path.join(BUILD if SANITIZED else ROOT, "volley"))
+TESTD = os.path.join(BUILD, "tests", "volley-testd")
 WRK_SCRIPTS = "/usr/share/doc/wrk/examples/scripts"
+
+# Sanitizer builds stop at the first report and exit non-zero; leak checking
+# is on. Every program the tests start inherits these (the normal build
+# ignores them), and check_sanitizer() fails a test whose program printed a
+# report, so that no report can pass unnoticed whatever the exit status.
+os.environ.setdefault("ASAN_OPTIONS", "detect_leaks=1:halt_on_error=1:exitcode=86:"
+                      "detect_stack_use_after_return=1:strict_string_checks=1")
+os.environ.setdefault("LSAN_OPTIONS", "exitcode=87")
+os.environ.setdefault("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1:exitcode=88")
+SANITIZER_REPORT = re.compile(r"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|"
+                              r"ThreadSanitizer)|runtime error: ")
+
+
+def check_sanitizer(what, stderr):
+    """Fail the test if stderr holds a sanitizer report."""
+    m = SANITIZER_REPORT.search(stderr or "")
+    if m:
+        pytest.fail(f"sanitizer report from {what}:\n{stderr[max(0, m.start() - 200):]}",
+                    pytrace=False)
 
 
 # --------------------------------------------------------------------------
@@ -27,27 +51,39 @@ WRK_SCRIPTS = "/usr/share/doc/wrk/examples/scripts"
 # --------------------------------------------------------------------------
 
 class Run:
-    """A finished volley run: exit status, output, wall time and the report."""
+    """A finished volley run: exit status, output, wall time, CPU time (user +
+    system, seconds) and the report."""
 
-    def __init__(self, proc, elapsed):
+    def __init__(self, proc, elapsed, cpu=None):
         self.returncode = proc.returncode
         self.stdout = proc.stdout
         self.stderr = proc.stderr
         self.elapsed = elapsed
+        self.cpu = cpu
         self.report = parse_report(self.stdout)
 
     def __repr__(self):
-        return (f"<Run rc={self.returncode} elapsed={self.elapsed:.2f}s\n"
+        cpu = "" if self.cpu is None else f" cpu={self.cpu:.2f}s"
+        return (f"<Run rc={self.returncode} elapsed={self.elapsed:.2f}s{cpu}\n"
                 f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}>")
 
 
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
-    """Run volley with args (strings), in directory cwd if given; returns a Run."""
-    start = time.monotonic()
+    """Run volley with args (strings), in directory cwd if given; returns a
+    Run. Fails the test if a sanitizer build reported anything."""
+    start, cpu = time.monotonic(), children_cpu()
     proc = subprocess.run([VOLLEY] + [str(a) for a in args], capture_output=True, text=True,
                           timeout=timeout, env=env, stdin=stdin or subprocess.DEVNULL,
                           errors="replace", cwd=cwd)
-    return Run(proc, time.monotonic() - start)
+    # Servers are still running, so the only child reaped meanwhile is volley.
+    run = Run(proc, time.monotonic() - start, children_cpu() - cpu)
+    check_sanitizer("volley", run.stderr)
+    return run
 
 
 UNITS_US = {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
@@ -145,6 +181,7 @@ class Testd:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=10)
         if self._stats is None:
+            check_sanitizer("volley-testd", self.proc.stderr.read())
             with open(self.stats_file) as f:
                 self._stats = json.load(f)
         return self._stats

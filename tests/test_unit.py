@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARIES = sorted(glob.glob(os.path.join(ROOT, "build", "tests", "test_*")))
+from conftest import BUILD, check_sanitizer
+
+BINARIES = sorted(glob.glob(os.path.join(BUILD, "tests", "test_*")))
 
 
 def cases():
@@ -29,4 +30,5 @@ def test_unit_binaries_built():
 @pytest.mark.parametrize("binary,name", list(cases()))
 def test_unit(binary, name):
     proc = subprocess.run([binary, name], capture_output=True, text=True, timeout=120)
+    check_sanitizer(name, proc.stderr)
     assert proc.returncode == 0, proc.stdout + proc.stderr

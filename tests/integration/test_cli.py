@@ -3,6 +3,7 @@ clear error line (exit 1, nothing sent) for every kind of bad input.
 SPDX-License-Identifier: MIT
 """
 import re
+import resource
 import socket
 
 import pytest
@@ -73,6 +74,31 @@ def test_version_names_libraries_and_exits_0():
     (["ftp://h/"], "volley: invalid URL 'ftp://h/': unsupported scheme (use http or https)"),
     (["http://h/", "extra"], "volley: unexpected argument 'extra' after the URL "
                              "(script arguments need -s)"),
+    # Empty, negative, fractional and overflowing numbers and durations.
+    (["-c", "", "http://h/"], "volley: invalid number of connections: ''"),
+    (["-t", "-1", "http://h/"], "volley: invalid number of threads: '-1'"),
+    (["-d", "", "http://h/"], "volley: invalid duration: ''"),
+    (["-d", "0ms", "http://h/"], "volley: duration must be greater than 0"),
+    (["-d", "99999999999999999h", "http://h/"], "volley: invalid duration: '99999999999999999h'"),
+    (["--timeout", "-1", "http://h/"], "volley: invalid timeout: '-1'"),
+    (["--timeout", "0ms", "http://h/"], "volley: timeout must be greater than 0"),
+    (["-R", "-5", "http://h/"], "volley: invalid rate: '-5'"),
+    (["-R", "1.5", "http://h/"], "volley: invalid rate: '1.5'"),
+    (["-R", "abc", "http://h/"], "volley: invalid rate: 'abc'"),
+    (["-R", "99999999999999999999", "http://h/"], "volley: invalid rate: '99999999999999999999'"),
+    (["-n", "-1", "http://h/"], "volley: invalid number of requests: '-1'"),
+    (["-H", "", "http://h/"], "volley: invalid header '': expected \"Name: value\""),
+    # Malformed URLs and ports.
+    (["http://h:0/"], "volley: invalid URL 'http://h:0/': invalid port"),
+    (["http://h:-1/"], "volley: invalid URL 'http://h:-1/': invalid port"),
+    (["http://h:http/"], "volley: invalid URL 'http://h:http/': invalid port"),
+    (["http://h:80:90/"], "volley: invalid URL 'http://h:80:90/': invalid port"),
+    (["http://:80/"], "volley: invalid URL 'http://:80/': missing host"),
+    (["http://"], "volley: invalid URL 'http://': missing host"),
+    (["http:/h"], "volley: invalid URL 'http:/h': expected scheme://host[:port][/path]"),
+    (["http://[zz]/"], "volley: invalid URL 'http://[zz]/': invalid IPv6 address"),
+    (["http://[::1]x/"], "volley: invalid URL 'http://[::1]x/': invalid host"),
+    (["http://h /x"], "volley: invalid URL 'http://h /x': spaces or control characters in URL"),
 ])
 def test_bad_input_is_one_clear_line(args, message):
     run = volley(*args)
@@ -120,6 +146,35 @@ def test_impossible_connection_count_refused_before_the_run(testd):
                         r"is \d+ \(raise it with ulimit -n\)", line), line
     stats = srv.stop()
     assert stats["requests"] == 0
+
+
+def test_connection_count_near_2_to_the_64_refused(testd):
+    # The file-limit check must not wrap round and let the run try to
+    # allocate 2^64 connections.
+    srv = testd()
+    run = volley("-t1", "-c", "18446744073709551615", "-d1s", srv.url)
+    assert re.fullmatch(r"volley: cannot open 18446744073709551615 connections: the open file "
+                        r"limit is \d+ \(raise it with ulimit -n\)", first_error_line(run)), run
+    assert len(run.stderr.splitlines()) == 1
+
+
+def test_threads_beyond_the_file_limit_refused(testd):
+    # Each thread's event loop needs descriptors too: -t as large as -c
+    # passes the per-connection count but not the total.
+    srv = testd()
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    n = min(limit - 1, limit // 4 + 10)
+    run = volley("-t", n, "-c", n, "-d1s", srv.url)
+    assert re.fullmatch(rf"volley: cannot open {n} connections: the open file limit is "
+                        rf"{limit} and volley needs \d+ more for -t {n} "
+                        r"\(raise it with ulimit -n\)", first_error_line(run)), run
+    assert srv.stop()["requests"] == 0
+
+
+def test_script_that_is_a_directory(tmp_path):
+    run = volley("-s", str(tmp_path), "-d1s", "http://127.0.0.1:1/")
+    assert first_error_line(run) == f"volley: cannot read {tmp_path}: Is a directory"
+    assert len(run.stderr.splitlines()) == 1
 
 
 def test_bad_input_sends_nothing(testd):

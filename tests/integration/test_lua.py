@@ -446,7 +446,7 @@ def test_thread_get_and_set_copy_deeply(testd, tmp_path):
            thread:set("t", t)
            t.a[3].x = "changed in main"     -- the thread has its own copy
            thread:set("gone", nil)
-           for _, bad in ipairs({function() end, {f = print}, coroutine.create(print)}) do
+           for _, bad in ipairs({function() end, {f = print}, coroutine.create(function() end)}) do
               print("set", pcall(function() thread:set("bad", bad) end))  -- set bad
            end
            local cycle = {}

@@ -1,0 +1,93 @@
+/* Fuzz target for the command line's number and duration parsers
+ * (src/units.c), checked against a plain reference reading of the same
+ * grammar (optional leading space, decimal digits, optional space, one
+ * suffix), and for the report's unit formatters, which must always write a
+ * short terminated string whatever the value.
+ * SPDX-License-Identifier: MIT */
+#include <ctype.h>
+#include <stdbool.h>
+#include <string.h>
+#include <strings.h>
+
+#include "fuzz.h"
+#include "units.h"
+
+/* The reference: "<space>*<digits><space>*<suffix>" where suffix is one of
+ * names (matched ignoring case), each worth scale[i]; false on overflow. */
+static bool reference(const char *s, const char *const *names, const uint64_t *scale,
+                      size_t n, uint64_t *out)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return false;
+    unsigned __int128 v = 0;
+    for (; isdigit((unsigned char)*s); s++)
+        if ((v = v * 10 + (unsigned)(*s - '0')) > UINT64_MAX)
+            return false;
+    while (isspace((unsigned char)*s))
+        s++;
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(s, names[i]) == 0) {
+            v *= scale[i];
+            if (v > UINT64_MAX)
+                return false;
+            *out = (uint64_t)v;
+            return true;
+        }
+    return false;
+}
+
+static void check_formatted(const char *s)
+{
+    size_t len = strnlen(s, UNITS_BUF);
+    FUZZ_CHECK(len > 0 && len < UNITS_BUF);
+}
+
+static void format_all(long double v)
+{
+    char buf[UNITS_BUF];
+    check_formatted(units_time_us(v, buf));
+    check_formatted(units_metric(v, buf));
+    check_formatted(units_binary(v, buf));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const char *const metric_names[] = {"", "k", "m", "g", "t", "p"};
+    static const uint64_t metric_scale[] = {1, 1000ULL, 1000000ULL, 1000000000ULL,
+                                            1000000000000ULL, 1000000000000000ULL};
+    static const char *const time_names[] = {"", "s", "ms", "m", "h"};
+    static const uint64_t time_scale[] = {1000000ULL, 1000000ULL, 1000ULL, 60000000ULL,
+                                          3600000000ULL};
+    char *s = malloc(size + 1);
+    FUZZ_CHECK(s);
+    memcpy(s, data, size);
+    s[size] = '\0';
+
+    uint64_t got, want;
+    bool ok = units_parse_metric(s, &got);
+    FUZZ_CHECK(ok == reference(s, metric_names, metric_scale, 6, &want));
+    FUZZ_CHECK(!ok || got == want);
+    if (ok)
+        format_all((long double)got);
+
+    ok = units_parse_time(s, &got);
+    FUZZ_CHECK(ok == reference(s, time_names, time_scale, 5, &want));
+    FUZZ_CHECK(!ok || got == want);
+    if (ok) {
+        char buf[UNITS_BUF];
+        check_formatted(units_duration(got, buf));
+    }
+
+    /* The formatters on arbitrary values, as measurements can be. */
+    if (size >= sizeof(uint64_t)) {
+        uint64_t raw;
+        memcpy(&raw, data, sizeof raw);
+        format_all((long double)raw);
+        char buf[UNITS_BUF];
+        check_formatted(units_duration(raw, buf));
+    }
+    free(s);
+    return 0;
+}

@@ -1,0 +1,377 @@
+"""What a distribution packager relies on: the manual page documents exactly
+the options --help lists and man finds nothing to warn about; the release
+tarball holds the tracked files, builds in parallel without .git, passes its
+own tests there and gives the same tarball and the same binary again; make
+install and uninstall honour DESTDIR and the directory variables and leave
+nothing behind; make static links LuaJIT, OpenSSL and libev in; user flags
+reach every compile and link; PUC Lua 5.1 can stand in for LuaJIT.
+SPDX-License-Identifier: MIT
+"""
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+
+from conftest import ROOT, volley
+
+MAN_SOURCE = os.path.join(ROOT, "docs", "volley.1")
+
+# Exercises the whole hook and thread API; the checks below read its output.
+SCRIPT = r"""
+function init(args)
+   wrk.headers["X-Arg"] = args[1]
+   io.write(("init %s\n"):format(wrk.thread.addr))
+end
+
+function request()
+   return wrk.format(nil, "/r" .. id)
+end
+
+responses = 0
+function response(status, headers, body)
+   responses = responses + 1
+end
+
+function setup(thread)
+   thread:set("id", 7)
+   threads = threads or {}
+   table.insert(threads, thread)
+end
+
+function done(summary, latency, requests)
+   local seen = 0
+   for _, t in ipairs(threads) do
+      seen = seen + t:get("responses")
+   end
+   io.write(("done %d %d %d %d\n"):format(summary.requests, seen, latency:percentile(100),
+                                         latency.max))
+end
+"""
+
+
+def clean_env(**extra):
+    """The environment without the outer make's jobserver and command-line
+    variables (the trees built here are built with their own flags) and
+    without VOLLEY (nor the sanitizer build's VOLLEY_BUILD and
+    VOLLEY_SANITIZED), so a nested test run tests its own binary."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VOLLEY",
+                        "VOLLEY_BUILD", "VOLLEY_SANITIZED")}
+    env.update(extra)
+    return env
+
+
+def make(cwd, *args, timeout=300):
+    proc = subprocess.run(["make", *args], cwd=cwd, env=clean_env(), capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def version():
+    with open(os.path.join(ROOT, "Makefile")) as f:
+        return re.search(r"^VERSION = (\S+)$", f.read(), re.M).group(1)
+
+
+def tree_files(root):
+    """Every file under root, relative to it."""
+    return sorted(os.path.relpath(os.path.join(d, f), root)
+                  for d, _, files in os.walk(root) for f in files)
+
+
+def run_against_testd(testd, binary, *args):
+    srv = testd()
+    proc = subprocess.run([binary, "-t1", "-c2", "-d1s", *args, srv.url + "/", "--", "hello"],
+                          capture_output=True, text=True, timeout=60)
+    return proc, srv
+
+
+def check_script_run(proc, srv):
+    """The SCRIPT ran in full: init saw the address, every request the server
+    got came from request() with init's header, done() saw the counts."""
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"init 127.0.0.1:{srv.port}\n" in proc.stdout
+    reported = int(re.search(r"^  (\d+) requests in ", proc.stdout, re.M).group(1))
+    m = re.search(r"^done (\d+) (\d+) (\d+) (\d+)$", proc.stdout, re.M)
+    assert m, proc.stdout
+    assert int(m.group(1)) == reported == int(m.group(2)) and reported > 0
+    assert int(m.group(3)) == int(m.group(4)) > 0  # percentile(100) is the maximum
+    log = srv.log()
+    assert reported <= len(log) <= reported + 2  # at most one in flight per connection
+    assert {r["target"] for r in log} == {"/r7"}
+    assert all(["X-Arg", "hello"] in r["headers"] for r in log)
+
+
+# --------------------------------------------------------------------------
+# The manual page
+# --------------------------------------------------------------------------
+
+def help_options():
+    """(group, short, long, argument) for every option line of --help."""
+    run = volley("--help")
+    assert run.returncode == 0, run
+    options, group = [], None
+    for line in run.stdout.splitlines():
+        m = re.fullmatch(r"  (\w+):", line)
+        if m:
+            group = m.group(1)
+            continue
+        m = re.match(r" {4}(?:-(\w), | {4})--([a-z_-]+) *(?:<(\w)>)? {2,}\S", line)
+        if m:
+            options.append((group,) + m.groups())
+    return options
+
+
+def man_text():
+    with open(MAN_SOURCE) as f:
+        return f.read()
+
+
+def unescape(roff):
+    return re.sub(r"\\f[BIRP]", "", roff).replace("\\-", "-")
+
+
+def man_options():
+    """(group, short, long, argument) for every tag under OPTIONS."""
+    text = man_text()
+    section = text[text.index("\n.SH OPTIONS\n"):]
+    section = section[:section.index("\n.SH ", 1)]
+    options, group, lines = [], None, section.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(".SS "):
+            group = line[4:].strip()
+        elif line == ".TP":
+            tag = unescape(lines[i + 1])
+            m = re.fullmatch(r"(?:-(\w), )?--([a-z_-]+)(?: (\w))?", tag)
+            assert m, f"unexpected option tag: {lines[i + 1]!r}"
+            options.append((group,) + m.groups())
+    return options
+
+
+def test_man_page_documents_exactly_the_options_of_help():
+    listed = help_options()
+    assert len(listed) >= 21, listed
+    assert man_options() == listed
+
+
+def test_man_page_names_no_option_volley_lacks():
+    known = {o[2] for o in help_options()}
+    named = set(re.findall(r"(?<![\w-])--([a-z][a-z_-]*)", unescape(man_text())))
+    assert named and named <= known, named - known
+
+
+def test_man_page_has_the_sections_and_the_scripting_api():
+    text = man_text()
+    sections = re.findall(r"^\.SH (.+)$", text, re.M)
+    for name in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "SCRIPTING", "EXIT STATUS",
+                 "EXAMPLES", "SEE ALSO"):
+        assert name in sections, name
+    plain = re.sub(r"\\f[BIRP]|^\.\w+ ?", "", text, flags=re.M)
+    plain = re.sub(r"\s+", "", plain).replace('"', "").replace("\\-", "-")
+    for name in ("setup(thread)", "init(args)", "delay()", "request()",
+                 "response(status,headers,body)", "done(summary,latency,requests)",
+                 "wrk.scheme", "wrk.host", "wrk.port", "wrk.path", "wrk.method", "wrk.headers",
+                 "wrk.body", "wrk.thread", "wrk.format(method,path,headers,body)",
+                 "wrk.lookup(host,service)", "wrk.connect(addr)", "thread.addr",
+                 "thread:get(name)", "thread:set(name,value)", "thread:stop()",
+                 "s.min", "s.max", "s.mean", "s.stdev", "s:percentile(p)", "#s", "s(i)"):
+        assert name in plain, name
+
+
+def man_warnings(page):
+    """What man prints on stderr when formatting page the way lintian does."""
+    env = clean_env(LC_ALL="C.UTF-8", MANROFFSEQ="", MANWIDTH="80")
+    proc = subprocess.run(["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z", page],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout) > 10000  # the whole page was formatted
+    return proc.stderr
+
+
+def test_man_page_formats_without_warnings():
+    assert man_warnings(MAN_SOURCE) == ""
+
+
+# --------------------------------------------------------------------------
+# The release tarball
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    """make dist in the source tree; the tarball's path and its file list."""
+    make(ROOT, "dist")
+    name = f"volley-{version()}"
+    tarball = tmp_path_factory.mktemp("dist") / f"{name}.tar.gz"
+    shutil.copy(os.path.join(ROOT, f"{name}.tar.gz"), tarball)
+    return str(tarball), name
+
+
+def unpack(tarball, where):
+    os.makedirs(where, exist_ok=True)
+    subprocess.run(["tar", "-xzf", tarball, "-C", str(where)], check=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def built(dist, tmp_path_factory):
+    """The tarball unpacked (no .git) and built in parallel: the tree's path
+    and the build's output."""
+    tarball, name = dist
+    where = tmp_path_factory.mktemp("built")
+    unpack(tarball, where)
+    tree = str(where / name)
+    proc = make(tree, "-j4", "all", "tests")
+    return tree, proc.stdout
+
+
+def test_tarball_holds_the_tracked_files(dist):
+    tarball, name = dist
+    if os.path.exists(os.path.join(ROOT, ".git")):
+        tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                                 check=True, timeout=60).stdout.split()
+    else:  # this tree is itself an unpacked tarball
+        with open(os.path.join(ROOT, "MANIFEST")) as f:
+            tracked = f.read().split()
+    expected = sorted(set(tracked) | {"MANIFEST"})
+    with tarfile.open(tarball) as tar:
+        members = tar.getmembers()
+        files = sorted(m.name for m in members if m.isfile())
+        manifest = tar.extractfile(f"{name}/MANIFEST").read().decode().split()
+    assert files == [f"{name}/{f}" for f in expected]
+    assert manifest == expected
+    assert "docs/volley.1" in expected and "LICENSE" in expected
+    # Reproducible: no owner names, one date for everything.
+    assert {(m.uid, m.gid, m.uname, m.gname) for m in members} == {(0, 0, "", "")}
+    assert len({m.mtime for m in members}) == 1
+
+
+def test_tarball_builds_in_parallel_with_every_command_visible(built):
+    tree, output = built
+    assert os.access(os.path.join(tree, "volley"), os.X_OK)
+    assert not os.path.exists(os.path.join(tree, ".git"))
+    assert re.search(r"^\S*cc .* -c -o build/cli\.o src/cli\.c$", output, re.M), output
+    # Nothing was missed by the parallel build: make finds everything up to date.
+    proc = subprocess.run(["make", "-q", "all", "tests"], cwd=tree, env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_tarball_passes_its_own_tests(built):
+    tree, _ = built
+    proc = subprocess.run(["python3", "tests/run.py", "tests/test_unit.py",
+                           "tests/integration/test_cli.py"], cwd=tree, env=clean_env(),
+                          capture_output=True, text=True, timeout=300)
+    last = proc.stdout.strip().splitlines()[-1]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    m = re.fullmatch(r"(\d+) passed, 0 failed", last)
+    assert m and int(m.group(1)) > 20, last
+
+
+def test_tarball_makes_the_same_tarball_again(dist, built):
+    tarball, name = dist
+    tree, _ = built
+    make(tree, "dist")
+    with open(tarball, "rb") as a, open(os.path.join(tree, f"{name}.tar.gz"), "rb") as b:
+        assert a.read() == b.read()
+
+
+def test_same_sources_give_the_same_binary_elsewhere(dist, built, tmp_path):
+    tarball, name = dist
+    tree, _ = built
+    unpack(tarball, tmp_path / "elsewhere")
+    other = str(tmp_path / "elsewhere" / name)
+    make(other, "-j4", "volley")
+    with open(os.path.join(tree, "volley"), "rb") as a, \
+            open(os.path.join(other, "volley"), "rb") as b:
+        assert a.read() == b.read()
+
+
+# --------------------------------------------------------------------------
+# make install / uninstall
+# --------------------------------------------------------------------------
+
+def test_install_and_uninstall_with_destdir(built, tmp_path):
+    tree, _ = built
+    dest = str(tmp_path / "root")
+    docdir = "usr/share/doc/volley-docs"
+    make(tree, "install", f"DESTDIR={dest}", "PREFIX=/usr", f"DOCDIR=/{docdir}")
+
+    docs = [f for f in ("README.md", "SCRIPTING.md") if os.path.exists(os.path.join(tree, f))]
+    docs += [f for f in os.listdir(os.path.join(tree, "docs")) if f.endswith(".md")]
+    scripts = os.path.join(tree, "scripts")
+    examples = sorted(f for f in os.listdir(scripts) if f.endswith(".lua")) \
+        if os.path.isdir(scripts) else []
+    expected = {"usr/bin/volley": 0o755, "usr/share/man/man1/volley.1": 0o644}
+    if os.path.exists(os.path.join(scripts, "volley-sweep")):
+        expected["usr/bin/volley-sweep"] = 0o755
+    expected.update({f"{docdir}/{f}": 0o644 for f in docs})
+    expected.update({f"{docdir}/scripts/{f}": 0o644 for f in examples})
+    installed = {f: os.stat(os.path.join(dest, f)).st_mode & 0o777 for f in tree_files(dest)}
+    assert installed == expected
+
+    binary = os.path.join(dest, "usr/bin/volley")
+    line = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+    assert line.startswith(f"volley {version()} "), line
+    # Never stripped: the symbol table and the debug information are there.
+    sections = subprocess.run(["readelf", "-S", "-W", binary], capture_output=True, text=True,
+                              check=True, timeout=60).stdout
+    assert ".symtab" in sections and ".debug_info" in sections
+    page = os.path.join(dest, "usr/share/man/man1/volley.1")
+    with open(page) as f:
+        assert f'"volley {version()}"' in f.read()
+    assert man_warnings(page) == ""
+
+    make(tree, "uninstall", f"DESTDIR={dest}", "PREFIX=/usr", f"DOCDIR=/{docdir}")
+    assert tree_files(dest) == []
+    assert not os.path.exists(os.path.join(dest, docdir))
+
+
+# --------------------------------------------------------------------------
+# make static, user flags, PUC Lua
+# --------------------------------------------------------------------------
+
+def test_static_binary_runs_scripts_without_the_shared_libraries(built, testd, tmp_path):
+    tree, _ = built
+    make(tree, "static")
+    binary = os.path.join(tree, "volley-static")
+    ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True,
+                         timeout=60).stdout
+    assert "libc.so" in ldd, ldd  # glibc stays shared (see the Makefile)
+    assert not re.search(r"lua|libssl|libcrypto|libev|libgcc", ldd), ldd
+    shared = subprocess.run([os.path.join(tree, "volley"), "-v"], capture_output=True,
+                            text=True, check=True, timeout=60).stdout
+    static = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,
+                            timeout=60).stdout
+    assert static == shared
+
+    script = tmp_path / "api.lua"
+    script.write_text(SCRIPT)
+    check_script_run(*run_against_testd(testd, binary, "-s", str(script)))
+
+
+def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
+    """Built against Lua 5.1 instead of LuaJIT, with a packager's flags: the
+    flags reach every compile and link, and wrk's scripting API works."""
+    tarball, name = dist
+    unpack(tarball, tmp_path)
+    tree = str(tmp_path / name)
+    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "CFLAGS=-O1 -g",
+                "CPPFLAGS=-DVOLLEY_PACKAGER_FLAG", "LDFLAGS=-Wl,-z,now")
+    compiles = [l for l in proc.stdout.splitlines() if " -c -o build/" in l]
+    assert compiles and all("-DVOLLEY_PACKAGER_FLAG" in l and "-O1 -g" in l and
+                            "lua5.1" in l for l in compiles), proc.stdout
+    binary = os.path.join(tree, "volley")
+    dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True,
+                             check=True, timeout=60).stdout
+    assert re.search(r"\(FLAGS\)\s+BIND_NOW", dynamic), dynamic  # LDFLAGS reached the link
+    assert "liblua5.1" in dynamic and "luajit" not in dynamic
+
+    line = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+    assert " (Lua 5.1." in line, line
+    script = tmp_path / "api.lua"
+    script.write_text(SCRIPT)
+    check_script_run(*run_against_testd(testd, binary, "-s", str(script)))

@@ -1,0 +1,147 @@
+"""Scripts that misbehave, beyond the hook errors and verification failures
+test_lua.py covers: an error object that is not a string, request()
+returning what is not a request during the run, endless recursion, huge
+requests, absurd delays, endless loops. Each ends in one clear
+"volley: file:LINE: message" and exit 1, or in the documented behaviour;
+never in a crash (conftest's volley() also fails any sanitizer report).
+SPDX-License-Identifier: MIT
+"""
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import VOLLEY, check_sanitizer, volley
+
+ARGS = ("-t2", "-c4", "-d1s")
+
+
+def script(tmp_path, text, name="s.lua"):
+    """Writes the script; returns its name, relative to tmp_path, where the
+    tests run volley (Lua shortens long file names in its messages)."""
+    (tmp_path / name).write_text(text)
+    return name
+
+
+def test_error_object_that_is_not_a_string(testd, tmp_path):
+    path = script(tmp_path, "function init(args) error({}) end\n")
+    run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
+    assert run.returncode == 1, run
+    assert run.stderr.splitlines()[0] == "volley: (error object is a table value)", run
+    assert f"{path}:1: in function 'init'" in run.stderr, run
+
+
+def test_request_returning_a_non_string_during_the_run(testd, tmp_path):
+    path = script(tmp_path, "n = 0\nfunction request()\n  n = n + 1\n"
+                            "  if n > 5 then return nil end\n  return wrk.format()\nend\n")
+    run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
+    assert run.returncode == 1, run
+    assert run.stderr == f"volley: {path}: request() returned nil instead of a string\n", run
+
+
+def test_malformed_request_after_verification_is_sent_as_is(testd, tmp_path):
+    # As in wrk, only the first request() is verified: later ones go out as
+    # they are, and the server's answers count as they come.
+    path = script(tmp_path, "n = 0\nfunction request()\n  n = n + 1\n"
+                            '  if n > 3 then return "NOT HTTP\\r\\n\\r\\n" end\n'
+                            "  return wrk.format()\nend\n")
+    srv = testd()
+    run = volley(*ARGS, "-s", path, srv.url, cwd=tmp_path)
+    assert run.returncode == 0, run
+    stats = srv.stop()
+    assert stats["bad_requests"] > 0 and run.report["non2xx"] > 0, (run, stats)
+
+
+@pytest.mark.parametrize("where", ["init", "request"])
+def test_endless_recursion(testd, tmp_path, where):
+    text = "local function f(n) return f(n + 1) + 1 end\n"
+    if where == "init":
+        text += "function init(args) f(1) end\n"
+    else:
+        text += "n = 0\nfunction request()\n  n = n + 1\n  if n > 2 then f(1) end\n" \
+                "  return wrk.format()\nend\n"
+    path = script(tmp_path, text)
+    run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
+    assert run.returncode == 1, run
+    assert run.stderr.splitlines()[0] == f"volley: {path}:1: stack overflow", run
+
+
+def test_huge_request_from_request_hook(testd, tmp_path):
+    size = 16 << 20
+    path = script(tmp_path, f'local body = string.rep("x", {size})\n'
+                            "function request()\n"
+                            '  return wrk.format("POST", "/big", nil, body)\nend\n')
+    srv = testd()
+    run = volley("-t1", "-c2", "-d1s", "--timeout", "5s", "-s", path, srv.url, cwd=tmp_path)
+    assert run.returncode == 0, run
+    stats = srv.stop()
+    assert run.report["requests"] > 0 and not run.report["socket_errors_line"], run
+    assert stats["body_bytes_in"] >= run.report["requests"] * size, stats
+
+
+def test_huge_static_request(testd, tmp_path):
+    # A 1 MiB path: the server refuses it (its head limit is 64 KiB), volley
+    # counts the answers.
+    path = script(tmp_path, 'wrk.path = "/" .. string.rep("a", 1024 * 1024)\n')
+    srv = testd()
+    run = volley(*ARGS, "-s", path, srv.url, cwd=tmp_path)
+    assert run.returncode == 0, run
+    stats = srv.stop()
+    assert stats["bad_requests"] > 0 and run.report["non2xx"] > 0, (run, stats)
+
+
+@pytest.mark.parametrize("value,waits", [("math.huge", True), ("1e300", True), ("-5", False),
+                                         ("0/0", False), ('"abc"', False)])
+def test_delay_out_of_range(testd, tmp_path, value, waits):
+    # A delay past any run waits out the run (it used to overflow into no
+    # delay at all); a negative, NaN or non-number delay is no delay.
+    path = script(tmp_path, f"function delay()\n  return {value}\nend\n")
+    srv = testd()
+    run = volley(*ARGS, "-s", path, srv.url, cwd=tmp_path)
+    assert run.returncode == 0 and run.elapsed < 4, run
+    stats = srv.stop()
+    if waits:
+        assert run.report["requests"] == 0 and stats["requests"] == 0, (run, stats)
+        assert run.cpu < 0.5, run
+    else:
+        assert run.report["requests"] > 0, run
+
+
+def interrupt_when_stuck(args, after, cwd):
+    """Start volley, SIGINT it `after` seconds in; returns (still running
+    just before the signal, return code, stdout, stderr)."""
+    proc = subprocess.Popen([VOLLEY, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, errors="replace", cwd=cwd)
+    time.sleep(after)
+    running = proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"volley did not end on SIGINT\n{out}\n{err}")
+    check_sanitizer("volley", err)
+    return running, proc.returncode, out, err
+
+
+def test_endless_loop_in_init_waits_for_ctrl_c(testd, tmp_path):
+    # No guard (documented): volley waits for init() to return; Ctrl-C ends
+    # it, before the run started, so without a report.
+    path = script(tmp_path, "function init(args)\n  while true do end\nend\n")
+    srv = testd()
+    running, rc, out, _ = interrupt_when_stuck([*ARGS, "-s", path, srv.url], 2.0, tmp_path)
+    assert running and rc == -signal.SIGINT and out == ""
+    assert srv.stop()["requests"] == 0
+
+
+def test_endless_loop_in_request_ends_on_ctrl_c(testd, tmp_path):
+    # A thread stuck in request() cannot be joined at the end of the run:
+    # volley waits, and Ctrl-C ends it at once.
+    path = script(tmp_path, "n = 0\nfunction request()\n  n = n + 1\n"
+                            "  if n > 3 then while true do end end\n"
+                            "  return wrk.format()\nend\n")
+    running, rc, out, _ = interrupt_when_stuck([*ARGS, "-s", path, testd().url], 2.5, tmp_path)
+    assert running and rc == -signal.SIGINT
+    assert out.startswith("Running 1s test @") and "requests in" not in out
