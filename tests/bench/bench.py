@@ -156,9 +156,8 @@ class Sample:
     def cpu_per_million(self):
         return self.run.cpu / self.requests * 1e6 if self.requests else None
 
-    def pair_per_million(self):
-        """Client and server CPU per million requests: their summed cost."""
-        return (self.run.cpu + self.run.server_cpu) / self.requests * 1e6 if self.requests else None
+    def server_per_million(self):
+        return self.run.server_cpu / self.requests * 1e6 if self.requests else None
 
 
 def last_line(text):
@@ -309,7 +308,7 @@ class Row:
         self.samples = {}      # tool -> [Sample], throughput rows
         self.value = {}        # tool -> median of what the row measures
         self.cpu = {}          # tool -> median CPU seconds per million requests
-        self.pair = {}         # the same, client and server together
+        self.server = {}       # tool -> the server's, during that tool's runs
         self.na = None         # why the row has no figures
         self.notes = []
 
@@ -317,17 +316,13 @@ class Row:
         v, w = self.value.get("volley"), self.value.get("wrk")
         return v / w if v is not None and w else None
 
-    def server_cpu(self):
-        """The server's CPU per request, over the runs of both tools."""
-        vals = [(s.run.server_cpu / s.requests * 1e6) for ss in self.samples.values()
-                for s in ss if not s.error and s.requests]
-        return statistics.median(vals) if vals else None
-
     def cost_ratio(self):
         """wrk's client + server CPU per request over volley's: the ratio of
         requests/s on a core nothing else uses."""
-        v, w = self.pair.get("volley"), self.pair.get("wrk")
-        return w / v if v and w else None
+        if len(self.cpu) < 2 or len(self.server) < 2:
+            return None
+        return ((self.cpu["wrk"] + self.server["wrk"]) /
+                (self.cpu["volley"] + self.server["volley"]))
 
 
 class Bench:
@@ -377,7 +372,7 @@ class Bench:
             if good:
                 row.value[tool] = statistics.median(s.rps for s in good)
                 row.cpu[tool] = statistics.median(s.cpu_per_million() for s in good)
-                row.pair[tool] = statistics.median(s.pair_per_million() for s in good)
+                row.server[tool] = statistics.median(s.server_per_million() for s in good)
         if len(row.value) < 2:
             row.na = "runs failed (see notes)"
         return row
@@ -525,9 +520,9 @@ class Bench:
         out.append("")
         w = 46  # row titles
         out.append(f"{'':{w + 2}}{'volley':>10}{'wrk':>10}{'ratio':>7}{'target':>8}"
-                   f"   {'CPU us per request':^26}{'cost':>7}")
+                   f"   {'CPU us/request, client+server':^29}{'cost':>7}")
         out.append(f"{'':{w + 2}}{'':>10}{'':>10}{'':>7}{'':>8}"
-                   f"   {'volley':>8}{'wrk':>8}{'server':>8}  {'ratio':>7}")
+                   f"   {'volley':>13}{'wrk':>14}  {'ratio':>7}")
         self.rows.sort(key=lambda r: (r.key[0], int(r.key[1:] or 0)))
         for row in self.rows:
             label = f"{row.key[0]} {row.title}"
@@ -539,22 +534,19 @@ class Bench:
                     f"{fmt(row.value.get('wrk'), row.unit):>10}"
                     f"{f'{ratio:.3f}' if ratio else '-':>7}{TARGETS.get(row.key, ''):>8}")
             if row.cpu:
-                cpu = "".join(f"{row.cpu[t]:8.2f}" if t in row.cpu else f"{'-':>8}"
-                              for t in ("volley", "wrk"))
-                server = row.server_cpu()
+                cpu = "".join(f"{f'{row.cpu[t]:.2f}+{row.server[t]:.2f}':>14}"
+                              if t in row.cpu else f"{'-':>14}" for t in ("volley", "wrk"))
                 cost = row.cost_ratio()
-                line += (f"   {cpu}{f'{server:.2f}' if server else '-':>8}"
-                         f"  {f'{cost:.3f}' if cost else '-':>7}")
+                line += f"  {cpu}  {f'{cost:.3f}' if cost else '-':>7}"
             out.append(line.rstrip())
         out.append("")
         out.append("Ratios are volley / wrk: higher is better, except row C (peak RSS in MiB). "
                    "Row F's target is")
-        out.append("on volley's own value. CPU: the client's user + system time per request, "
-                   "and the server's")
-        out.append("(from /proc/PID/schedstat). Cost ratio: (wrk + server) / (volley + server) "
-                   "CPU per request,")
-        out.append("the requests/s ratio on a core nothing else uses; on a shared machine it "
-                   "is the steadier figure.")
+        out.append("on volley's own value. CPU: the client's user + system time per request "
+                   "+ the server's in the")
+        out.append("same runs (/proc/PID/schedstat). Cost ratio: wrk's sum / volley's, the "
+                   "requests/s ratio on a")
+        out.append("core nothing else uses; on a shared machine it is the steadier figure.")
         notes = [(r.key, n) for r in self.rows for n in r.notes]
         spread = [(r.key, pair_spread(r)) for r in self.rows if not r.na and r.commands]
         out.append("")
