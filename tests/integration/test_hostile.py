@@ -102,7 +102,8 @@ def test_hostile_server(testd, tmp_path, mode):
         # Waiting costs nothing: no busy loop while the server is silent.
         assert run.cpu < 0.25 * run.elapsed, run
     if mode == "huge-body":
-        assert r["bytes"] >= r["requests"] * (16 << 20), run
+        # the report rounds bytes to 3 significant digits
+            assert r["bytes"] >= 0.99 * r["requests"] * (16 << 20), run
 
 
 def cpu_seconds(pid):
