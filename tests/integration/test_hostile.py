@@ -103,7 +103,7 @@ def test_hostile_server(testd, tmp_path, mode):
         assert run.cpu < 0.25 * run.elapsed, run
     if mode == "huge-body":
         # the report rounds bytes to 3 significant digits
-            assert r["bytes"] >= 0.99 * r["requests"] * (16 << 20), run
+        assert r["bytes"] >= 0.99 * r["requests"] * (16 << 20), run
 
 
 def cpu_seconds(pid):
