@@ -91,6 +91,13 @@ UNITS_METRIC = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 UNITS_BINARY = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 
+def sigint_default():
+    """Popen's preexec_fn for Ctrl-C tests: SIGINT as a terminal's Ctrl-C
+    finds it, even when the suite was started in the background by a shell
+    without job control, which leaves it ignored for every child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def max_open_is(stats, conns):
     """The most connections the server had open at once is volley's own: the
     start-up probe may still count when the server notices its close only after

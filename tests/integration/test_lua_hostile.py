@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import VOLLEY, check_sanitizer, volley
+from conftest import VOLLEY, check_sanitizer, sigint_default, volley
 
 ARGS = ("-t2", "-c4", "-d1s")
 
@@ -112,7 +112,8 @@ def interrupt_when_stuck(args, after, cwd):
     """Start volley, SIGINT it `after` seconds in; returns (still running
     just before the signal, return code, stdout, stderr)."""
     proc = subprocess.Popen([VOLLEY, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, errors="replace", cwd=cwd)
+                            text=True, errors="replace", cwd=cwd,
+                            preexec_fn=sigint_default)
     time.sleep(after)
     running = proc.poll() is None
     proc.send_signal(signal.SIGINT)

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, VOLLEY
+from conftest import ROOT, VOLLEY, sigint_default
 from conftest import Testd as Server  # not collected as a test class
 
 SWEEP = os.path.join(ROOT, "scripts", "volley-sweep")
@@ -191,13 +191,12 @@ def test_a_failing_run_stops_the_sweep_with_volleys_error(tmp_path):
 def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_path):
     srv = testd()
     # Ctrl-C on a terminal: SIGINT to the whole process group (the sweep
-    # and volley), with SIGINT at its default even if the test runner's
-    # shell ignores it.
+    # and volley).
     proc = subprocess.Popen([sys.executable, SWEEP, "-d", "3s", "-c", "1,2,3", "-n", "cut", "-o",
                              tmp_path, srv.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ, VOLLEY=VOLLEY),
                             start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_default)
     dat = os.path.join(tmp_path, "cut.dat")
     deadline = time.monotonic() + 30
     while not os.path.exists(dat) and time.monotonic() < deadline:
