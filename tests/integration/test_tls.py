@@ -233,14 +233,13 @@ def test_https_to_a_plain_http_port_backs_off(nginx):
     assert errors["connect"] <= len(log) <= errors["connect"] + 4
 
 
-class ResettingServer:
-    """Resets every connection (SO_LINGER 0) as soon as its first bytes (the
-    ClientHello) arrive; counts those. The start-up probe sends nothing."""
+class OneAtATimeServer:
+    """A listening socket on 127.0.0.1 whose thread takes connections one at a
+    time and hands each to handle(); a connection that fails is dropped."""
 
     def __init__(self):
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
-        self.resets = 0
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
@@ -253,17 +252,29 @@ class ResettingServer:
             with conn:
                 conn.settimeout(5)
                 try:
-                    if not conn.recv(1):
-                        continue
+                    self.handle(conn)
                 except OSError:
-                    continue
-                self.resets += 1
-                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    pass
 
     def close(self):
         self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self.thread.join(timeout=5)
+
+
+class ResettingServer(OneAtATimeServer):
+    """Resets every connection (SO_LINGER 0) as soon as its first bytes (the
+    ClientHello) arrive; counts those. The start-up probe sends nothing."""
+
+    def __init__(self):
+        self.resets = 0
+        super().__init__()
+
+    def handle(self, conn):
+        if not conn.recv(1):
+            return
+        self.resets += 1
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
 
 
 def test_server_resetting_handshakes_is_counted_once_per_attempt():
@@ -282,7 +293,7 @@ def test_server_resetting_handshakes_is_counted_once_per_attempt():
     assert errors["connect"] <= server.resets <= errors["connect"] + 4
 
 
-class FlakyTlsServer:
+class FlakyTlsServer(OneAtATimeServer):
     """Serves one request per connection over TLS ("Connection: close"), but
     answers every other ClientHello in plain HTTP, as a server on the wrong
     port would: the client's handshake fails with a protocol error."""
@@ -290,46 +301,27 @@ class FlakyTlsServer:
     def __init__(self, certs):
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(certs["server.pem"], certs["server.key"])
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.refused = self.served = 0
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
+        self.attempts = self.refused = self.served = 0
+        super().__init__()
 
-    def serve(self):
-        attempts = 0
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(5)
-                try:
-                    if not conn.recv(1, socket.MSG_PEEK):
-                        continue  # the start-up probe
-                    attempts += 1
-                    if attempts % 2:
-                        self.refused += 1
-                        conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
-                        continue
-                    with self.ctx.wrap_socket(conn, server_side=True) as tls:
-                        request = b""
-                        while b"\r\n\r\n" not in request:
-                            chunk = tls.recv(4096)
-                            if not chunk:
-                                break
-                            request += chunk
-                        tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n"
-                                    b"Connection: close\r\n\r\nok\n")
-                        self.served += 1
-                except OSError:
-                    continue
-
-    def close(self):
-        self.sock.shutdown(socket.SHUT_RDWR)
-        self.sock.close()
-        self.thread.join(timeout=5)
+    def handle(self, conn):
+        if not conn.recv(1, socket.MSG_PEEK):
+            return  # the start-up probe
+        self.attempts += 1
+        if self.attempts % 2:
+            self.refused += 1
+            conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+            return
+        with self.ctx.wrap_socket(conn, server_side=True) as tls:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = tls.recv(4096)
+                if not chunk:
+                    break
+                request += chunk
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n"
+                        b"Connection: close\r\n\r\nok\n")
+            self.served += 1
 
 
 def test_failed_handshakes_between_good_ones_are_counted_exactly(certs):
