@@ -31,6 +31,16 @@ def no_errors(run):
     assert run.report["non2xx"] == 0, run
 
 
+def served_by_nginx(run, srv, conns):
+    """served() for nginx: its access log has a line per request answered;
+    returns the log."""
+    no_errors(run)
+    log = srv.log()
+    n = run.report["requests"]
+    assert n > 0 and n <= len(log) <= n + conns, (run, len(log))
+    return log
+
+
 def served(run, srv, conns):
     """A run that must have gone well: exit 0, no errors, counts that agree."""
     no_errors(run)
@@ -71,11 +81,7 @@ def test_connections_are_exact_and_kept_alive(testd):
 def test_counts_agree_with_nginx(nginx):
     srv = nginx(server='location / { return 200 "hello from nginx\\n"; }',
                 log_format="$connection $status $request")
-    run = volley("-t2", "-c6", "-d1s", srv.url + "/n")
-    no_errors(run)
-    log = srv.log()
-    n = run.report["requests"]
-    assert n > 0 and n <= len(log) <= n + 6, (run, len(log))
+    log = served_by_nginx(volley("-t2", "-c6", "-d1s", srv.url + "/n"), srv, 6)
     assert all(line.endswith(" 200 GET /n HTTP/1.1") for line in log)
     # keep-alive: the 6 connections carried everything (the probe sent nothing)
     assert len({line.split()[0] for line in log}) == 6
@@ -84,22 +90,14 @@ def test_counts_agree_with_nginx(nginx):
 def test_nginx_closing_every_connection_is_not_an_error(nginx):
     srv = nginx(server='location / { return 200 "x"; }', http="keepalive_timeout 0;",
                 log_format="$connection")
-    run = volley("-t1", "-c4", "-d1s", srv.url)
-    no_errors(run)
-    log = srv.log()
-    n = run.report["requests"]
-    assert n > 0 and n <= len(log) <= n + 4
+    log = served_by_nginx(volley("-t1", "-c4", "-d1s", srv.url), srv, 4)
     assert len(set(log)) == len(log)  # one request per connection
 
 
 def test_nginx_keepalive_requests_limit_is_not_an_error(nginx):
     srv = nginx(server='keepalive_requests 50; location / { return 200 "x"; }',
                 log_format="$connection")
-    run = volley("-t1", "-c4", "-d1s", srv.url)
-    no_errors(run)
-    log = srv.log()
-    n = run.report["requests"]
-    assert n > 0 and n <= len(log) <= n + 4
+    log = served_by_nginx(volley("-t1", "-c4", "-d1s", srv.url), srv, 4)
     per_conn = {}
     for c in log:
         per_conn[c] = per_conn.get(c, 0) + 1

@@ -67,12 +67,11 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
 
 
 def test_json_on_stdout_moves_the_text_report_and_script_output_to_stderr(testd, tmp_path):
-    script = os.path.join(tmp_path, "done.lua")
-    with open(script, "w") as f:
-        f.write('print("loaded")\n'
-                'function done(summary, latency, requests)\n'
-                '  io.write("done ", summary.requests, "\\n")\n'
-                'end\n')
+    script = tmp_path / "done.lua"
+    script.write_text('print("loaded")\n'
+                      'function done(summary, latency, requests)\n'
+                      '  io.write("done ", summary.requests, "\\n")\n'
+                      'end\n')
     srv = testd()
     run = volley("--json", "-", "-t", "1", "-c", "2", "-d", "500ms", "-s", script, srv.url)
     assert run.returncode == 0, run
@@ -81,7 +80,7 @@ def test_json_on_stdout_moves_the_text_report_and_script_output_to_stderr(testd,
     assert rep["requests"] == doc["requests"] > 0
     assert f"done {doc['requests']}\n" in run.stderr
     assert "loaded\n" in run.stderr
-    assert doc["options"]["script"] == script
+    assert doc["options"]["script"] == str(script)
 
 
 def test_hdr_histogram_decodes_to_the_same_count_and_percentiles(testd, tmp_path):
@@ -207,13 +206,12 @@ def test_an_idle_generator_is_not_saturated(testd, tmp_path):
 def test_a_busy_script_makes_the_generator_the_bottleneck(testd, tmp_path):
     # The request() hook spins: the worker thread is always running, or
     # waiting for a CPU when the machine is busy, and both count as busy.
-    script = os.path.join(tmp_path, "busy.lua")
-    with open(script, "w") as f:
-        f.write("function request()\n"
-                "  local x = 0\n"
-                "  for i = 1, 3000000 do x = x + i % 7 end\n"
-                "  return wrk.format(nil, '/' .. (x % 2))\n"
-                "end\n")
+    script = tmp_path / "busy.lua"
+    script.write_text("function request()\n"
+                      "  local x = 0\n"
+                      "  for i = 1, 3000000 do x = x + i % 7 end\n"
+                      "  return wrk.format(nil, '/' .. (x % 2))\n"
+                      "end\n")
     srv = testd()
     run, doc = run_json(tmp_path, "-t", "1", "-c", "1", "-d", "1s", "-s", script, srv.url)
     cpu = check_cpu(doc, run.stdout)
