@@ -19,33 +19,33 @@ struct config {
     uint64_t connections;
     uint64_t threads;
     uint64_t duration_us;
-    bool duration_set;       /* -d given (with -n, no -d means no time limit) */
+    bool duration_set; /* -d given (with -n, no -d means no time limit) */
     uint64_t timeout_us;
     bool latency;
 
-    char *url_arg;           /* the URL as typed, for the report */
+    char *url_arg; /* the URL as typed, for the report */
     struct url url;
-    struct header *headers;  /* -H, in order, names unique ignoring case */
+    struct header *headers; /* -H, in order, names unique ignoring case */
     size_t nheaders;
 
     /* Load models (beyond wrk). */
-    uint64_t rate;           /* -R: requests/sec over all connections, 0 = closed model */
-    bool u_latency;          /* -U: also report latency from the actual send */
-    uint64_t requests;       /* -n: stop after exactly this many responses, 0 = no limit */
-    bool no_keepalive;       /* a new connection for every request */
-    char *unix_socket;       /* connect here instead of the URL's host and port */
+    uint64_t rate;     /* -R: requests/sec over all connections, 0 = closed model */
+    bool u_latency;    /* -U: also report latency from the actual send */
+    uint64_t requests; /* -n: stop after exactly this many responses, 0 = no limit */
+    bool no_keepalive; /* a new connection for every request */
+    char *unix_socket; /* connect here instead of the URL's host and port */
 
     /* TLS. */
-    char *sni;               /* server name to send instead of the URL's host */
-    bool verify;             /* verify the server certificate */
+    char *sni;   /* server name to send instead of the URL's host */
+    bool verify; /* verify the server certificate */
     char *cacert, *cert, *key;
 
     /* Output. */
-    char *json;              /* --json FILE, "-" for stdout */
-    bool progress;           /* live progress line when stderr is a terminal */
+    char *json;    /* --json FILE, "-" for stdout */
+    bool progress; /* live progress line when stderr is a terminal */
 
-    char *script;            /* -s FILE or NULL */
-    char **script_args;      /* args[1..] for init(); the URL is args[0] */
+    char *script;       /* -s FILE or NULL */
+    char **script_args; /* args[1..] for init(); the URL is args[0] */
     size_t nscript_args;
 };
 

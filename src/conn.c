@@ -297,8 +297,8 @@ static void next_batch(struct conn *c)
                 return;
             /* Converting a delay past the range of uint64_t (1e300, inf)
              * is undefined and in practice gave no delay at all. */
-            c->delay_until = now + (ms < DELAY_MAX_MS ? (uint64_t)(ms * 1000)
-                                                      : DELAY_MAX_MS * 1000);
+            c->delay_until =
+                now + (ms < DELAY_MAX_MS ? (uint64_t)(ms * 1000) : DELAY_MAX_MS * 1000);
         }
         if (c->delay_until > now) {
             timer_start(c, c->delay_until - now);

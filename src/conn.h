@@ -27,22 +27,22 @@ struct conn {
     int fd;
     enum conn_state state;
     ev_io rio, wio;
-    ev_timer timer;          /* connect/response timeout, reconnect back-off, delay */
+    ev_timer timer; /* connect/response timeout, reconnect back-off, delay */
     struct http_parser parser;
     const struct request *batch; /* what is being written / awaited */
-    size_t batch_len;        /* bytes of batch to write (all, or the first requests under -n) */
-    size_t batch_depth;      /* requests in those bytes */
-    size_t written;          /* bytes of batch written */
-    size_t pending;          /* responses still expected for batch */
-    uint64_t sent_at;        /* when the batch's first byte was written (us) */
-    uint64_t start_at;       /* where its latency counts from: sent_at, or with -R due */
-    uint64_t due;            /* -R: the intended send time of the next batch */
-    uint64_t batches;        /* -R: batches sent so far, the schedule's k */
-    size_t slot;             /* -R: place in the worker's schedule + 1, 0 when not queued */
-    uint64_t backoff_us;     /* next reconnect delay after a connect failure */
-    uint64_t delay_until;    /* end of the delay() pause before the next batch, or 0 */
-    struct request own;      /* the batch request() returned, with a script */
-    void *tls;               /* the transport's per-connection state */
+    size_t batch_len;            /* bytes of batch to write (all, or the first requests under -n) */
+    size_t batch_depth;          /* requests in those bytes */
+    size_t written;              /* bytes of batch written */
+    size_t pending;              /* responses still expected for batch */
+    uint64_t sent_at;            /* when the batch's first byte was written (us) */
+    uint64_t start_at;           /* where its latency counts from: sent_at, or with -R due */
+    uint64_t due;                /* -R: the intended send time of the next batch */
+    uint64_t batches;            /* -R: batches sent so far, the schedule's k */
+    size_t slot;                 /* -R: place in the worker's schedule + 1, 0 when not queued */
+    uint64_t backoff_us;         /* next reconnect delay after a connect failure */
+    uint64_t delay_until;        /* end of the delay() pause before the next batch, or 0 */
+    struct request own;          /* the batch request() returned, with a script */
+    void *tls;                   /* the transport's per-connection state */
 };
 
 void conn_init(struct conn *c, struct worker *w);

@@ -26,7 +26,7 @@ struct hist {
     uint64_t highest;
     uint64_t count;
     uint64_t min, max;
-    u128 sum, sum_sq;   /* exact while sum_sq < 2^128 */
+    u128 sum, sum_sq; /* exact while sum_sq < 2^128 */
     int bucket_count;
     size_t counts_len;
     /* hist_distinct's cache, mutable even through a const pointer: valid while
@@ -35,7 +35,7 @@ struct hist {
     bool cache_ok;
     uint64_t cache_count;
     size_t ndistinct;
-    size_t cursor_rank, cursor_index;   /* cursor_index holds distinct value #rank */
+    size_t cursor_rank, cursor_index; /* cursor_index holds distinct value #rank */
     uint64_t counts[];
 };
 
@@ -62,10 +62,7 @@ static uint64_t lowest_at(size_t i)
     return (uint64_t)((i & (SUB_BUCKET_HALF - 1)) + SUB_BUCKET_HALF) << bucket_at(i);
 }
 
-static uint64_t highest_at(size_t i)
-{
-    return lowest_at(i) + (((uint64_t)1 << bucket_at(i)) - 1);
-}
+static uint64_t highest_at(size_t i) { return lowest_at(i) + (((uint64_t)1 << bucket_at(i)) - 1); }
 
 /* HdrHistogram's bucket count: doublings of 2048 until the value is covered, one
  * more when the next doubling would overflow int64 (buckets_needed_to_cover_value). */
@@ -87,8 +84,7 @@ static int buckets_for(uint64_t highest)
 struct hist *hist_new(uint64_t highest)
 {
     if (highest < 2 || highest > (uint64_t)INT64_MAX)
-        die("hist_new: highest trackable value %llu out of range",
-            (unsigned long long)highest);
+        die("hist_new: highest trackable value %llu out of range", (unsigned long long)highest);
     int buckets = buckets_for(highest);
     size_t len = (size_t)(buckets + 1) * SUB_BUCKET_HALF;
     struct hist *h = xcalloc(1, sizeof *h + len * sizeof h->counts[0]);
@@ -126,7 +122,7 @@ void hist_record(struct hist *h, uint64_t value)
 
 void hist_record_n(struct hist *h, uint64_t value, uint64_t n)
 {
-    if (n == 0)   /* no sample: min and max must not move */
+    if (n == 0) /* no sample: min and max must not move */
         return;
     uint64_t v = value > h->highest ? h->highest : value;
     h->counts[index_of(v)] += n;
@@ -160,7 +156,11 @@ uint64_t hist_count(const struct hist *h) { return h->count; }
 uint64_t hist_min(const struct hist *h) { return h->min; }
 uint64_t hist_max(const struct hist *h) { return h->max; }
 int hist_bucket_count(const struct hist *h) { return h->bucket_count; }
-int hist_sub_bucket_count(const struct hist *h) { (void)h; return SUB_BUCKET_COUNT; }
+int hist_sub_bucket_count(const struct hist *h)
+{
+    (void)h;
+    return SUB_BUCKET_COUNT;
+}
 
 double hist_mean(const struct hist *h)
 {
@@ -180,7 +180,7 @@ double hist_stdev(const struct hist *h)
     if (n < 2)
         return 0;
     u128 q = h->sum / n, r = h->sum % n;
-    u128 rr = r * r;   /* r < n < 2^64 */
+    u128 rr = r * r; /* r < n < 2^64 */
     u128 whole = h->sum_sq - q * q * n - 2 * q * r - rr / n;
     long double m2 = (long double)whole - (long double)(rr % n) / n;
     if (m2 < 0)
@@ -254,7 +254,7 @@ static size_t next_nonempty(const struct hist *h, size_t i)
 /* Brings the cache up to date; the cursor restarts at the first distinct value. */
 static struct hist *fresh_cache(const struct hist *ch)
 {
-    struct hist *h = (struct hist *)ch;   /* only cache fields are written */
+    struct hist *h = (struct hist *)ch; /* only cache fields are written */
     if (h->cache_ok && h->cache_count == h->count)
         return h;
     h->ndistinct = 0;
@@ -310,7 +310,7 @@ void hist_iter_init(struct hist_iter *it, const struct hist *h, int ticks_per_ha
 static double next_level(double level, int ticks)
 {
     double gap = 100.0 - level;
-    if (!(gap > 0))   /* already at 100%: log(100 / 0) has no integer value */
+    if (!(gap > 0)) /* already at 100%: log(100 / 0) has no integer value */
         return level;
     int64_t halvings = (int64_t)(log(100.0 / gap) / log(2)) + 1;
     return level + 100.0 / ((double)ticks * ldexp(1.0, (int)halvings));
@@ -334,7 +334,7 @@ bool hist_iter_next(struct hist_iter *it)
         it->_reached_last = true;
         return it->_done ? false : iter_emit(it, 100.0);
     }
-    if (it->_count_to_index == 0)   /* first call: _index is min's slot */
+    if (it->_count_to_index == 0) /* first call: _index is min's slot */
         it->_count_to_index = counts[it->_index];
     /* Ends at the latest on the last non-empty slot, where the cumulative
      * percentile is 100 and no level exceeds 100. */
@@ -356,7 +356,7 @@ bool hist_iter_next(struct hist_iter *it)
 #define V2_COMPRESSED_COOKIE 0x1c849314u
 #define V2_HEADER_LEN 40
 #define LEB128_MAX 9
-#define STORED_MAX 65535   /* RFC 1951 3.2.4: LEN is 16 bits */
+#define STORED_MAX 65535 /* RFC 1951 3.2.4: LEN is 16 bits */
 
 static uint8_t *put_be32(uint8_t *p, uint32_t v)
 {
@@ -407,11 +407,11 @@ static size_t v2_payload(const struct hist *h, uint8_t *buf)
     uint8_t *end = put_counts(buf + V2_HEADER_LEN, h);
     uint8_t *p = put_be32(buf, V2_ENCODING_COOKIE);
     p = put_be32(p, (uint32_t)(end - buf - V2_HEADER_LEN));
-    p = put_be32(p, 0);   /* normalizing index offset */
-    p = put_be32(p, 3);   /* significant figures */
-    p = put_be64(p, 1);   /* lowest discernible value */
+    p = put_be32(p, 0); /* normalizing index offset */
+    p = put_be32(p, 3); /* significant figures */
+    p = put_be64(p, 1); /* lowest discernible value */
     p = put_be64(p, h->highest);
-    double ratio = 1.0;   /* integer to double conversion ratio */
+    double ratio = 1.0; /* integer to double conversion ratio */
     uint64_t bits;
     memcpy(&bits, &ratio, sizeof bits);
     put_be64(p, bits);
@@ -434,11 +434,11 @@ static size_t zlib_stored(const uint8_t *in, size_t n, uint8_t *out)
 {
     uint32_t check = adler32(in, n);
     uint8_t *p = out;
-    *p++ = 0x78;   /* deflate, 32 KiB window */
-    *p++ = 0x01;   /* no dictionary, fastest level; 0x7801 is a multiple of 31 */
+    *p++ = 0x78; /* deflate, 32 KiB window */
+    *p++ = 0x01; /* no dictionary, fastest level; 0x7801 is a multiple of 31 */
     do {
         size_t len = n < STORED_MAX ? n : STORED_MAX;
-        *p++ = n == len;   /* BFINAL on the last block, BTYPE 00 */
+        *p++ = n == len; /* BFINAL on the last block, BTYPE 00 */
         *p++ = (uint8_t)len;
         *p++ = (uint8_t)(len >> 8);
         *p++ = (uint8_t)~len;
@@ -451,8 +451,7 @@ static size_t zlib_stored(const uint8_t *in, size_t n, uint8_t *out)
 
 static char *base64(const uint8_t *in, size_t n)
 {
-    static const char digits[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char *out = xmalloc((n + 2) / 3 * 4 + 1), *p = out;
     for (size_t i = 0; i < n; i += 3) {
         uint32_t w = (uint32_t)in[i] << 16;

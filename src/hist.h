@@ -65,9 +65,9 @@ bool hist_distinct_at(const struct hist *h, size_t i, uint64_t *value, uint64_t 
  * empty histogram gives no rows (as in Java and hdrh). */
 struct hist_iter {
     const struct hist *h;
-    uint64_t value;        /* highest equivalent value of the current bucket */
-    double percentile;     /* 0..100 */
-    uint64_t cumulative;   /* samples <= value */
+    uint64_t value;      /* highest equivalent value of the current bucket */
+    double percentile;   /* 0..100 */
+    uint64_t cumulative; /* samples <= value */
     /* private */
     int _ticks;
     double _percentile_to_iterate_to;

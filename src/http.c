@@ -9,7 +9,6 @@
 #include <string.h>
 #include <strings.h>
 
-
 /* ------------------------------------------------------------------------ */
 /* Shared helpers                                                           */
 /* ------------------------------------------------------------------------ */
@@ -17,9 +16,9 @@
 /* RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-"
  * / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA */
 static const unsigned char tchar[256] = {
-    ['0' ... '9'] = 1, ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1,
-    ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1,
-    ['+'] = 1, ['-'] = 1, ['.'] = 1, ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+    ['0' ... '9'] = 1, ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
+    ['%'] = 1,         ['&'] = 1,         ['\''] = 1,        ['*'] = 1, ['+'] = 1, ['-'] = 1,
+    ['.'] = 1,         ['^'] = 1,         ['_'] = 1,         ['`'] = 1, ['|'] = 1, ['~'] = 1,
 };
 
 #define TOKEN_EQ(s, n, lit) ((n) == sizeof(lit) - 1 && strncasecmp((s), (lit), (n)) == 0)
@@ -220,8 +219,8 @@ static enum step done(struct http_parser *p)
  * returned in place. Returns 1 with a line, 0 when the input ended first (the
  * partial line is carried), -1 when the line would exceed limit bytes: checked
  * before buffering, so a hostile server cannot make the carry grow past it. */
-static int take_line(struct http_parser *p, const char *buf, size_t len, size_t *off,
-                     size_t limit, struct line *ln)
+static int take_line(struct http_parser *p, const char *buf, size_t len, size_t *off, size_t limit,
+                     struct line *ln)
 {
     const char *start = buf + *off;
     size_t avail = len - *off;
@@ -632,8 +631,8 @@ enum http_result http_eof(struct http_parser *p)
     return HTTP_ERROR;
 }
 
-bool http_header_next(const struct buf *head, size_t *pos, const char **name,
-                      size_t *name_len, const char **value, size_t *value_len)
+bool http_header_next(const struct buf *head, size_t *pos, const char **name, size_t *name_len,
+                      const char **value, size_t *value_len)
 {
     const char *s = head->data;
     size_t len = head->len, i = *pos;
@@ -945,8 +944,8 @@ static void rq_report(const struct rq *r, char *err, size_t err_len)
     snprintf(err, err_len, "%s at %zu:%zu", r->err, line, r->err_at - line_start + 1);
 }
 
-size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads_len,
-                          char *err, size_t err_len)
+size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads_len, char *err,
+                          size_t err_len)
 {
     struct rq r = {.buf = buf, .len = len};
     size_t count = 0;

@@ -47,8 +47,8 @@ struct http_head_cache {
 
 struct http_parser {
     /* Results, valid after HTTP_DONE. */
-    int status;           /* final status code (1xx interim responses are skipped) */
-    bool keep_alive;      /* false: close the connection after this response */
+    int status;      /* final status code (1xx interim responses are skipped) */
+    bool keep_alive; /* false: close the connection after this response */
     enum http_error error;
     /* Set by the caller to keep what a response() hook needs. */
     bool want_head, want_body;
@@ -60,9 +60,9 @@ struct http_parser {
     bool _head_request, _started, _chunked, _close_delimited, _version_10;
     bool _has_te, _has_length, _bad_length; /* framing fields seen in this head */
     bool _conn_close, _conn_keep_alive;     /* Connection tokens seen in this head */
-    uint64_t _remaining;    /* body or chunk bytes left; the Content-Length while in the head */
-    size_t _head_len;       /* bytes of the current head (or trailer section) so far */
-    struct buf _carry; /* an incomplete head or chunk-size line kept across reads */
+    uint64_t _remaining; /* body or chunk bytes left; the Content-Length while in the head */
+    size_t _head_len;    /* bytes of the current head (or trailer section) so far */
+    struct buf _carry;   /* an incomplete head or chunk-size line kept across reads */
 };
 
 void http_parser_init(struct http_parser *p);
@@ -91,8 +91,8 @@ bool http_started(const struct http_parser *p);
 /* Iterate over the header fields of a head kept with want_head. *pos starts at
  * 0. Names and values are not NUL-terminated; values have surrounding
  * whitespace removed. */
-bool http_header_next(const struct buf *head, size_t *pos, const char **name,
-                      size_t *name_len, const char **value, size_t *value_len);
+bool http_header_next(const struct buf *head, size_t *pos, const char **name, size_t *name_len,
+                      const char **value, size_t *value_len);
 
 const char *http_error_str(enum http_error e);
 
@@ -102,8 +102,8 @@ const char *http_error_str(enum http_error e);
  * and writes "<what> at <line>:<column>" (wrk's wording, 1-based) into err when
  * the bytes are malformed, hold no complete request, or end with an incomplete
  * one. */
-size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads_len,
-                          char *err, size_t err_len);
+size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads_len, char *err,
+                          size_t err_len);
 /* The length of the first n requests of bytes http_request_parse accepted. */
 size_t http_request_prefix(const char *buf, size_t len, size_t n);
 

@@ -18,10 +18,7 @@ void json_init(struct json *j, FILE *f)
     j->_nonempty[0] = false;
 }
 
-static void newline(struct json *j)
-{
-    fprintf(j->f, "\n%*s", 2 * j->depth, "");
-}
+static void newline(struct json *j) { fprintf(j->f, "\n%*s", 2 * j->depth, ""); }
 
 /* Length of the well-formed UTF-8 sequence at s (RFC 3629 §4: no overlong
  * forms, no surrogates, nothing past U+10FFFF), or 0. */

@@ -176,8 +176,8 @@ static void script_worker(struct worker *w, struct script *main_script, size_t *
 }
 
 /* Returns the number of requests per batch. */
-static size_t create_workers(struct run *run, const struct config *cfg,
-                             const struct net_addr *addr, struct script *main_script)
+static size_t create_workers(struct run *run, const struct config *cfg, const struct net_addr *addr,
+                             struct script *main_script)
 {
     struct request plain = {0};
     size_t pipeline = 1;
@@ -192,8 +192,8 @@ static size_t create_workers(struct run *run, const struct config *cfg,
     run->nworkers = (size_t)cfg->threads;
     run->workers = xcalloc(run->nworkers, sizeof *run->workers);
     for (size_t i = 0; i < run->nworkers; i++) {
-        struct worker *w = worker_new(i, cfg, worker_share(cfg->connections, cfg->threads, i),
-                                      addr);
+        struct worker *w =
+            worker_new(i, cfg, worker_share(cfg->connections, cfg->threads, i), addr);
         w->on_finish = worker_finished;
         w->on_finish_arg = run;
         if (cfg->requests)
@@ -243,8 +243,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
             worker_set_rate(run->workers[i], start);
         worker_start(run->workers[i]);
     }
-    struct progress *progress =
-        progress_start(run->loop, cfg, run->workers, run->nworkers, start);
+    struct progress *progress = progress_start(run->loop, cfg, run->workers, run->nworkers, start);
     ev_run(run->loop, 0);
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default

@@ -29,7 +29,7 @@ struct progress {
     struct worker **workers;
     size_t nworkers;
     uint64_t start_us;
-    size_t width;                  /* terminal columns, the line stays within */
+    size_t width;                                    /* terminal columns, the line stays within */
     uint64_t at[RATE_WINDOW], requests[RATE_WINDOW]; /* ring of past redraws */
     size_t ticks;
 };
@@ -44,8 +44,8 @@ static void format_line(const struct progress *p, char *line, size_t size, uint6
     char r[UNITS_BUF], of[32] = "";
     if (cfg->requests)
         snprintf(of, sizeof of, "/%" PRIu64, cfg->requests);
-    snprintf(line, size, "%.1fs elapsed, %.1fs left: %" PRIu64 "%s requests, %s req/s, %" PRIu64
-                         " error%s",
+    snprintf(line, size,
+             "%.1fs elapsed, %.1fs left: %" PRIu64 "%s requests, %s req/s, %" PRIu64 " error%s",
              elapsed, left > 0 ? left : 0, requests, of, units_metric(rate, r), errors,
              errors == 1 ? "" : "s");
 }

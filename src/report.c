@@ -77,8 +77,7 @@ static void hdr_distribution(FILE *f, const char *title, const struct hist *h)
         fputc('\n', f);
     }
     fprintf(f, "\n  Detailed Percentile spectrum:\n");
-    fprintf(f, "%12s %12s %12s %12s\n\n", "Value", "Percentile", "TotalCount",
-            "1/(1-Percentile)");
+    fprintf(f, "%12s %12s %12s %12s\n\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)");
     hist_iter_init(&it, h, 5);
     while (hist_iter_next(&it)) {
         double fraction = it.percentile / 100;
@@ -87,8 +86,8 @@ static void hdr_distribution(FILE *f, const char *title, const struct hist *h)
     }
     fprintf(f, "#[Mean    = %12.3f, StdDeviation   = %12.3f]\n", hist_mean(h) / 1000,
             hist_stdev(h) / 1000);
-    fprintf(f, "#[Max     = %12.3f, Total count    = %12" PRIu64 "]\n",
-            (double)hist_max(h) / 1000, hist_count(h));
+    fprintf(f, "#[Max     = %12.3f, Total count    = %12" PRIu64 "]\n", (double)hist_max(h) / 1000,
+            hist_count(h));
     fprintf(f, "#[Buckets = %12d, SubBuckets     = %12d]\n", hist_bucket_count(h),
             hist_sub_bucket_count(h));
     fprintf(f, "----------------------------------------------------------\n");
@@ -118,8 +117,9 @@ void report_text(FILE *f, const struct result *r)
     fprintf(f, "  %" PRIu64 " requests in %s, %sB read\n", s->requests,
             units_time_us(r->runtime_us, t), units_binary(s->bytes, b));
     if (e->connect || e->read || e->write || e->timeout)
-        fprintf(f, "  Socket errors: connect %" PRIu64 ", read %" PRIu64 ", write %" PRIu64
-                   ", timeout %" PRIu64 "\n",
+        fprintf(f,
+                "  Socket errors: connect %" PRIu64 ", read %" PRIu64 ", write %" PRIu64
+                ", timeout %" PRIu64 "\n",
                 e->connect, e->read, e->write, e->timeout);
     if (e->status)
         fprintf(f, "  Non-2xx or 3xx responses: %" PRIu64 "\n", e->status);
@@ -182,8 +182,9 @@ void report_warnings(FILE *f, const struct result *r)
     struct cpu_load load;
     report_cpu_load(r, &load);
     if (load.saturated)
-        fprintf(f, "Warning: volley was CPU-bound (a thread was busy %.0f%% of the time): "
-                   "these figures measure the load generator, not only the server\n",
+        fprintf(f,
+                "Warning: volley was CPU-bound (a thread was busy %.0f%% of the time): "
+                "these figures measure the load generator, not only the server\n",
                 100 * r->cpu.busiest);
     rate_shortfall(f, r);
 }

@@ -22,9 +22,9 @@ struct result {
     struct timespec started; /* wall-clock start of the run, for the record */
     struct {
         double user_s, system_s; /* the whole process during the run */
-        double wait_s;  /* worker threads runnable but waiting for a CPU */
-        bool has_wait;  /* wait_s is known (Linux) */
-        double busiest; /* highest share of its run a worker thread was busy */
+        double wait_s;           /* worker threads runnable but waiting for a CPU */
+        bool has_wait;           /* wait_s is known (Linux) */
+        double busiest;          /* highest share of its run a worker thread was busy */
     } cpu;
     /* With -R: latency from the actual send, and how late requests were sent
      * after their intended time; NULL in the closed model. */

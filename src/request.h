@@ -11,8 +11,8 @@
 struct request {
     char *data;
     size_t len, cap;
-    size_t depth;  /* requests in the batch, >= 1 */
-    bool *heads;   /* depth flags, or NULL when none is a HEAD request */
+    size_t depth; /* requests in the batch, >= 1 */
+    bool *heads;  /* depth flags, or NULL when none is a HEAD request */
 };
 
 struct header;

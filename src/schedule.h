@@ -14,11 +14,11 @@ struct conn;
 
 struct schedule {
     struct ev_loop *loop;
-    int fd;                 /* timerfd, CLOCK_MONOTONIC like clock_us() */
+    int fd; /* timerfd, CLOCK_MONOTONIC like clock_us() */
     ev_io io;
-    struct conn **heap;     /* min-heap on conn->due */
+    struct conn **heap; /* min-heap on conn->due */
     size_t n;
-    uint64_t armed;         /* the due time the timerfd is set for, 0 if none */
+    uint64_t armed;              /* the due time the timerfd is set for, 0 if none */
     void (*due)(struct conn *c); /* called for each connection whose time came */
 };
 

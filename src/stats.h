@@ -18,20 +18,20 @@
 
 /* Why an error was counted, for the machine-readable output. */
 enum cause {
-    CAUSE_REFUSED,      /* connect: connection refused */
-    CAUSE_UNREACHABLE,  /* connect: network/host unreachable, address unavailable */
+    CAUSE_REFUSED,     /* connect: connection refused */
+    CAUSE_UNREACHABLE, /* connect: network/host unreachable, address unavailable */
     CAUSE_CONNECT_TIMEOUT,
-    CAUSE_FD_LIMIT,     /* connect: out of file descriptors */
+    CAUSE_FD_LIMIT, /* connect: out of file descriptors */
     CAUSE_CONNECT_OTHER,
     CAUSE_TLS_HANDSHAKE,
-    CAUSE_RESET,        /* read/write: connection reset by peer */
-    CAUSE_CLOSED,       /* read: closed with a request outstanding */
-    CAUSE_TRUNCATED,    /* read: closed in the middle of a response */
-    CAUSE_PARSE,        /* read: malformed response */
+    CAUSE_RESET,     /* read/write: connection reset by peer */
+    CAUSE_CLOSED,    /* read: closed with a request outstanding */
+    CAUSE_TRUNCATED, /* read: closed in the middle of a response */
+    CAUSE_PARSE,     /* read: malformed response */
     CAUSE_HEAD_TOO_LARGE,
-    CAUSE_UNEXPECTED,   /* read: response bytes with no request outstanding */
+    CAUSE_UNEXPECTED, /* read: response bytes with no request outstanding */
     CAUSE_READ_OTHER,
-    CAUSE_BROKEN_PIPE,  /* write: the peer had closed */
+    CAUSE_BROKEN_PIPE, /* write: the peer had closed */
     CAUSE_WRITE_OTHER,
     CAUSE_RESPONSE_TIMEOUT,
     CAUSE_COUNT
@@ -42,20 +42,20 @@ struct errors {
 };
 
 struct stats {
-    uint64_t requests;   /* complete responses */
-    uint64_t sent;       /* requests whose batch went out */
-    uint64_t bytes;      /* bytes read, headers included */
-    uint64_t connects;   /* successful connections */
-    uint64_t reconnects; /* normal closes followed by a new connection */
+    uint64_t requests;     /* complete responses */
+    uint64_t sent;         /* requests whose batch went out */
+    uint64_t bytes;        /* bytes read, headers included */
+    uint64_t connects;     /* successful connections */
+    uint64_t reconnects;   /* normal closes followed by a new connection */
     uint64_t handshakes;   /* completed TLS handshakes */
     uint64_t resumed;      /* of which resumed a session */
     uint64_t handshake_us; /* time spent in them, from TCP connect to done */
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
-    struct hist *latency;   /* with -R, from each request's intended send time */
-    struct hist *u_latency; /* -R: from the actual send (uncorrected) */
-    struct hist *lag;       /* -R: actual minus intended send time of each batch */
+    struct hist *latency;              /* with -R, from each request's intended send time */
+    struct hist *u_latency;            /* -R: from the actual send (uncorrected) */
+    struct hist *lag;                  /* -R: actual minus intended send time of each batch */
     struct hist *rps;
 };
 

@@ -115,8 +115,8 @@ static void use_client_cert(SSL_CTX *ctx, const char *cert, const char *key_file
     bool ok = SSL_CTX_use_PrivateKey(ctx, key) == 1 && SSL_CTX_check_private_key(ctx) == 1;
     EVP_PKEY_free(key);
     if (!ok)
-        die("%s %s: the private key does not match the certificate in %s", key_option,
-            key_file, cert);
+        die("%s %s: the private key does not match the certificate in %s", key_option, key_file,
+            cert);
 }
 
 /* --verify: the system's CAs plus --cacert's, and the name checked against
@@ -163,8 +163,7 @@ void tls_setup(const struct config *cfg)
 
     const char *name = cfg->sni ? cfg->sni : cfg->url.host;
     if (cfg->sni && (!*cfg->sni || strlen(cfg->sni) > TLSEXT_MAXLEN_host_name))
-        die("--sni '%s': a server name has 1 to %d characters", cfg->sni,
-            TLSEXT_MAXLEN_host_name);
+        die("--sni '%s': a server name has 1 to %d characters", cfg->sni, TLSEXT_MAXLEN_host_name);
     tls.sni = (cfg->sni || !is_ip_literal(name)) ? xstrdup(name) : NULL;
     if (cfg->verify)
         use_verification(ctx, cfg, name);

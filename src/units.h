@@ -20,9 +20,9 @@ bool units_parse_time(const char *s, uint64_t *us);
 
 /* wrk's report formatters: each walks its unit ladder while the amount is at
  * least 0.85 of the next step (never reaching the last unit listed). */
-char *units_time_us(long double us, char buf[UNITS_BUF]);   /* 635.91us 1.62ms 2.00s 0.85m */
-char *units_metric(long double n, char buf[UNITS_BUF]);     /* 239.17 56.20k 0.85M */
-char *units_binary(long double n, char buf[UNITS_BUF]);     /* 125.00 0.85K 1.77G (append B) */
+char *units_time_us(long double us, char buf[UNITS_BUF]); /* 635.91us 1.62ms 2.00s 0.85m */
+char *units_metric(long double n, char buf[UNITS_BUF]);   /* 239.17 56.20k 0.85M */
+char *units_binary(long double n, char buf[UNITS_BUF]);   /* 125.00 0.85K 1.77G (append B) */
 /* A duration for "Running <D> test": whole seconds as wrk prints them
  * (10s, 1m, 60m), and "500ms" for one that is not a whole number of seconds. */
 char *units_duration(uint64_t us, char buf[UNITS_BUF]);

@@ -7,10 +7,10 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/prctl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "cli.h"
 #include "clock.h"
@@ -62,8 +62,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
     const struct errors *e = &w->stats.errors;
     uint64_t now = clock_us(), n = w->stats.requests - w->sample_requests;
     atomic_store_explicit(&w->live_requests, w->stats.requests, memory_order_relaxed);
-    atomic_store_explicit(&w->live_errors,
-                          e->connect + e->read + e->write + e->timeout + e->status,
+    atomic_store_explicit(&w->live_errors, e->connect + e->read + e->write + e->timeout + e->status,
                           memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;

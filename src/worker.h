@@ -31,7 +31,7 @@ struct transport;
 struct budget {
     _Atomic uint64_t unsent;
     _Atomic uint64_t unresolved;
-    void (*spent)(void *arg);   /* called (on a worker thread) at the end */
+    void (*spent)(void *arg); /* called (on a worker thread) at the end */
     void *arg;
 };
 
@@ -46,21 +46,21 @@ struct worker {
     size_t index;
     const struct config *cfg;
     const struct transport *transport;
-    struct net_addr addr;      /* every connection of this worker goes here */
+    struct net_addr addr; /* every connection of this worker goes here */
     struct ev_loop *loop;
     pthread_t thread;
     struct conn *conns;
     size_t nconns;
-    char *buf;                 /* one receive buffer shared by all connections */
+    char *buf; /* one receive buffer shared by all connections */
     size_t buf_len;
     struct http_head_cache head_cache; /* the last response head its parsers saw */
-    struct request request;    /* the static request batch */
-    struct script *script;     /* the thread's Lua state, or NULL */
+    struct request request;            /* the static request batch */
+    struct script *script;             /* the thread's Lua state, or NULL */
     struct {
         bool request, response, delay, head, body;
-    } hooks;                   /* what the script defines (response: head, body wanted) */
-    size_t pipeline;           /* responses per request() batch, from verification */
-    struct budget *budget;     /* -n, or NULL */
+    } hooks;               /* what the script defines (response: head, body wanted) */
+    size_t pipeline;       /* responses per request() batch, from verification */
+    struct budget *budget; /* -n, or NULL */
     /* -R: connection i of this worker sends its batch k at
      * rate_start + (first_conn + i + k * connections) * batch_interval_us. */
     struct schedule schedule;
@@ -69,16 +69,16 @@ struct worker {
     size_t first_conn;
     struct stats stats;
     ev_async stop_watcher;
-    ev_timer sample_timer;     /* Req/Sec, every 100 ms as in wrk */
+    ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
     uint64_t sample_at, sample_requests;
     /* Copies of stats.requests and of the error count (socket errors and
      * status >= 400), published at every sample tick for main's progress
      * line: the hot path keeps plain counters, and a display needs no
      * ordering, so relaxed stores and loads suffice. */
     _Atomic uint64_t live_requests, live_errors;
-    struct cpu_busy load;      /* how busy the thread was while it ran */
+    struct cpu_busy load; /* how busy the thread was while it ran */
     bool stopping;
-    bool finished;             /* ended on its own (thread:stop) */
+    bool finished; /* ended on its own (thread:stop) */
     /* Called on the worker thread when it ends on its own. */
     void (*on_finish)(void *arg);
     void *on_finish_arg;

@@ -18,7 +18,10 @@ static void *check(void *p)
 
 void *xmalloc(size_t size) { return check(malloc(size ? size : 1)); }
 
-void *xcalloc(size_t nmemb, size_t size) { return check(calloc(nmemb ? nmemb : 1, size ? size : 1)); }
+void *xcalloc(size_t nmemb, size_t size)
+{
+    return check(calloc(nmemb ? nmemb : 1, size ? size : 1));
+}
 
 void *xrealloc(void *ptr, size_t size) { return check(realloc(ptr, size ? size : 1)); }
 

@@ -25,7 +25,7 @@ struct event {
     int status;
     bool keep_alive;
     enum http_error error;
-    size_t end;                 /* stream offset just past a response (EV_DONE) */
+    size_t end; /* stream offset just past a response (EV_DONE) */
     uint64_t head_hash, body_hash;
     size_t head_len, body_len;
 };
@@ -106,8 +106,8 @@ static void record(struct trace *t, enum kind kind, const struct http_parser *p,
 
 /* One piece, as conn.c's consume() feeds a read. Returns false once the
  * stream cannot go on (an error, or the event budget spent). */
-static bool feed(struct trace *t, struct http_parser *p, const struct input *in, size_t a,
-                 size_t b, size_t *responses)
+static bool feed(struct trace *t, struct http_parser *p, const struct input *in, size_t a, size_t b,
+                 size_t *responses)
 {
     /* Each piece in its own exact-size allocation: a read past it is caught. */
     size_t n = b - a, off = 0;

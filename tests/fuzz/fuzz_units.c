@@ -14,8 +14,8 @@
 
 /* The reference: "<space>*<digits><space>*<suffix>" where suffix is one of
  * names (matched ignoring case), each worth scale[i]; false on overflow. */
-static bool reference(const char *s, const char *const *names, const uint64_t *scale,
-                      size_t n, uint64_t *out)
+static bool reference(const char *s, const char *const *names, const uint64_t *scale, size_t n,
+                      uint64_t *out)
 {
     while (isspace((unsigned char)*s))
         s++;
@@ -55,8 +55,8 @@ static void format_all(long double v)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static const char *const metric_names[] = {"", "k", "m", "g", "t", "p"};
-    static const uint64_t metric_scale[] = {1, 1000ULL, 1000000ULL, 1000000000ULL,
-                                            1000000000000ULL, 1000000000000000ULL};
+    static const uint64_t metric_scale[] = {
+        1, 1000ULL, 1000000ULL, 1000000000ULL, 1000000000000ULL, 1000000000000000ULL};
     static const char *const time_names[] = {"", "s", "ms", "m", "h"};
     static const uint64_t time_scale[] = {1000000ULL, 1000000ULL, 1000ULL, 60000000ULL,
                                           3600000000ULL};

@@ -160,22 +160,22 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define READ_SIZE    (64 * 1024)
-#define MAX_HEAD     (64 * 1024)        /* request line + fields + empty line */
-#define MAX_FIELDS   128
-#define MAX_LINE     4096               /* chunk-size line, trailer line */
-#define RBUF_SIZE    (MAX_HEAD + MAX_LINE + READ_SIZE)
-#define OUT_HIGH     (256 * 1024)       /* unsent output above which nothing new is queued */
-#define FILL_CHUNK   (64 * 1024)        /* bytes a body producer copies at a time */
-#define QUEUE_MAX    4096               /* pending responses above which parsing pauses */
-#define MAX_METHODS  32
-#define MAX_PATHS    1000
-#define PATH_SLOTS   2048               /* power of two, comfortably above MAX_PATHS */
+#define READ_SIZE (64 * 1024)
+#define MAX_HEAD (64 * 1024) /* request line + fields + empty line */
+#define MAX_FIELDS 128
+#define MAX_LINE 4096 /* chunk-size line, trailer line */
+#define RBUF_SIZE (MAX_HEAD + MAX_LINE + READ_SIZE)
+#define OUT_HIGH (256 * 1024)  /* unsent output above which nothing new is queued */
+#define FILL_CHUNK (64 * 1024) /* bytes a body producer copies at a time */
+#define QUEUE_MAX 4096         /* pending responses above which parsing pauses */
+#define MAX_METHODS 32
+#define MAX_PATHS 1000
+#define PATH_SLOTS 2048 /* power of two, comfortably above MAX_PATHS */
 #define LOG_BODY_MAX (1 << 20)
-#define HUGE_HEADER  (1 << 20)
-#define HUGE_BODY    (64ULL << 20)
-#define LINGER_SECS  2.0
-#define TOKEN        "volley-token-1"
+#define HUGE_HEADER (1 << 20)
+#define HUGE_BODY (64ULL << 20)
+#define LINGER_SECS 2.0
+#define TOKEN "volley-token-1"
 
 /* ---- configuration and global state ------------------------------------------------------ */
 
@@ -193,12 +193,12 @@ enum hostile {
 
 struct config {
     const char *listen, *stats_path, *log_path;
-    double max_time;                    /* seconds */
+    double max_time; /* seconds */
     uint64_t body_size, chunk_size, close_after, every_n;
     bool body_size_set, chunked, close_delimited, connection_close, http10, http10_keepalive;
     bool interim, never;
     int status, every_code;
-    double idle_close, delay, freeze_len, freeze_period, trickle, die_after;  /* seconds */
+    double idle_close, delay, freeze_len, freeze_period, trickle, die_after; /* seconds */
     enum hostile hostile;
 };
 
@@ -214,7 +214,7 @@ struct tally {
     uint64_t closed_by_peer, reset_by_peer, closed_by_server, idle_closed, resets_sent;
     uint64_t interim, max_per_read, reads, writes, rendered;
     uint64_t status[600];
-    struct counted methods[MAX_METHODS + 1];    /* the last slot is "..." */
+    struct counted methods[MAX_METHODS + 1]; /* the last slot is "..." */
     size_t nmethods;
     struct counted paths[PATH_SLOTS];
     size_t npaths;
@@ -242,7 +242,7 @@ static char g_fill_pat[FILL_CHUNK + 1];
 static char g_cl_hdr[64];
 static size_t g_cl_hdr_len;
 static ev_io g_accept;
-static struct conn **g_wake;            /* min-heap on wake_at */
+static struct conn **g_wake; /* min-heap on wake_at */
 static size_t g_wake_len, g_wake_cap;
 static int g_tfd = -1;
 static ev_io g_tfd_io;
@@ -253,7 +253,7 @@ static struct conn *g_conns;
 
 struct buf {
     char *data;
-    size_t off, len, cap;               /* data[off..len) is pending */
+    size_t off, len, cap; /* data[off..len) is pending */
 };
 
 enum pstate { PS_HEAD, PS_BODY, PS_CHUNK_SIZE, PS_CHUNK_DATA, PS_CHUNK_END, PS_TRAILER };
@@ -263,8 +263,8 @@ enum cause { CAUSE_NONE, CAUSE_PEER, CAUSE_SERVER };
 /* What the response to one request needs to know about it. */
 struct req {
     uint64_t content_length, body_bytes;
-    uint32_t path;                      /* slot in g_st.paths, PATH_SLOTS = "..." */
-    uint16_t method;                    /* slot in g_st.methods */
+    uint32_t path;   /* slot in g_st.paths, PATH_SLOTS = "..." */
+    uint16_t method; /* slot in g_st.methods */
     uint8_t route;
     bool head, http10, close, keepalive, has_cl, chunked, has_host, token_ok, expect;
     bool bad, closes, say_close, say_keepalive;
@@ -272,9 +272,9 @@ struct req {
 
 /* A request waiting for its response to be rendered, or rendered and not yet fully written. */
 struct pending {
-    ev_tstamp due;                      /* not rendered before this (--delay) */
-    uint64_t end;                       /* output offset of its last byte, once rendered */
-    int status;                         /* 0: counts under no status */
+    ev_tstamp due; /* not rendered before this (--delay) */
+    uint64_t end;  /* output offset of its last byte, once rendered */
+    int status;    /* 0: counts under no status */
     struct req r;
 };
 
@@ -288,11 +288,11 @@ struct producer {
 
 struct conn {
     ev_io rio, wio;
-    ev_timer idle;                      /* --idle-close, lingering close */
+    ev_timer idle; /* --idle-close, lingering close */
     struct conn *prev, *next;
-    size_t heap_idx;                    /* 1-based place in g_wake, 0 = no wake-up wanted */
+    size_t heap_idx; /* 1-based place in g_wake, 0 = no wake-up wanted */
     int fd;
-    uint64_t id, nparsed, written;      /* written: bytes written on this connection */
+    uint64_t id, nparsed, written; /* written: bytes written on this connection */
     ev_tstamp last_active, wake_at, trickle_at;
     struct buf in, out, log;
     enum pstate ps;
@@ -300,7 +300,7 @@ struct conn {
     size_t log_fields;
     bool log_truncated;
     struct req cur;
-    struct pending *q;                  /* ring of qcap (power of two) entries */
+    struct pending *q; /* ring of qcap (power of two) entries */
     size_t qcap, qhead, qlen, qrendered;
     struct producer prod;
     bool parse_done, closing, lingering, peer_eof, rst, trickle_wait, dead;
@@ -353,17 +353,11 @@ static char *xstrndup(const char *s, size_t n)
     return p;
 }
 
-static bool ieq(const char *a, const char *b, size_t n)
-{
-    return strncasecmp(a, b, n) == 0;
-}
+static bool ieq(const char *a, const char *b, size_t n) { return strncasecmp(a, b, n) == 0; }
 
 /* ---- buffers ----------------------------------------------------------------------------- */
 
-static size_t buf_pending(const struct buf *b)
-{
-    return b->len - b->off;
-}
+static size_t buf_pending(const struct buf *b) { return b->len - b->off; }
 
 /* Makes room for `more` bytes after len, first by sliding pending data to the front. */
 static void buf_reserve(struct buf *b, size_t more)
@@ -391,10 +385,7 @@ static void buf_add(struct buf *b, const void *p, size_t n)
     b->len += n;
 }
 
-static void buf_str(struct buf *b, const char *s)
-{
-    buf_add(b, s, strlen(s));
-}
+static void buf_str(struct buf *b, const char *s) { buf_add(b, s, strlen(s)); }
 
 static void buf_u64(struct buf *b, uint64_t v)
 {
@@ -575,8 +566,8 @@ static void queue_grow(struct conn *c)
 
 static bool parse_allowed(const struct conn *c)
 {
-    return !c->parse_done && !c->rst && !c->lingering && c->qlen < QUEUE_MAX
-           && buf_pending(&c->out) < OUT_HIGH;
+    return !c->parse_done && !c->rst && !c->lingering && c->qlen < QUEUE_MAX &&
+           buf_pending(&c->out) < OUT_HIGH;
 }
 
 static void bad_request(struct conn *c)
@@ -595,8 +586,8 @@ static void decide_close(struct conn *c, struct req *r)
     bool old_close = r->http10 && !r->keepalive;
     bool limit = g_cfg.close_after && c->nparsed == g_cfg.close_after;
     r->say_close = !g_cfg.http10 && (g_cfg.connection_close || r->close || old_close || limit);
-    r->closes = r->say_close || g_cfg.http10 || g_cfg.close_delimited
-                || g_cfg.hostile == HOSTILE_SHORT_BODY;
+    r->closes = r->say_close || g_cfg.http10 || g_cfg.close_delimited ||
+                g_cfg.hostile == HOSTILE_SHORT_BODY;
     r->say_keepalive = !r->closes && (g_cfg.http10_keepalive || r->http10);
 }
 
@@ -812,15 +803,15 @@ static bool parse_request_head(struct conn *c, const char *p, size_t len)
     /* RFC 9112 §6.1: both framings at once is how requests get smuggled; refuse it */
     if (r->has_cl && r->chunked)
         return false;
-    return r->http10 || r->has_host;    /* RFC 9112 §3.2: Host is mandatory in HTTP/1.1 */
+    return r->http10 || r->has_host; /* RFC 9112 §3.2: Host is mandatory in HTTP/1.1 */
 }
 
 /* Answers "Expect: 100-continue" only when nothing is queued ahead (it must not overtake). */
 static void maybe_continue(struct conn *c)
 {
     const struct req *r = &c->cur;
-    if (!r->expect || r->http10 || g_cfg.interim || g_cfg.never || c->qlen
-        || buf_pending(&c->out) || c->prod.active || g_cfg.hostile != HOSTILE_NONE)
+    if (!r->expect || r->http10 || g_cfg.interim || g_cfg.never || c->qlen ||
+        buf_pending(&c->out) || c->prod.active || g_cfg.hostile != HOSTILE_NONE)
         return;
     buf_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
     g_st.interim++;
@@ -847,7 +838,7 @@ static void begin_body(struct conn *c)
 static size_t parse_head(struct conn *c, const char *p, size_t n)
 {
     size_t skip = 0;
-    while (skip < n && (p[skip] == '\r' || p[skip] == '\n'))   /* RFC 9112 §2.2 */
+    while (skip < n && (p[skip] == '\r' || p[skip] == '\n')) /* RFC 9112 §2.2 */
         skip++;
     if (skip > 0)
         return skip;
@@ -960,12 +951,22 @@ static size_t parse(struct conn *c, const char *buf, size_t len)
         const char *p = buf + pos;
         size_t n = len - pos, used = 0;
         switch (c->ps) {
-        case PS_HEAD: used = parse_head(c, p, n); break;
+        case PS_HEAD:
+            used = parse_head(c, p, n);
+            break;
         case PS_BODY:
-        case PS_CHUNK_DATA: used = parse_body_bytes(c, p, n); break;
-        case PS_CHUNK_SIZE: used = parse_chunk_size(c, p, n); break;
-        case PS_CHUNK_END: used = parse_chunk_end(c, p, n); break;
-        case PS_TRAILER: used = parse_trailer(c, p, n); break;
+        case PS_CHUNK_DATA:
+            used = parse_body_bytes(c, p, n);
+            break;
+        case PS_CHUNK_SIZE:
+            used = parse_chunk_size(c, p, n);
+            break;
+        case PS_CHUNK_END:
+            used = parse_chunk_end(c, p, n);
+            break;
+        case PS_TRAILER:
+            used = parse_trailer(c, p, n);
+            break;
         }
         if (used == 0)
             break;
@@ -986,37 +987,61 @@ static size_t parse_saved(struct conn *c)
 static const char *reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 206: return "Partial Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 303: return "See Other";
-    case 304: return "Not Modified";
-    case 307: return "Temporary Redirect";
-    case 308: return "Permanent Redirect";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    case 502: return "Bad Gateway";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    default: return "Status";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 206:
+        return "Partial Content";
+    case 301:
+        return "Moved Permanently";
+    case 302:
+        return "Found";
+    case 303:
+        return "See Other";
+    case 304:
+        return "Not Modified";
+    case 307:
+        return "Temporary Redirect";
+    case 308:
+        return "Permanent Redirect";
+    case 400:
+        return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 403:
+        return "Forbidden";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Status";
     }
 }
 
 static void status_line(struct buf *o, const char *version, int status)
 {
-    char code[5] = { (char)('0' + status / 100), (char)('0' + status / 10 % 10),
-                     (char)('0' + status % 10), ' ', '\0' };
+    char code[5] = {(char)('0' + status / 100), (char)('0' + status / 10 % 10),
+                    (char)('0' + status % 10), ' ', '\0'};
     buf_str(o, version);
     buf_add(o, code, 4);
     buf_str(o, reason(status));
@@ -1027,16 +1052,18 @@ static void start_body(struct conn *c, uint64_t len, const char *pattern, size_t
                        uint64_t chunk, const char *tail)
 {
     c->prod = (struct producer){
-        .left = len, .pattern = pattern, .period = period, .chunk = chunk, .tail = tail,
-        .active = true, .first = true,
+        .left = len,
+        .pattern = pattern,
+        .period = period,
+        .chunk = chunk,
+        .tail = tail,
+        .active = true,
+        .first = true,
     };
 }
 
 /* The output offset just past everything queued so far on the connection. */
-static uint64_t out_mark(const struct conn *c)
-{
-    return c->written + buf_pending(&c->out);
-}
+static uint64_t out_mark(const struct conn *c) { return c->written + buf_pending(&c->out); }
 
 static void finish_body(struct conn *c)
 {
@@ -1096,7 +1123,7 @@ static void render_final(struct conn *c, struct pending *p)
     const struct req *r = &p->r;
     struct buf *o = &c->out;
     int status = pick_status(r);
-    bool framed = status != 204 && status != 304;   /* RFC 9110 §6.4.1: never a body */
+    bool framed = status != 204 && status != 304; /* RFC 9110 §6.4.1: never a body */
     if (g_cfg.interim && !r->http10) {
         buf_add(o, interim, sizeof interim - 1);
         g_st.interim += 2;
@@ -1165,10 +1192,7 @@ static void render(struct conn *c, struct pending *p)
 /* Precise wake-ups. libev's epoll backend sleeps in whole milliseconds, which would turn
  * --delay 0.5 into about 1.1 ms; so connections waiting for a due time sit in a min-heap and
  * one timerfd (nanosecond resolution) is armed for the earliest of them. */
-static bool wake_less(size_t a, size_t b)
-{
-    return g_wake[a]->wake_at < g_wake[b]->wake_at;
-}
+static bool wake_less(size_t a, size_t b) { return g_wake[a]->wake_at < g_wake[b]->wake_at; }
 
 static void wake_swap(size_t a, size_t b)
 {
@@ -1218,10 +1242,10 @@ static void wake_remove(struct conn *c)
 
 static void wake_arm(void)
 {
-    struct itimerspec its = { 0 };
+    struct itimerspec its = {0};
     if (g_wake_len) {
         double d = g_wake[0]->wake_at - ev_time();
-        d = d > 1e-6 ? d : 1e-6;        /* an all-zero it_value would disarm the timer */
+        d = d > 1e-6 ? d : 1e-6; /* an all-zero it_value would disarm the timer */
         its.it_value.tv_sec = (time_t)d;
         its.it_value.tv_nsec = (long)((d - floor(d)) * 1e9);
     }
@@ -1261,8 +1285,8 @@ static ev_tstamp thaw_time(ev_tstamp now)
 static void emit(struct conn *c)
 {
     ev_tstamp now = ev_now(g_loop);
-    while (c->qrendered < c->qlen && !c->prod.active && !c->closing
-           && buf_pending(&c->out) < OUT_HIGH) {
+    while (c->qrendered < c->qlen && !c->prod.active && !c->closing &&
+           buf_pending(&c->out) < OUT_HIGH) {
         struct pending *p = q_at(c, c->qrendered);
         if (p->due > now) {
             want_wake(c, p->due);
@@ -1322,7 +1346,7 @@ static bool flush(struct conn *c)
             if (c->prod.active)
                 produce(c);
             if (!c->prod.active)
-                emit(c);        /* room again: responses held back may follow */
+                emit(c); /* room again: responses held back may follow */
             if (!buf_pending(&c->out))
                 break;
             continue;
@@ -1351,7 +1375,7 @@ static bool flush(struct conn *c)
             want_wake(c, c->trickle_at);
             break;
         }
-        if ((size_t)w < n) {    /* a short write means the socket buffer is full */
+        if ((size_t)w < n) { /* a short write means the socket buffer is full */
             ev_io_start(g_loop, &c->wio);
             return true;
         }
@@ -1375,8 +1399,8 @@ static void start_linger(struct conn *c)
 
 static void update_watchers(struct conn *c)
 {
-    bool want = !c->peer_eof && (c->lingering || parse_allowed(c))
-                && g_cfg.hostile != HOSTILE_NO_READ;
+    bool want =
+        !c->peer_eof && (c->lingering || parse_allowed(c)) && g_cfg.hostile != HOSTILE_NO_READ;
     if (want)
         ev_io_start(g_loop, &c->rio);
     else
@@ -1421,7 +1445,7 @@ static void conn_free(struct conn *c)
     wake_remove(c);
     ev_timer_stop(g_loop, &c->idle);
     if (c->rst) {
-        struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
         setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
     }
     close(c->fd);
@@ -1462,7 +1486,7 @@ static void conn_new(int fd)
         g_conns->prev = c;
     g_conns = c;
     if (g_tcp) {
-        int one = 1;    /* trickle and interim writes must not wait for delayed ACKs */
+        int one = 1; /* trickle and interim writes must not wait for delayed ACKs */
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
     ev_io_init(&c->rio, on_read, fd, EV_READ);
@@ -1482,7 +1506,7 @@ static void conn_new(int fd)
 static void read_requests(struct conn *c)
 {
     size_t have = buf_pending(&c->in);
-    if (have > RBUF_SIZE - READ_SIZE) {     /* cannot happen: parse limits leftovers */
+    if (have > RBUF_SIZE - READ_SIZE) { /* cannot happen: parse limits leftovers */
         bad_request(c);
         return;
     }
@@ -1576,8 +1600,8 @@ static void on_timerfd(struct ev_loop *loop, ev_io *w, int revents)
 
 static bool conn_idle(const struct conn *c)
 {
-    return c->ps == PS_HEAD && !buf_pending(&c->in) && c->qlen == 0 && !buf_pending(&c->out)
-           && !c->prod.active;
+    return c->ps == PS_HEAD && !buf_pending(&c->in) && c->qlen == 0 && !buf_pending(&c->out) &&
+           !c->prod.active;
 }
 
 /* libev's "last activity" timer idiom: one timer per conn, re-armed only when it fires. */
@@ -1689,7 +1713,7 @@ static int listen_on(const char *spec)
     if (ss.ss_family == AF_UNIX) {
         struct stat sb;
         if (lstat(g_unix_path, &sb) == 0 && S_ISSOCK(sb.st_mode))
-            unlink(g_unix_path);    /* a stale socket from an earlier run */
+            unlink(g_unix_path); /* a stale socket from an earlier run */
     } else {
         g_tcp = true;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -1800,7 +1824,7 @@ static void stats_write(void)
         fflush(g_log);
     if (!g_cfg.stats_path)
         return;
-    struct buf b = { 0 };
+    struct buf b = {0};
     stats_json(&b);
     size_t plen = strlen(g_cfg.stats_path);
     char *tmp = xrealloc(NULL, plen + 5);
@@ -1894,10 +1918,14 @@ static int opt_status(const char *opt, double v)
 static void opt_hostile(const char *s)
 {
     static const char *const kinds[] = {
-        [HOSTILE_GARBAGE] = "garbage",         [HOSTILE_SHORT_BODY] = "short-body",
-        [HOSTILE_RESET] = "reset",             [HOSTILE_TRICKLE] = "trickle",
-        [HOSTILE_HUGE_HEADER] = "huge-header", [HOSTILE_BAD_CHUNK] = "bad-chunk",
-        [HOSTILE_HUGE_BODY] = "huge-body",     [HOSTILE_NO_READ] = "no-read",
+        [HOSTILE_GARBAGE] = "garbage",
+        [HOSTILE_SHORT_BODY] = "short-body",
+        [HOSTILE_RESET] = "reset",
+        [HOSTILE_TRICKLE] = "trickle",
+        [HOSTILE_HUGE_HEADER] = "huge-header",
+        [HOSTILE_BAD_CHUNK] = "bad-chunk",
+        [HOSTILE_HUGE_BODY] = "huge-body",
+        [HOSTILE_NO_READ] = "no-read",
     };
     if (strncmp(s, "die-after:", 10) == 0) {
         g_cfg.die_after = opt_number("hostile die-after", s + 10, 0, 1e12) / 1000;
@@ -1925,10 +1953,27 @@ static void usage(void)
 }
 
 enum opt {
-    OPT_LISTEN = 256, OPT_STATS, OPT_LOG, OPT_MAX_TIME, OPT_BODY_SIZE, OPT_CHUNKED, OPT_CHUNK_SIZE,
-    OPT_CLOSE_DELIMITED, OPT_CONNECTION_CLOSE, OPT_HTTP10, OPT_HTTP10_KEEPALIVE, OPT_CLOSE_AFTER,
-    OPT_IDLE_CLOSE, OPT_STATUS, OPT_STATUS_EVERY, OPT_DELAY, OPT_FREEZE, OPT_INTERIM, OPT_NEVER,
-    OPT_TRICKLE_MS, OPT_HOSTILE,
+    OPT_LISTEN = 256,
+    OPT_STATS,
+    OPT_LOG,
+    OPT_MAX_TIME,
+    OPT_BODY_SIZE,
+    OPT_CHUNKED,
+    OPT_CHUNK_SIZE,
+    OPT_CLOSE_DELIMITED,
+    OPT_CONNECTION_CLOSE,
+    OPT_HTTP10,
+    OPT_HTTP10_KEEPALIVE,
+    OPT_CLOSE_AFTER,
+    OPT_IDLE_CLOSE,
+    OPT_STATUS,
+    OPT_STATUS_EVERY,
+    OPT_DELAY,
+    OPT_FREEZE,
+    OPT_INTERIM,
+    OPT_NEVER,
+    OPT_TRICKLE_MS,
+    OPT_HOSTILE,
 };
 
 static void opt_status_every(const char *v)
@@ -1954,30 +1999,70 @@ static void opt_freeze(const char *v)
 static void apply_option(int opt, const char *name, const char *v)
 {
     switch (opt) {
-    case OPT_LISTEN: g_cfg.listen = v; break;
-    case OPT_STATS: g_cfg.stats_path = v; break;
-    case OPT_LOG: g_cfg.log_path = v; break;
-    case OPT_MAX_TIME: g_cfg.max_time = opt_number(name, v, 0, 1e9); break;
+    case OPT_LISTEN:
+        g_cfg.listen = v;
+        break;
+    case OPT_STATS:
+        g_cfg.stats_path = v;
+        break;
+    case OPT_LOG:
+        g_cfg.log_path = v;
+        break;
+    case OPT_MAX_TIME:
+        g_cfg.max_time = opt_number(name, v, 0, 1e9);
+        break;
     case OPT_BODY_SIZE:
         g_cfg.body_size = opt_size(name, v);
         g_cfg.body_size_set = true;
         break;
-    case OPT_CHUNKED: g_cfg.chunked = true; break;
-    case OPT_CHUNK_SIZE: g_cfg.chunk_size = opt_size(name, v); break;
-    case OPT_CLOSE_DELIMITED: g_cfg.close_delimited = true; break;
-    case OPT_CONNECTION_CLOSE: g_cfg.connection_close = true; break;
-    case OPT_HTTP10: g_cfg.http10 = true; break;
-    case OPT_HTTP10_KEEPALIVE: g_cfg.http10_keepalive = true; break;
-    case OPT_CLOSE_AFTER: g_cfg.close_after = opt_size(name, v); break;
-    case OPT_IDLE_CLOSE: g_cfg.idle_close = opt_number(name, v, 0, 1e12) / 1000; break;
-    case OPT_STATUS: g_cfg.status = opt_status(name, opt_number(name, v, 0, 999)); break;
-    case OPT_STATUS_EVERY: opt_status_every(v); break;
-    case OPT_DELAY: g_cfg.delay = opt_number(name, v, 0, 1e12) / 1000; break;
-    case OPT_FREEZE: opt_freeze(v); break;
-    case OPT_INTERIM: g_cfg.interim = true; break;
-    case OPT_NEVER: g_cfg.never = true; break;
-    case OPT_TRICKLE_MS: g_cfg.trickle = opt_number(name, v, 0, 1e9) / 1000; break;
-    case OPT_HOSTILE: opt_hostile(v); break;
+    case OPT_CHUNKED:
+        g_cfg.chunked = true;
+        break;
+    case OPT_CHUNK_SIZE:
+        g_cfg.chunk_size = opt_size(name, v);
+        break;
+    case OPT_CLOSE_DELIMITED:
+        g_cfg.close_delimited = true;
+        break;
+    case OPT_CONNECTION_CLOSE:
+        g_cfg.connection_close = true;
+        break;
+    case OPT_HTTP10:
+        g_cfg.http10 = true;
+        break;
+    case OPT_HTTP10_KEEPALIVE:
+        g_cfg.http10_keepalive = true;
+        break;
+    case OPT_CLOSE_AFTER:
+        g_cfg.close_after = opt_size(name, v);
+        break;
+    case OPT_IDLE_CLOSE:
+        g_cfg.idle_close = opt_number(name, v, 0, 1e12) / 1000;
+        break;
+    case OPT_STATUS:
+        g_cfg.status = opt_status(name, opt_number(name, v, 0, 999));
+        break;
+    case OPT_STATUS_EVERY:
+        opt_status_every(v);
+        break;
+    case OPT_DELAY:
+        g_cfg.delay = opt_number(name, v, 0, 1e12) / 1000;
+        break;
+    case OPT_FREEZE:
+        opt_freeze(v);
+        break;
+    case OPT_INTERIM:
+        g_cfg.interim = true;
+        break;
+    case OPT_NEVER:
+        g_cfg.never = true;
+        break;
+    case OPT_TRICKLE_MS:
+        g_cfg.trickle = opt_number(name, v, 0, 1e9) / 1000;
+        break;
+    case OPT_HOSTILE:
+        opt_hostile(v);
+        break;
     }
 }
 
@@ -1996,29 +2081,29 @@ static void check_config(void)
 static void parse_args(int argc, char **argv)
 {
     static const struct option opts[] = {
-        { "listen", required_argument, 0, OPT_LISTEN },
-        { "stats", required_argument, 0, OPT_STATS },
-        { "log", required_argument, 0, OPT_LOG },
-        { "max-time", required_argument, 0, OPT_MAX_TIME },
-        { "body-size", required_argument, 0, OPT_BODY_SIZE },
-        { "chunked", no_argument, 0, OPT_CHUNKED },
-        { "chunk-size", required_argument, 0, OPT_CHUNK_SIZE },
-        { "close-delimited", no_argument, 0, OPT_CLOSE_DELIMITED },
-        { "connection-close", no_argument, 0, OPT_CONNECTION_CLOSE },
-        { "http10", no_argument, 0, OPT_HTTP10 },
-        { "http10-keepalive", no_argument, 0, OPT_HTTP10_KEEPALIVE },
-        { "close-after", required_argument, 0, OPT_CLOSE_AFTER },
-        { "idle-close", required_argument, 0, OPT_IDLE_CLOSE },
-        { "status", required_argument, 0, OPT_STATUS },
-        { "status-every", required_argument, 0, OPT_STATUS_EVERY },
-        { "delay", required_argument, 0, OPT_DELAY },
-        { "freeze", required_argument, 0, OPT_FREEZE },
-        { "interim", no_argument, 0, OPT_INTERIM },
-        { "never", no_argument, 0, OPT_NEVER },
-        { "trickle-ms", required_argument, 0, OPT_TRICKLE_MS },
-        { "hostile", required_argument, 0, OPT_HOSTILE },
-        { "help", no_argument, 0, 'h' },
-        { 0, 0, 0, 0 },
+        {"listen", required_argument, 0, OPT_LISTEN},
+        {"stats", required_argument, 0, OPT_STATS},
+        {"log", required_argument, 0, OPT_LOG},
+        {"max-time", required_argument, 0, OPT_MAX_TIME},
+        {"body-size", required_argument, 0, OPT_BODY_SIZE},
+        {"chunked", no_argument, 0, OPT_CHUNKED},
+        {"chunk-size", required_argument, 0, OPT_CHUNK_SIZE},
+        {"close-delimited", no_argument, 0, OPT_CLOSE_DELIMITED},
+        {"connection-close", no_argument, 0, OPT_CONNECTION_CLOSE},
+        {"http10", no_argument, 0, OPT_HTTP10},
+        {"http10-keepalive", no_argument, 0, OPT_HTTP10_KEEPALIVE},
+        {"close-after", required_argument, 0, OPT_CLOSE_AFTER},
+        {"idle-close", required_argument, 0, OPT_IDLE_CLOSE},
+        {"status", required_argument, 0, OPT_STATUS},
+        {"status-every", required_argument, 0, OPT_STATUS_EVERY},
+        {"delay", required_argument, 0, OPT_DELAY},
+        {"freeze", required_argument, 0, OPT_FREEZE},
+        {"interim", no_argument, 0, OPT_INTERIM},
+        {"never", no_argument, 0, OPT_NEVER},
+        {"trickle-ms", required_argument, 0, OPT_TRICKLE_MS},
+        {"hostile", required_argument, 0, OPT_HOSTILE},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     int idx, ch;
     while ((ch = getopt_long(argc, argv, "h", opts, &idx)) != -1) {
@@ -2041,7 +2126,7 @@ static void parse_args(int argc, char **argv)
 
 static void init_tables(void)
 {
-    static const char extra[] = "!#$%&'*+-.^_`|~";     /* RFC 9110 §5.6.2 tchar */
+    static const char extra[] = "!#$%&'*+-.^_`|~"; /* RFC 9110 §5.6.2 tchar */
     for (int ch = '0'; ch <= '9'; ch++)
         g_tchar[ch] = true;
     for (int ch = 'a'; ch <= 'z'; ch++)
@@ -2051,8 +2136,7 @@ static void init_tables(void)
     for (size_t i = 0; i < sizeof g_body_pat; i++)
         g_body_pat[i] = "Hello world\n"[i % 12];
     memset(g_fill_pat, 'a', sizeof g_fill_pat);
-    int n = snprintf(g_cl_hdr, sizeof g_cl_hdr, "Content-Length: %" PRIu64 "\r\n",
-                     g_cfg.body_size);
+    int n = snprintf(g_cl_hdr, sizeof g_cl_hdr, "Content-Length: %" PRIu64 "\r\n", g_cfg.body_size);
     g_cl_hdr_len = (size_t)n;
 }
 

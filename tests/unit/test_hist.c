@@ -96,7 +96,7 @@ static void ref_stats(const uint64_t *v, size_t n, long double *mean, long doubl
 TEST(geometry_matches_hdrhistogram)
 {
     struct hist *h = hist_new(DAY_US);
-    CHECK(hist_bucket_count(h) == 27);   /* wrk2's footer: 27 buckets for 24 h */
+    CHECK(hist_bucket_count(h) == 27); /* wrk2's footer: 27 buckets for 24 h */
     CHECK(hist_sub_bucket_count(h) == 2048);
     hist_free(h);
     uint64_t highest[] = {2, 2047, 2048, 4095, 4096, 3600000000ULL, 10000000, INT64_MAX};
@@ -104,7 +104,7 @@ TEST(geometry_matches_hdrhistogram)
     for (size_t i = 0; i < sizeof highest / sizeof highest[0]; i++) {
         h = hist_new(highest[i]);
         CHECK_I64(hist_bucket_count(h), buckets[i]);
-        hist_record(h, highest[i]);   /* the top slot exists */
+        hist_record(h, highest[i]); /* the top slot exists */
         CHECK_U64(hist_max(h), highest[i]);
         hist_free(h);
     }
@@ -121,7 +121,7 @@ TEST(empty_histogram)
     CHECK(hist_mean(h) == 0);
     CHECK(hist_stdev(h) == 0);
     CHECK(isnan(hist_within_stdev(h, 0, 0)));
-    CHECK(signbit(hist_within_stdev(h, 0, 0)));   /* printf shows "-nan" like wrk */
+    CHECK(signbit(hist_within_stdev(h, 0, 0))); /* printf shows "-nan" like wrk */
     CHECK_U64(hist_percentile(h, 50), 0);
     CHECK_U64(hist_percentile(h, 100), 0);
     CHECK_U64(hist_value_at_percentile(h, 99), 0);
@@ -144,7 +144,7 @@ TEST(single_sample)
     CHECK(hist_mean(h) == 123456.0);
     CHECK(hist_stdev(h) == 0);
     CHECK_DBL(hist_within_stdev(h, hist_mean(h), hist_stdev(h)), 100.0, 0);
-    CHECK_U64(hist_percentile(h, 0), 123456);   /* the bucket's top is capped at max */
+    CHECK_U64(hist_percentile(h, 0), 123456); /* the bucket's top is capped at max */
     CHECK_U64(hist_percentile(h, 50), 123456);
     CHECK_U64(hist_percentile(h, 100), 123456);
     CHECK_U64(hist_value_at_percentile(h, 50), ref_highest(123456));
@@ -157,7 +157,7 @@ TEST(reset_empties)
     struct hist *h = hist_new(DAY_US);
     for (uint64_t v = 1; v < 5000; v += 7)
         hist_record(h, v);
-    CHECK_U64(hist_distinct(h), 715);   /* 1, 8, ..., 4999: no two share a slot */
+    CHECK_U64(hist_distinct(h), 715); /* 1, 8, ..., 4999: no two share a slot */
     hist_reset(h);
     CHECK_U64(hist_count(h), 0);
     CHECK_U64(hist_min(h), UINT64_MAX);
@@ -172,7 +172,7 @@ TEST(reset_empties)
     struct hist *fresh = hist_new(DAY_US);
     hist_record(fresh, 42);
     char *enc2 = hist_encode(fresh);
-    CHECK_STR(enc, enc2);   /* no stale slot survives a reset */
+    CHECK_STR(enc, enc2); /* no stale slot survives a reset */
     free(enc);
     free(enc2);
     hist_free(fresh);
@@ -252,7 +252,7 @@ TEST(record_n_equals_repeated_record)
         for (size_t k = 0; k <= i; k++)
             hist_record(b, vals[i]);
     }
-    hist_record_n(a, 1, 0);   /* no sample: min must not move to 1 */
+    hist_record_n(a, 1, 0); /* no sample: min must not move to 1 */
     CHECK_U64(hist_count(a), hist_count(b));
     CHECK_U64(hist_min(a), 3);
     CHECK(hist_mean(a) == hist_mean(b));
@@ -289,7 +289,7 @@ TEST(mean_stdev_exact_for_large_close_values)
     struct hist *h = record_all(DAY_US, v, N);
     long double mean, sd;
     ref_stats(v, N, &mean, &sd);
-    CHECK_DBL(hist_mean(h), (double)mean, 2e-5);   /* half an ulp at 8.64e10 */
+    CHECK_DBL(hist_mean(h), (double)mean, 2e-5); /* half an ulp at 8.64e10 */
     CHECK_DBL(hist_stdev(h), (double)sd, 1e-9 * (double)sd);
     CHECK_U64(hist_min(h), DAY_US - 1000);
     CHECK_U64(hist_max(h), DAY_US - 1);
@@ -317,9 +317,9 @@ TEST(stdev_of_two_samples)
     hist_record(h, 10);
     hist_record(h, 20);
     CHECK(hist_mean(h) == 15.0);
-    CHECK_DBL(hist_stdev(h), sqrt(50.0), 1e-12);   /* (25 + 25) / (2 - 1) */
+    CHECK_DBL(hist_stdev(h), sqrt(50.0), 1e-12); /* (25 + 25) / (2 - 1) */
     hist_reset(h);
-    hist_record(h, 1);   /* a mean that is not an integer: 1.5 */
+    hist_record(h, 1); /* a mean that is not an integer: 1.5 */
     hist_record(h, 2);
     CHECK(hist_mean(h) == 1.5);
     CHECK_DBL(hist_stdev(h), sqrt(0.5), 1e-15);
@@ -363,8 +363,8 @@ TEST(within_stdev_1_to_10000)
 
 /* ---- percentiles --------------------------------------------------------- */
 
-static const double PCTS[] = {0, 0.001, 0.1, 1, 10, 25, 33.3, 50, 66.6, 75, 90,
-                              99, 99.9, 99.99, 99.999, 99.9999};
+static const double PCTS[] = {0,    0.001, 0.1, 1,  10,   25,    33.3,   50,
+                              66.6, 75,    90,  99, 99.9, 99.99, 99.999, 99.9999};
 #define NPCTS (sizeof PCTS / sizeof PCTS[0])
 
 /* wrk's rule on the sorted samples. */
@@ -386,8 +386,8 @@ static void check_wrk_percentiles(const uint64_t *v, size_t n)
         uint64_t got = hist_percentile(h, PCTS[i]);
         uint64_t want = ref_highest(exact) < s[n - 1] ? ref_highest(exact) : s[n - 1];
         if (got != want)
-            UNIT_FAIL("p%g: got %" PRIu64 ", want %" PRIu64 " (exact %" PRIu64 ")",
-                      PCTS[i], got, want, exact);
+            UNIT_FAIL("p%g: got %" PRIu64 ", want %" PRIu64 " (exact %" PRIu64 ")", PCTS[i], got,
+                      want, exact);
         /* and so within bucket resolution of the exact answer */
         CHECK(got >= exact && got - exact <= exact / 1024);
         if (exact < 2048)
@@ -404,8 +404,8 @@ TEST(wrk_percentiles_1_to_10000)
     uint64_t *v = iota(10000);
     check_wrk_percentiles(v, 10000);
     struct hist *h = record_all(DAY_US, v, 10000);
-    CHECK_U64(hist_percentile(h, 50), 5003);   /* rank 5001, in the slot 5000..5003 */
-    CHECK_U64(hist_percentile(h, 10), 1001);   /* rank round(1000.5) = 1001 */
+    CHECK_U64(hist_percentile(h, 50), 5003); /* rank 5001, in the slot 5000..5003 */
+    CHECK_U64(hist_percentile(h, 10), 1001); /* rank round(1000.5) = 1001 */
     CHECK_U64(hist_percentile(h, 0), 1);
     hist_free(h);
     free(v);
@@ -427,7 +427,7 @@ TEST(wrk_percentile_rank_rounding)
     uint64_t v[] = {10, 20, 30, 40};
     struct hist *h = record_all(DAY_US, v, 4);
     CHECK_U64(hist_percentile(h, 50), 30);
-    CHECK_U64(hist_percentile(h, 99.9), 40);   /* rank clamped to count */
+    CHECK_U64(hist_percentile(h, 99.9), 40); /* rank clamped to count */
     CHECK_U64(hist_percentile(h, -5), 10);
     hist_free(h);
 }
@@ -452,7 +452,7 @@ TEST(hdr_value_at_percentile)
     qsort(v, N, sizeof *v, cmp_u64);
     for (size_t i = 0; i < NPCTS; i++)
         CHECK_U64(hist_value_at_percentile(h, PCTS[i]), ref_hdr_percentile(v, N, PCTS[i]));
-    CHECK_U64(hist_value_at_percentile(h, 100), ref_highest(v[N - 1]));   /* not capped */
+    CHECK_U64(hist_value_at_percentile(h, 100), ref_highest(v[N - 1])); /* not capped */
     CHECK_U64(hist_value_at_percentile(h, 150), ref_highest(v[N - 1]));
     hist_free(h);
     free(v);
@@ -463,9 +463,9 @@ TEST(hdr_value_at_percentile_small)
     uint64_t *v = iota(10000);
     struct hist *h = record_all(DAY_US, v, 10000);
     CHECK_U64(hist_value_at_percentile(h, 0), 1);
-    CHECK_U64(hist_value_at_percentile(h, 10), 1000);   /* rank (int)(1000.5) = 1000 */
-    CHECK_U64(hist_value_at_percentile(h, 50), 5003);   /* 5000's slot is 5000..5003 */
-    CHECK_U64(hist_value_at_percentile(h, 99), 9903);   /* 9900's bucket is 9900..9903 */
+    CHECK_U64(hist_value_at_percentile(h, 10), 1000); /* rank (int)(1000.5) = 1000 */
+    CHECK_U64(hist_value_at_percentile(h, 50), 5003); /* 5000's slot is 5000..5003 */
+    CHECK_U64(hist_value_at_percentile(h, 99), 9903); /* 9900's bucket is 9900..9903 */
     hist_free(h);
     free(v);
 }
@@ -542,7 +542,7 @@ TEST(merge_smaller_into_larger)
 TEST(distinct_values_in_order)
 {
     struct hist *h = hist_new(DAY_US);
-    uint64_t vals[] = {100000, 5, 3001, 7, 5, 3000};   /* 3000 and 3001 share a bucket */
+    uint64_t vals[] = {100000, 5, 3001, 7, 5, 3000}; /* 3000 and 3001 share a bucket */
     for (size_t i = 0; i < 6; i++)
         hist_record(h, vals[i]);
     uint64_t want_v[] = {5, 7, 3000, ref_lowest(100000)}, want_c[] = {2, 1, 2, 1};
@@ -572,7 +572,7 @@ TEST(distinct_cache_follows_changes)
     uint64_t v, c;
     CHECK_U64(hist_distinct(h), 2);
     CHECK(hist_distinct_at(h, 1, &v, &c) && v == 30);
-    hist_record(h, 20);   /* lands between: ranks shift */
+    hist_record(h, 20); /* lands between: ranks shift */
     CHECK_U64(hist_distinct(h), 3);
     CHECK(hist_distinct_at(h, 1, &v, &c) && v == 20);
     CHECK(hist_distinct_at(h, 2, &v, &c) && v == 30);
@@ -623,8 +623,8 @@ TEST(iterator_levels_1_to_10000)
     struct hist_iter it;
     hist_iter_init(&it, h, 5);
     /* wrk2's spectrum: 10% steps to 50%, 5% to 75%, 2.5% to 87.5%, ... */
-    double want[] = {0, 10, 20, 30, 40, 50, 55, 60, 65, 70, 75, 77.5, 80, 82.5, 85, 87.5,
-                     88.75, 90};
+    double want[] = {0,  10, 20,   30, 40,   50, 55,   60,    65,
+                     70, 75, 77.5, 80, 82.5, 85, 87.5, 88.75, 90};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         CHECK(hist_iter_next(&it));
         CHECK_DBL(it.percentile, want[i], 1e-9);
@@ -670,7 +670,7 @@ TEST(iterator_rows_are_monotonic_and_end_at_100)
     CHECK_U64(last_c, N);
     CHECK_U64(last_v, ref_highest(v[N - 1]));
     CHECK(rows > 50 && rows < 200);
-    CHECK(!hist_iter_next(&it));   /* stays finished */
+    CHECK(!hist_iter_next(&it)); /* stays finished */
     hist_free(h);
     free(v);
 }
@@ -683,7 +683,7 @@ TEST(iterator_single_sample)
     hist_iter_init(&it, h, 5);
     CHECK(hist_iter_next(&it));
     CHECK(it.percentile == 0);
-    CHECK_U64(it.value, 4163);   /* wrk2's sample spectrum: max 4.160 ms, row 4.163 */
+    CHECK_U64(it.value, 4163); /* wrk2's sample spectrum: max 4.160 ms, row 4.163 */
     CHECK_U64(it.cumulative, 1);
     CHECK(hist_iter_next(&it));
     CHECK(it.percentile == 100);
@@ -742,7 +742,7 @@ TEST(iterator_zero_value_first)
 struct decoded {
     uint32_t cookie, payload_len, nio, sigfigs;
     uint64_t lowest, highest, ratio_bits;
-    uint64_t *counts;   /* by slot */
+    uint64_t *counts; /* by slot */
     size_t ncounts;
     int blocks;
 };
@@ -797,7 +797,7 @@ static uint8_t *inflate_stored(const uint8_t *z, size_t zn, size_t *n, int *bloc
     *n = 0;
     *blocks = 0;
     while (!final) {
-        if (at + 5 > zn || (z[at] & 0x06) != 0)   /* BTYPE must be 00 */
+        if (at + 5 > zn || (z[at] & 0x06) != 0) /* BTYPE must be 00 */
             goto bad;
         final = z[at] & 1;
         size_t len = z[at + 1] | (size_t)z[at + 2] << 8;
@@ -890,7 +890,7 @@ static void check_round_trip(struct hist *h, uint64_t highest, int min_blocks)
         CHECK_U64(d.sigfigs, 3);
         CHECK_U64(d.lowest, 1);
         CHECK_U64(d.highest, highest);
-        CHECK_U64(d.ratio_bits, 0x3ff0000000000000ULL);   /* 1.0 */
+        CHECK_U64(d.ratio_bits, 0x3ff0000000000000ULL); /* 1.0 */
         CHECK(d.blocks >= min_blocks);
         /* encoded up to max's slot, then the same non-empty slots in order */
         CHECK_U64(d.ncounts, hist_count(h) ? ref_index(hist_max(h)) + 1 : 0);
@@ -948,7 +948,7 @@ TEST(encode_random_spread)
     uint64_t seed = 11;
     for (size_t i = 0; i < N; i++)
         hist_record(h, lcg(&seed));
-    hist_record(h, DAY_US * 2);   /* clamped into the top slot */
+    hist_record(h, DAY_US * 2); /* clamped into the top slot */
     check_round_trip(h, DAY_US, 1);
     hist_free(h);
 }

@@ -168,8 +168,8 @@ static const struct resp_case resp_cases[] = {
      {{OK11 "Content-Length: nope\r\n" CHUNKED "\r\n3\r\nabc\r\n0\r\n\r\n", false, 200, true,
        OK11 "Content-Length: nope\r\n" CHUNKED "\r\n", "abc"}}},
     {"te_not_final_chunked_is_close_delimited",
-     {{OK11 "Transfer-Encoding: chunked, gzip\r\nContent-Length: 2\r\n\r\n3\r\nabc\r\n", false,
-       200, false, OK11 "Transfer-Encoding: chunked, gzip\r\nContent-Length: 2\r\n\r\n",
+     {{OK11 "Transfer-Encoding: chunked, gzip\r\nContent-Length: 2\r\n\r\n3\r\nabc\r\n", false, 200,
+       false, OK11 "Transfer-Encoding: chunked, gzip\r\nContent-Length: 2\r\n\r\n",
        "3\r\nabc\r\n"}}},
     {"close_delimited",
      {{OK11 "Content-Type: text/plain\r\n\r\nuntil the peer closes", false, 200, false,
@@ -179,10 +179,10 @@ static const struct resp_case resp_cases[] = {
      {{"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nhi", false, 200, false,
        "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n", "hi"}}},
     {"http10_keep_alive",
-     {{"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nhi", false, 200,
-       true, "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\n", "hi"},
-      {"HTTP/1.0 404 Not Found\r\nconnection: foo\r\nConnection:keep-alive\r\n" CL0 "\r\n",
-       false, 404, true,
+     {{"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\nhi", false, 200, true,
+       "HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 2\r\n\r\n", "hi"},
+      {"HTTP/1.0 404 Not Found\r\nconnection: foo\r\nConnection:keep-alive\r\n" CL0 "\r\n", false,
+       404, true,
        "HTTP/1.0 404 Not Found\r\nconnection: foo\r\nConnection:keep-alive\r\n" CL0 "\r\n", ""}}},
     {"http10_close_delimited",
      {{"HTTP/1.0 200 OK\r\n\r\nbody", false, 200, false, "HTTP/1.0 200 OK\r\n\r\n", "body"}}},
@@ -223,8 +223,8 @@ static const struct resp_case resp_cases[] = {
        "HTTP/1.1 102\r\n\r\n" OK11 "Content-Length: 3\r\n\r\nabc",
        false, 200, true, OK11 "Content-Length: 3\r\n\r\n", "abc"}}},
     {"interim_before_head_response",
-     {{"HTTP/1.1 100 Continue\r\nContent-Length: 5\r\n\r\n" OK11 "Content-Length: 9\r\n\r\n",
-       true, 200, true, OK11 "Content-Length: 9\r\n\r\n", ""}}},
+     {{"HTTP/1.1 100 Continue\r\nContent-Length: 5\r\n\r\n" OK11 "Content-Length: 9\r\n\r\n", true,
+       200, true, OK11 "Content-Length: 9\r\n\r\n", ""}}},
     {"switching_protocols",
      {{"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
        false, 101, false,
@@ -289,8 +289,8 @@ static bool compare(const struct resp_case *c, int n, const struct got *g, bool 
         const struct got_resp *r = &g->r[i];
         end += strlen(e->bytes);
         if (r->status != e->status || r->keep_alive != e->keep_alive || r->end != end) {
-            UNIT_FAIL("%s: response %d: status %d keep_alive %d end %zu, expected %d %d %zu",
-                      where, i, r->status, r->keep_alive, r->end, e->status, e->keep_alive, end);
+            UNIT_FAIL("%s: response %d: status %d keep_alive %d end %zu, expected %d %d %zu", where,
+                      i, r->status, r->keep_alive, r->end, e->status, e->keep_alive, end);
             return false;
         }
         const char *head = want ? e->head : "", *body = want ? e->body : "";
@@ -389,7 +389,8 @@ TEST(head_cache_hits_and_misses)
 {
     static const char a[] = OK11 "Content-Length: 2\r\n\r\nab";
     static const char b[] = OK11 "Content-Length: 3\r\n\r\nabc";
-    static const char interim[] = "HTTP/1.1 100 Continue\r\n\r\n" OK11 "Content-Length: 2\r\n\r\nab";
+    static const char interim[] =
+        "HTTP/1.1 100 Continue\r\n\r\n" OK11 "Content-Length: 2\r\n\r\nab";
     static struct http_head_cache cache;
     struct http_parser p;
     size_t used;
@@ -479,8 +480,7 @@ static const struct err_case err_cases[] = {
     {"content_length_empty", OK11 "Content-Length: \r\n\r\n", false, HTTP_ERR_CONTENT_LENGTH, 0},
     {"content_length_inner_space", OK11 "Content-Length: 1 2\r\n\r\n", false,
      HTTP_ERR_CONTENT_LENGTH, 0},
-    {"content_length_plus", OK11 "Content-Length: +2\r\n\r\nab", false, HTTP_ERR_CONTENT_LENGTH,
-     0},
+    {"content_length_plus", OK11 "Content-Length: +2\r\n\r\nab", false, HTTP_ERR_CONTENT_LENGTH, 0},
     {"content_length_list_differs", OK11 "Content-Length: 3, 4\r\n\r\nabcd", false,
      HTTP_ERR_CONTENT_LENGTH, 0},
     {"content_length_list_empty_element", OK11 "Content-Length: 3,\r\n\r\nabc", false,
@@ -494,14 +494,12 @@ static const struct err_case err_cases[] = {
     {"chunk_size_invalid", OK11 CHUNKED "\r\nzz\r\n", false, HTTP_ERR_CHUNK, 0},
     {"chunk_size_empty", OK11 CHUNKED "\r\n\r\n", false, HTTP_ERR_CHUNK, 0},
     {"chunk_size_negative", OK11 CHUNKED "\r\n-1\r\n", false, HTTP_ERR_CHUNK, 0},
-    {"chunk_size_leading_space", OK11 CHUNKED "\r\n 1\r\na\r\n0\r\n\r\n", false, HTTP_ERR_CHUNK,
-     0},
+    {"chunk_size_leading_space", OK11 CHUNKED "\r\n 1\r\na\r\n0\r\n\r\n", false, HTTP_ERR_CHUNK, 0},
     {"chunk_size_trailing_junk", OK11 CHUNKED "\r\n5 x\r\nhello\r\n0\r\n\r\n", false,
      HTTP_ERR_CHUNK, 0},
     {"chunk_size_overflow", OK11 CHUNKED "\r\n10000000000000000\r\n", false, HTTP_ERR_CHUNK, 0},
     {"chunk_data_too_long", OK11 CHUNKED "\r\n3\r\nabcd\r\n0\r\n\r\n", false, HTTP_ERR_CHUNK, 0},
-    {"chunk_data_cr_without_lf", OK11 CHUNKED "\r\n3\r\nabc\rx0\r\n\r\n", false, HTTP_ERR_CHUNK,
-     0},
+    {"chunk_data_cr_without_lf", OK11 CHUNKED "\r\n3\r\nabc\rx0\r\n\r\n", false, HTTP_ERR_CHUNK, 0},
     {"trailer_without_colon", OK11 CHUNKED "\r\n0\r\nbad trailer\r\n\r\n", false, HTTP_ERR_HEADER,
      0},
     {"eof_before_status_line_end", "HTTP/1.1 20", false, HTTP_ERR_TRUNCATED, 0},
@@ -877,8 +875,8 @@ static void check_fields(const char *in, const char *const *want, size_t n)
 
 TEST(header_next_trims_values)
 {
-    static const char *const want[] = {"Content-Length", "0", "X-Token", "a b  c", "Empty", "",
-                                       "x-tab", "v"};
+    static const char *const want[] = {"Content-Length", "0", "X-Token", "a b  c",
+                                       "Empty",          "",  "x-tab",   "v"};
     check_fields(OK11 "Content-Length: 0\r\nX-Token:   a b  c \t\r\nEmpty:\r\nx-tab:\tv\t\r\n\r\n",
                  want, 4);
 }
@@ -941,9 +939,9 @@ TEST(request_head_marks)
 {
     char err[128];
     bool heads[4] = {false};
-    CHECK_U64(req(GET "HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n" GET "HEAD * HTTP/1.0\r\n\r\n", heads,
-                  4, err),
-              4);
+    CHECK_U64(
+        req(GET "HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n" GET "HEAD * HTTP/1.0\r\n\r\n", heads, 4, err),
+        4);
     CHECK(!heads[0] && heads[1] && !heads[2] && heads[3]);
     /* Methods are case-sensitive (RFC 9110 §9.1): "head" is another method. */
     CHECK_U64(req("head / HTTP/1.1\r\n\r\n", heads, 4, err), 1);

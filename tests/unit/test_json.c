@@ -53,10 +53,7 @@ TEST(layout_nests_with_commas_and_indentation)
     free(s);
 }
 
-static void escapes(struct json *j)
-{
-    json_string(j, NULL, "q\" b\\ \n\r\t \x01\x1f\x7f /");
-}
+static void escapes(struct json *j) { json_string(j, NULL, "q\" b\\ \n\r\t \x01\x1f\x7f /"); }
 
 TEST(control_characters_quotes_and_backslashes_are_escaped)
 {
@@ -69,8 +66,9 @@ static void utf8(struct json *j)
 {
     /* é, €, U+1F600, then invalid: a lone continuation byte, an overlong
      * "/", a surrogate half, a truncated sequence, a byte above F4. */
-    json_string(j, "k\xc3\xa9", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\x80|\xc0\xaf|\xed\xa0\x80|"
-                                "\xe2\x82|\xf5");
+    json_string(j, "k\xc3\xa9",
+                "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\x80|\xc0\xaf|\xed\xa0\x80|"
+                "\xe2\x82|\xf5");
 }
 
 static void open_object(struct json *j)
@@ -83,8 +81,9 @@ static void open_object(struct json *j)
 TEST(valid_utf8_is_copied_and_other_bytes_become_latin1_code_points)
 {
     char *s = render(open_object);
-    CHECK_STR(s, "{\n  \"k\xc3\xa9\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\u0080|\\u00c0\\u00af|"
-                 "\\u00ed\\u00a0\\u0080|\\u00e2\\u0082|\\u00f5\"\n}\n");
+    CHECK_STR(s,
+              "{\n  \"k\xc3\xa9\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80|\\u0080|\\u00c0\\u00af|"
+              "\\u00ed\\u00a0\\u0080|\\u00e2\\u0082|\\u00f5\"\n}\n");
     free(s);
 }
 

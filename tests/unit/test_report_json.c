@@ -9,8 +9,8 @@
 #include "cli.h"
 #include "report.h"
 
-static char *argv_run[] = {"volley", "-t", "2", "-c", "4", "-d", "3", "-H", "X-A: \"q\"",
-                           "http://127.0.0.1:1/p", NULL};
+static char *argv_run[] = {
+    "volley", "-t", "2", "-c", "4", "-d", "3", "-H", "X-A: \"q\"", "http://127.0.0.1:1/p", NULL};
 
 /* The JSON document of r. Caller frees. */
 static char *render(const struct result *r)
@@ -23,10 +23,10 @@ static char *render(const struct result *r)
     return out;
 }
 
-#define CHECK_HAS(doc, text)                                                 \
-    do {                                                                     \
-        if (!strstr((doc), (text)))                                          \
-            UNIT_FAIL("no %s in the document:\n%s", #text, (doc));            \
+#define CHECK_HAS(doc, text)                                                                       \
+    do {                                                                                           \
+        if (!strstr((doc), (text)))                                                                \
+            UNIT_FAIL("no %s in the document:\n%s", #text, (doc));                                 \
     } while (0)
 
 static void parse(struct config *cfg)
@@ -43,7 +43,8 @@ TEST(an_empty_run_has_counts_of_zero_and_null_statistics)
     stats_init(&r.stats);
     char *doc = render(&r);
     CHECK_HAS(doc, "\"schema_version\": 1,");
-    CHECK_HAS(doc, "\"headers\": [\n      [\n        \"X-A\",\n        \"\\\"q\\\"\"\n      ]\n    ]");
+    CHECK_HAS(doc,
+              "\"headers\": [\n      [\n        \"X-A\",\n        \"\\\"q\\\"\"\n      ]\n    ]");
     CHECK_HAS(doc, "\"start_time\": \"1970-01-01T00:00:00.000Z\"");
     CHECK_HAS(doc, "\"ok\": 0,\n    \"attempts\": 0,\n    \"percent\": null");
     CHECK_HAS(doc, "\"status_codes\": {},");

@@ -36,8 +36,20 @@ TEST(metric_plain_and_suffixes)
 
 TEST(metric_rejects)
 {
-    const char *bad[] = {"", "k", "-1", "+1", "1.5k", "1kb", "0x10", "1e", "10s", "1 k x",
-                         "18446744073709551616", "18446744073709552k", "abc", "1x"};
+    const char *bad[] = {"",
+                         "k",
+                         "-1",
+                         "+1",
+                         "1.5k",
+                         "1kb",
+                         "0x10",
+                         "1e",
+                         "10s",
+                         "1 k x",
+                         "18446744073709551616",
+                         "18446744073709552k",
+                         "abc",
+                         "1x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (metric(bad[i]) != UINT64_MAX)
             UNIT_FAIL("\"%s\" was accepted", bad[i]);
@@ -105,9 +117,8 @@ TEST(duration_header)
     struct {
         uint64_t s;
         const char *want;
-    } cases[] = {{10, "10s"}, {50, "50s"}, {51, "1m"},   {59, "1m"},    {60, "1m"},
-                 {89, "1m"},  {90, "2m"},  {150, "2m"},  {210, "4m"},   {3600, "60m"},
-                 {86400, "1440m"}};
+    } cases[] = {{10, "10s"}, {50, "50s"}, {51, "1m"},  {59, "1m"},    {60, "1m"},      {89, "1m"},
+                 {90, "2m"},  {150, "2m"}, {210, "4m"}, {3600, "60m"}, {86400, "1440m"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         CHECK_STR(units_duration(cases[i].s * 1000000, b), cases[i].want);
     CHECK_STR(units_duration(500000, b), "500ms");

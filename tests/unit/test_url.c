@@ -82,10 +82,10 @@ TEST(userinfo_ignored)
 
 TEST(invalid_urls)
 {
-    const char *bad[] = {"127.0.0.1:8080/", "/index.html", "http:///", "http://", "http://h:/",
-                         "http://h:99999/", "http://h:0/", "http://h:8x/", "ftp://h/",
-                         "http://[::1/", "http://[zz]/", "http://h h/", "http://[::1]x/",
-                         "://h/", "http//h", ""};
+    const char *bad[] = {"127.0.0.1:8080/", "/index.html",     "http:///",     "http://",
+                         "http://h:/",      "http://h:99999/", "http://h:0/",  "http://h:8x/",
+                         "ftp://h/",        "http://[::1/",    "http://[zz]/", "http://h h/",
+                         "http://[::1]x/",  "://h/",           "http//h",      ""};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (parse(bad[i]))
             UNIT_FAIL("\"%s\" was accepted", bad[i]);

@@ -31,59 +31,52 @@ static inline void unit_register(const char *name, void (*fn)(void))
     unit_cases[unit_ncases++] = (struct unit_case){name, fn};
 }
 
-#define TEST(name)                                                           \
-    static void name(void);                                                  \
-    __attribute__((constructor)) static void unit_reg_##name(void)           \
-    {                                                                        \
-        unit_register(#name, name);                                          \
-    }                                                                        \
+#define TEST(name)                                                                                 \
+    static void name(void);                                                                        \
+    __attribute__((constructor)) static void unit_reg_##name(void) { unit_register(#name, name); } \
     static void name(void)
 
-#define UNIT_FAIL(...)                                                       \
-    do {                                                                     \
-        unit_failures++;                                                     \
-        fprintf(stdout, "#   %s:%d: ", __FILE__, __LINE__);                  \
-        fprintf(stdout, __VA_ARGS__);                                        \
-        fputc('\n', stdout);                                                 \
+#define UNIT_FAIL(...)                                                                             \
+    do {                                                                                           \
+        unit_failures++;                                                                           \
+        fprintf(stdout, "#   %s:%d: ", __FILE__, __LINE__);                                        \
+        fprintf(stdout, __VA_ARGS__);                                                              \
+        fputc('\n', stdout);                                                                       \
     } while (0)
 
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        if (!(cond))                                                         \
-            UNIT_FAIL("CHECK(%s) failed", #cond);                            \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            UNIT_FAIL("CHECK(%s) failed", #cond);                                                  \
     } while (0)
 
-#define CHECK_U64(a, b)                                                      \
-    do {                                                                     \
-        uint64_t unit_a_ = (uint64_t)(a), unit_b_ = (uint64_t)(b);           \
-        if (unit_a_ != unit_b_)                                              \
-            UNIT_FAIL("%s == %" PRIu64 ", expected %s == %" PRIu64, #a,      \
-                      unit_a_, #b, unit_b_);                                 \
+#define CHECK_U64(a, b)                                                                            \
+    do {                                                                                           \
+        uint64_t unit_a_ = (uint64_t)(a), unit_b_ = (uint64_t)(b);                                 \
+        if (unit_a_ != unit_b_)                                                                    \
+            UNIT_FAIL("%s == %" PRIu64 ", expected %s == %" PRIu64, #a, unit_a_, #b, unit_b_);     \
     } while (0)
 
-#define CHECK_I64(a, b)                                                      \
-    do {                                                                     \
-        int64_t unit_a_ = (int64_t)(a), unit_b_ = (int64_t)(b);              \
-        if (unit_a_ != unit_b_)                                              \
-            UNIT_FAIL("%s == %" PRId64 ", expected %s == %" PRId64, #a,      \
-                      unit_a_, #b, unit_b_);                                 \
+#define CHECK_I64(a, b)                                                                            \
+    do {                                                                                           \
+        int64_t unit_a_ = (int64_t)(a), unit_b_ = (int64_t)(b);                                    \
+        if (unit_a_ != unit_b_)                                                                    \
+            UNIT_FAIL("%s == %" PRId64 ", expected %s == %" PRId64, #a, unit_a_, #b, unit_b_);     \
     } while (0)
 
-#define CHECK_DBL(a, b, eps)                                                 \
-    do {                                                                     \
-        double unit_a_ = (double)(a), unit_b_ = (double)(b);                 \
-        if (!(unit_a_ - unit_b_ <= (eps) && unit_b_ - unit_a_ <= (eps)))     \
-            UNIT_FAIL("%s == %.9g, expected %.9g (+/- %g)", #a, unit_a_,     \
-                      unit_b_, (double)(eps));                               \
+#define CHECK_DBL(a, b, eps)                                                                       \
+    do {                                                                                           \
+        double unit_a_ = (double)(a), unit_b_ = (double)(b);                                       \
+        if (!(unit_a_ - unit_b_ <= (eps) && unit_b_ - unit_a_ <= (eps)))                           \
+            UNIT_FAIL("%s == %.9g, expected %.9g (+/- %g)", #a, unit_a_, unit_b_, (double)(eps));  \
     } while (0)
 
-#define CHECK_STR(a, b)                                                      \
-    do {                                                                     \
-        const char *unit_a_ = (a), *unit_b_ = (b);                           \
-        if (!unit_a_ || !unit_b_ || strcmp(unit_a_, unit_b_) != 0)           \
-            UNIT_FAIL("%s == \"%s\", expected \"%s\"", #a,                   \
-                      unit_a_ ? unit_a_ : "(null)",                          \
-                      unit_b_ ? unit_b_ : "(null)");                         \
+#define CHECK_STR(a, b)                                                                            \
+    do {                                                                                           \
+        const char *unit_a_ = (a), *unit_b_ = (b);                                                 \
+        if (!unit_a_ || !unit_b_ || strcmp(unit_a_, unit_b_) != 0)                                 \
+            UNIT_FAIL("%s == \"%s\", expected \"%s\"", #a, unit_a_ ? unit_a_ : "(null)",           \
+                      unit_b_ ? unit_b_ : "(null)");                                               \
     } while (0)
 
 static inline int unit_run(const struct unit_case *c)
