@@ -23,6 +23,7 @@
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "timeline.h"
 #include "tls.h"
 #include "worker.h"
 #include "xalloc.h"
@@ -40,6 +41,7 @@ struct run {
     struct worker **workers;
     size_t nworkers;
     atomic_size_t nfinished;
+    struct timeline *timeline;
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -222,7 +224,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
 {
     struct rusage before, after;
     run->loop = ev_default_loop(EVFLAG_AUTO);
-    ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
+    ev_timer_init(&run->deadline, on_end, (double)cfg->time_limit_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
     ev_async_init(&run->finished, on_finished);
@@ -235,15 +237,20 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
     ev_now_update(run->loop);
-    /* -n alone runs until its requests are done; with -d, whichever ends first. */
-    if (!cfg->requests || cfg->duration_set)
+    /* -n alone runs until its requests are done; with -d, whichever ends
+     * first; -d 0 until Ctrl-C. */
+    if (cfg->time_limit_us)
         ev_timer_start(run->loop, &run->deadline);
+    struct intervals *intervals =
+        timeline_start(run->timeline, run->loop, run->nworkers, start, &r->started);
     for (size_t i = 0; i < run->nworkers; i++) {
         if (cfg->rate)
             worker_set_rate(run->workers[i], start);
+        worker_set_intervals(run->workers[i], intervals, start);
         worker_start(run->workers[i]);
     }
-    struct progress *progress = progress_start(run->loop, cfg, run->workers, run->nworkers, start);
+    struct progress *progress =
+        progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
     ev_run(run->loop, 0);
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
@@ -255,6 +262,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
     r->runtime_us = clock_us() - start;
+    timeline_finish(run->timeline, r->runtime_us);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
@@ -304,6 +312,8 @@ int main(int argc, char **argv)
         tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
     FILE *json = cfg.json ? open_json(cfg.json) : NULL;
+    run.timeline = timeline_new(&cfg);
+    result.timeline = run.timeline;
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     if (cfg.verify)
@@ -317,7 +327,7 @@ int main(int argc, char **argv)
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
-        stats_merge(&result.stats, &run.workers[i]->stats);
+        stats_merge(&result.stats, &run.workers[i]->total);
     if (cfg.rate) {
         result.latency_uncorrected = result.stats.u_latency;
         result.scheduling_lag = result.stats.lag;
@@ -333,6 +343,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < run.nworkers; i++)
         worker_free(run.workers[i]);
     free(run.workers);
+    timeline_free(run.timeline);
     stats_free(&result.stats);
     script_free(main_script);
     tls_cleanup();

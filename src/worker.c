@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
+#include "interval.h"
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
@@ -59,16 +60,61 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct worker *w = t->data;
-    const struct errors *e = &w->stats.errors;
-    uint64_t now = clock_us(), n = w->stats.requests - w->sample_requests;
-    atomic_store_explicit(&w->live_requests, w->stats.requests, memory_order_relaxed);
-    atomic_store_explicit(&w->live_errors, e->connect + e->read + e->write + e->timeout + e->status,
+    uint64_t requests = w->total.requests + w->stats.requests;
+    uint64_t now = clock_us(), n = requests - w->sample_requests;
+    atomic_store_explicit(&w->live_requests, requests, memory_order_relaxed);
+    atomic_store_explicit(&w->live_errors, stats_errors(&w->total) + stats_errors(&w->stats),
                           memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
     w->sample_at = now;
-    w->sample_requests = w->stats.requests;
+    w->sample_requests = requests;
+}
+
+/* Hands the interval recorded so far to main and starts the next one. */
+static void cut(struct worker *w)
+{
+    if (w->intervals)
+        intervals_deliver(w->intervals, w->index, &w->stats);
+    stats_merge(&w->total, &w->stats);
+    stats_reset(&w->stats);
+}
+
+/* A boundary is due at next_cut, except at or past the run's time limit:
+ * there the end of the run cuts the last interval. */
+static bool cut_due(const struct worker *w, uint64_t now)
+{
+    uint64_t limit = w->cfg->time_limit_us;
+    return now >= w->next_cut && !(limit && w->next_cut >= w->run_start + limit);
+}
+
+static void arm_cut(struct worker *w, uint64_t now)
+{
+    uint64_t limit = w->cfg->time_limit_us;
+    if (limit && w->next_cut >= w->run_start + limit)
+        return;
+    double after = w->next_cut > now ? (double)(w->next_cut - now) / 1e6 : 0;
+    ev_timer_set(&w->interval_timer, after, 0.);
+    ev_timer_start(w->loop, &w->interval_timer);
+}
+
+/* Boundaries fall at exact multiples of the interval from the run's start.
+ * The timer may fire a little early (libev times it from the loop's clock),
+ * then it waits out the rest; or late, when the loop was busy: responses
+ * completed meanwhile count in the interval that ends, and boundaries passed
+ * while a script hook held the loop give this worker empty intervals. */
+static void on_interval(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct worker *w = t->data;
+    ev_now_update(loop);
+    uint64_t now = clock_us();
+    while (cut_due(w, now)) {
+        cut(w);
+        w->next_cut += w->cfg->interval_us;
+    }
+    arm_cut(w, now);
 }
 
 static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
@@ -93,6 +139,9 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->buf_len = WORKER_BUF;
     w->buf = xmalloc(w->buf_len);
     stats_init(&w->stats);
+    stats_init(&w->total);
+    ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
+    w->interval_timer.data = w;
     w->nconns = nconns;
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
@@ -111,6 +160,13 @@ void worker_set_request(struct worker *w, struct request *request)
     request_free(&w->request);
     w->request = *request;
     memset(request, 0, sizeof *request);
+}
+
+void worker_set_intervals(struct worker *w, struct intervals *iv, uint64_t run_start)
+{
+    w->intervals = iv;
+    w->run_start = run_start;
+    w->next_cut = run_start + w->cfg->interval_us;
 }
 
 void worker_set_rate(struct worker *w, uint64_t start)
@@ -143,6 +199,8 @@ static void *run(void *arg)
      * on a schedule, send on the microsecond. */
     if (w->cfg->rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    ev_now_update(w->loop);
+    arm_cut(w, clock_us());
     for (size_t i = 0; i < w->nconns && !w->stopping; i++)
         conn_start(&w->conns[i]);
     if (!w->stopping)
@@ -151,6 +209,10 @@ static void *run(void *arg)
     cpu_thread_since(&start, &end, &w->load);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
+    ev_timer_stop(w->loop, &w->interval_timer);
+    cut(w); /* the last interval ends with the run */
+    if (w->intervals)
+        intervals_end(w->intervals, w->index);
     if (w->finished && w->on_finish)
         w->on_finish(w->on_finish_arg);
     return NULL;
@@ -188,6 +250,7 @@ void worker_free(struct worker *w)
     schedule_free(&w->schedule);
     script_free(w->script);
     stats_free(&w->stats);
+    stats_free(&w->total);
     ev_loop_destroy(w->loop);
     free(w);
 }

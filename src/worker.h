@@ -21,6 +21,7 @@
 
 struct config;
 struct conn;
+struct intervals;
 struct script;
 struct transport;
 
@@ -67,11 +68,18 @@ struct worker {
     uint64_t rate_start;
     double batch_interval_us;
     size_t first_conn;
+    /* What the connections record into: the current interval. At each
+     * interval boundary it is handed to main (intervals), added to total
+     * and emptied; at the end of the run total holds everything. */
     struct stats stats;
+    struct stats total;
+    struct intervals *intervals;
+    ev_timer interval_timer;
+    uint64_t run_start, next_cut; /* clock_us of the run's start, the next boundary */
     ev_async stop_watcher;
     ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
     uint64_t sample_at, sample_requests;
-    /* Copies of stats.requests and of the error count (socket errors and
+    /* Copies of the request count and of the error count (socket errors and
      * status >= 400), published at every sample tick for main's progress
      * line: the hot path keeps plain counters, and a display needs no
      * ordering, so relaxed stores and loads suffice. */
@@ -111,6 +119,10 @@ static inline size_t worker_depth(const struct worker *w)
 
 /* Connections per worker: c / t each, the first c % t workers one more. */
 size_t worker_share(uint64_t connections, uint64_t threads, size_t index);
+
+/* Before worker_start: the run starts at run_start (clock_us); the worker
+ * hands each interval of cfg->interval_us from then on to iv. */
+void worker_set_intervals(struct worker *w, struct intervals *iv, uint64_t run_start);
 
 /* -R: start the constant-rate schedule at start (clock_us), before
  * worker_start. Every worker gets the same start. */
