@@ -100,7 +100,7 @@ distclean: clean
 MAN1DIR ?= $(MANDIR)/man1
 DOCS     = $(wildcard README.md SCRIPTING.md docs/*.md)
 EXAMPLES = $(wildcard scripts/*.lua)
-SWEEP    = $(wildcard scripts/volley-sweep)
+SWEEP    = $(wildcard scripts/volley-sweep scripts/volley-plot)
 
 build/volley.1: docs/volley.1 Makefile | build
 	sed 's/@VERSION@/$(VERSION)/g' docs/volley.1 > $@
@@ -117,6 +117,7 @@ install: volley build/volley.1
 # Removes exactly what install put there; directories only when empty.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/volley $(DESTDIR)$(BINDIR)/volley-sweep \
+	      $(DESTDIR)$(BINDIR)/volley-plot \
 	      $(DESTDIR)$(MAN1DIR)/volley.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/scripts/,$(notdir $(EXAMPLES)))
 	rmdir $(DESTDIR)$(DOCDIR)/scripts $(DESTDIR)$(DOCDIR) 2>/dev/null || true
