@@ -365,6 +365,10 @@ static void remember(struct timeline *t, const struct record *r)
     }
 }
 
+/* A difference of CPU times, which are whole clock ticks, without the
+ * rounding noise of the subtraction (0.01, not 0.009999999999999997). */
+static double cpu_between(double from, double to) { return round((to - from) * 1e6) / 1e6; }
+
 /* Writes interval index, of length_us, and gives its statistics back; the
  * server's CPU time in it is what it used since the last record. */
 static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t length_us)
@@ -373,7 +377,8 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
     if (t->server) {
         struct server_times now;
         server_cpu_read(t->server, &now);
-        r.server_s = now.user_s + now.system_s - t->server_last.user_s - t->server_last.system_s;
+        r.server_s =
+            cpu_between(t->server_last.user_s + t->server_last.system_s, now.user_s + now.system_s);
         t->server_last = now;
     }
     if (t->out) {
@@ -484,8 +489,8 @@ bool timeline_server_cpu(const struct timeline *t, struct server_times *cpu)
 {
     if (!t->server)
         return false;
-    cpu->user_s = t->server_last.user_s - t->server_start.user_s;
-    cpu->system_s = t->server_last.system_s - t->server_start.system_s;
+    cpu->user_s = cpu_between(t->server_start.user_s, t->server_last.user_s);
+    cpu->system_s = cpu_between(t->server_start.system_s, t->server_last.system_s);
     return true;
 }
 
@@ -544,7 +549,7 @@ static void json_server(struct json *j, const struct timeline *t, uint64_t reque
     json_array_end(j);
     json_double(j, "user_s", cpu.user_s);
     json_double(j, "system_s", cpu.system_s);
-    json_double(j, "cpu_s", total);
+    json_double(j, "cpu_s", cpu_between(0, total));
     if (requests)
         json_double(j, "cpu_us_per_request", total * 1e6 / (double)requests);
     else

@@ -181,6 +181,18 @@ def test_man_page_has_the_sections_and_the_scripting_api():
         assert name in plain, name
 
 
+def test_readme_shows_the_help_as_it_is():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    block = readme[readme.index("\n## Usage\n\n") + len("\n## Usage\n\n"):]
+    lines = []
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    assert "\n".join(lines).strip("\n") + "\n" == volley("--help").stdout
+
+
 def man_warnings(page):
     """What man prints on stderr when formatting page the way lintian does."""
     env = clean_env(LC_ALL="C.UTF-8", MANROFFSEQ="", MANWIDTH="80")

@@ -17,7 +17,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import TESTD, VOLLEY, check_sanitizer, sigint_default, volley
+from conftest import ROOT, TESTD, VOLLEY, check_sanitizer, sigint_default, volley
 
 DAY_US = 24 * 3600 * 10**6
 
@@ -250,6 +250,21 @@ def test_a_run_ended_by_its_threads_ends_its_last_interval_there(testd, tmp_path
     assert doc["duration_us"] < 5000000
     check_intervals(records, 100000, doc["duration_us"])
     assert sum(r["requests"] for r in records) == doc["requests"] >= 600
+
+
+def test_every_field_is_documented(testd, tmp_path):
+    srv = testd()
+    timeline = os.path.join(tmp_path, "t.jsonl")
+    _, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "-R", "100", "--interval", "100ms",
+                      "--server-pid", srv.proc.pid, "--timeline", timeline, srv.url + "/")
+    head, records = read_jsonl(timeline)
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        text = f.read()
+    keys = set(doc) | set(doc["intervals"]) | set(doc["server"]) | set(head)
+    for r in records:
+        keys |= set(r) | set(r["status"]) | set(r["latency"])
+    missing = sorted(k for k in keys if f"`{k}`" not in text)
+    assert not missing, missing
 
 
 # --------------------------------------------------------------------------
