@@ -95,6 +95,9 @@ void conn_stop(struct conn *c)
     struct conn_env *env = c->env;
     if (env->budget && c->state == CONN_OPEN)
         budget_return(env->budget, env->proto->inflight(c));
+    if (env->budget && c->claimed)
+        budget_return(env->budget, c->claimed);
+    c->claimed = 0;
     drop(c);
     if (env->pace)
         schedule_remove(&env->pace->schedule, c);
@@ -126,7 +129,6 @@ bool conn_response(struct conn *c, const struct http_parser *p, uint64_t start_a
     if (env->pace)
         hist_record(s->u_latency, now - sent_at);
     c->backoff_us = 0;
-    c->answered = true;
     if (env->budget)
         budget_resolve(env->budget, 1);
     if (env->response) {
@@ -149,17 +151,20 @@ static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
     c->env->stats->causes[cause] += n;
 }
 
-/* After a close or a failure: reopen when there is a batch to send, after
- * the back-off if the connection failed. */
-static void reopen(struct conn *c, bool backoff)
+/* After a failure: try again after the back-off, or else on the next turn
+ * of the loop (never from inside the call that failed: a target that fails
+ * at once would recurse). The slot reopens then if it has a batch to send. */
+static void retry(struct conn *c, bool backoff)
 {
+    uint64_t wait = 0;
     if (backoff) {
         c->backoff_us = c->backoff_us ? c->backoff_us * 2 : BACKOFF_MIN_US;
         if (c->backoff_us > BACKOFF_MAX_US)
             c->backoff_us = BACKOFF_MAX_US;
-        c->retry_at = clock_us() + c->backoff_us;
+        wait = c->backoff_us;
     }
-    pump(c);
+    c->retry_at = clock_us() + wait;
+    timer_start(c, wait);
 }
 
 /* The connection ended normally: the response said so, it ended a body
@@ -168,12 +173,12 @@ static void closed(struct conn *c)
 {
     c->env->stats->reconnects++;
     drop(c);
-    reopen(c, false);
+    pump(c);
 }
 
 /* The open connection failed. Every request in flight on it ends here, as
- * one error each (one error when none was in flight). A connection that
- * fails before its first response backs off before the next attempt. */
+ * one error each (one error when none was in flight). One that failed
+ * before it carried a request backs off like a failed connect. */
 static void failed(struct conn *c, uint64_t *class, enum cause cause)
 {
     struct conn_env *env = c->env;
@@ -181,9 +186,9 @@ static void failed(struct conn *c, uint64_t *class, enum cause cause)
     count(c, class, cause, n ? n : 1);
     if (env->budget && n)
         budget_resolve(env->budget, n);
-    bool backoff = !c->answered;
+    bool backoff = !c->carried;
     drop(c);
-    reopen(c, backoff);
+    retry(c, backoff);
 }
 
 static void write_failed(struct conn *c, int err)
@@ -214,19 +219,23 @@ static enum cause connect_cause(int err)
     }
 }
 
-/* Connecting failed. When a batch was waiting for the connection, that is
- * the outcome of one request: -n counts it, so a run against a target that
- * cannot be reached still ends. */
+/* Connecting failed. When a batch was waiting for the connection under -n,
+ * that is the outcome of one of its requests, and the next attempt (for the
+ * next request) need not wait: every attempt brings the run nearer its end,
+ * so a run against a target that cannot be reached ends. Otherwise attempts
+ * back off, so a dead target costs no CPU and the counts stay meaningful. */
 static void connect_failed(struct conn *c, enum cause cause)
 {
     struct conn_env *env = c->env;
     count(c, &env->stats->errors.connect, cause, 1);
-    if (c->want && env->budget && budget_claim(env->budget, 1))
-        budget_resolve(env->budget, 1);
+    bool outcome = c->claimed;
+    if (outcome)
+        budget_resolve(env->budget, c->claimed);
+    c->claimed = 0;
     c->want = false;
     settle(c);
     drop(c);
-    reopen(c, true);
+    retry(c, !outcome);
 }
 
 static void timed_out(struct conn *c)
@@ -238,7 +247,7 @@ static void timed_out(struct conn *c)
     if (env->budget && n)
         budget_resolve(env->budget, n);
     drop(c);
-    reopen(c, false);
+    retry(c, false);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -264,7 +273,7 @@ static void ready(struct conn *c)
     }
     c->state = CONN_OPEN;
     c->opened = true;
-    c->answered = false;
+    c->carried = false;
     c->want = false;
     c->available_at = now;
     env->proto->open(c);
@@ -324,7 +333,18 @@ static void open_socket(struct conn *c)
 
 void conn_start(struct conn *c, bool want)
 {
+    struct conn_env *env = c->env;
     c->want = want;
+    /* Under -n the request waiting for the connection is claimed now: if the
+     * connection cannot be made, that is its outcome. */
+    if (want && env->budget && !c->claimed) {
+        if (!budget_claim(env->budget, 1)) {
+            c->want = false;
+            settle(c);
+            return;
+        }
+        c->claimed = 1;
+    }
     open_socket(c);
 }
 
@@ -424,9 +444,15 @@ static bool send_batch(struct conn *c, uint64_t now)
     struct conn_env *env = c->env;
     struct stats *s = env->stats;
     size_t depth = env->depth;
-    /* Claim before request() runs, so that scripts see only requests sent. */
-    if (env->budget && (depth = budget_claim(env->budget, depth)) == 0)
-        return false;
+    /* Claim before request() runs, so that scripts see only requests sent;
+     * one may have been claimed when the connection was opened for it. */
+    if (env->budget) {
+        size_t claimed = c->claimed;
+        c->claimed = 0;
+        depth = claimed + (depth > claimed ? budget_claim(env->budget, depth - claimed) : 0);
+        if (depth == 0)
+            return false;
+    }
     const struct request *r = env->request(env->arg, &c->own);
     if (!r || env->stopping) {
         if (env->budget)
@@ -443,6 +469,7 @@ static bool send_batch(struct conn *c, uint64_t now)
         c->batches++;
     }
     s->sent += depth;
+    c->carried = true;
     c->delay_served = false;
     env->proto->submit(c, r, depth, now, start);
     /* The response timer keeps the deadline of an earlier batch when it is
@@ -463,7 +490,7 @@ static void pump(struct conn *c)
             return; /* ready() pumps */
         if (c->state == CONN_OPEN && !env->proto->ready(c))
             return; /* the session is busy: it pumps when it is done */
-        if (env->budget && !budget_left(env->budget))
+        if (env->budget && !c->claimed && !budget_left(env->budget))
             return;
         uint64_t now = clock_us();
         if (env->delay && paused(c, now))

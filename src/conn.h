@@ -96,8 +96,9 @@ struct conn {
     uint64_t batches;      /* -R: batches sent so far, the schedule's k */
     size_t slot;           /* -R: place in the schedule + 1, 0 when not queued */
     bool want;             /* a batch is waiting for the connection to open */
+    size_t claimed;        /* -n: requests claimed for it meanwhile */
     bool opened;           /* it has been open before */
-    bool answered;         /* a response arrived since it opened */
+    bool carried;          /* a batch went out since it opened */
     bool settled;          /* counted in env->unsettled already */
     bool done;             /* request() gave nothing: it sends no more */
     bool read_wants_write; /* TLS: a read waits for the socket to be writable */
