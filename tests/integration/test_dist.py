@@ -15,7 +15,7 @@ import tarfile
 
 import pytest
 
-from conftest import ROOT, volley
+from conftest import ROOT, clean_env, volley
 
 MAN_SOURCE = os.path.join(ROOT, "docs", "volley.1")
 
@@ -50,18 +50,6 @@ function done(summary, latency, requests)
                                          latency.max))
 end
 """
-
-
-def clean_env(**extra):
-    """The environment without the outer make's jobserver and command-line
-    variables (the trees built here are built with their own flags) and
-    without VOLLEY (nor the sanitizer build's VOLLEY_BUILD and
-    VOLLEY_SANITIZED), so a nested test run tests its own binary."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VOLLEY",
-                        "VOLLEY_BUILD", "VOLLEY_SANITIZED")}
-    env.update(extra)
-    return env
 
 
 def make(cwd, *args, timeout=300):
