@@ -3,7 +3,7 @@
 # honoured; the project's own flags live in VOLLEY_* variables placed before them.
 # SPDX-License-Identifier: MIT
 
-VERSION = 0.1.0
+VERSION = 0.2.0
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
