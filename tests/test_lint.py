@@ -4,9 +4,12 @@ misformatted C line, a cppcheck error, a shellcheck warning and an unused
 Python import; make format undoes the misformatted line. Each case runs in a
 copy of the tree, never in the tree itself, and the cases with a finding
 lint one file of each kind, the broken one among them, to stay fast.
+Also: the tests HACKING.md tells contributors to copy exist.
 SPDX-License-Identifier: MIT
 """
+import glob
 import os
+import re
 import shutil
 import subprocess
 
@@ -121,3 +124,19 @@ def test_lint_fails_on_an_unused_python_import(tree):
     proc, out = lint_only(tree, py=script)
     assert proc.returncode != 0, out
     assert f"{script}:" in out and "'colorsys' imported but unused" in out, out
+
+
+def test_the_tests_hacking_md_points_to_exist():
+    with open(os.path.join(ROOT, "HACKING.md")) as f:
+        text = f.read()
+    named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", text)
+    assert len(named) >= 5, named
+    for module, test in named:
+        found = glob.glob(os.path.join(ROOT, "tests", "**", module), recursive=True)
+        assert len(found) == 1, module
+        with open(found[0]) as f:
+            assert re.search(rf"^def {test}\(", f.read(), re.M), f"{module}::{test}"
+    paths = re.findall(r"`(tests/[\w./-]+)`", text)
+    assert len(paths) >= 5, paths
+    for path in paths:
+        assert os.path.exists(os.path.join(ROOT, path)), path
