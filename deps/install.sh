@@ -2,7 +2,8 @@
 # Installs the system packages volley builds against: LuaJIT, OpenSSL and
 # libev (with a C compiler, make and pkg-config). With --test, also what the
 # tests and `make bench` use: Python 3 with pytest and hdrhistogram, nginx, wrk,
-# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools.
+# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools,
+# and make lint's clang-format, cppcheck, shellcheck and pyflakes.
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -41,6 +42,7 @@ if command -v apt-get >/dev/null 2>&1; then
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl"
+    tests="$tests clang-format cppcheck shellcheck pyflakes3"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -54,6 +56,7 @@ elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db compat-lua-devel openssl"
+    tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root dnf install -y $build
@@ -61,6 +64,7 @@ elif command -v pacman >/dev/null 2>&1; then
     build="gcc make pkgconf luajit libev openssl"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db lua51"
+    tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
@@ -68,12 +72,13 @@ elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
            util-linux curl mandoc lua5.1-dev openssl"
+    tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build
 elif command -v brew >/dev/null 2>&1; then
     build="pkg-config luajit libev openssl@3"
-    tests="python nginx wrk gnuplot"
+    tests="python nginx wrk gnuplot clang-format cppcheck shellcheck"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     run brew install $build
