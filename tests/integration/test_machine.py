@@ -6,7 +6,6 @@ Checked in what the servers saw as well as in volley's report and JSON.
 SPDX-License-Identifier: MIT
 """
 import json
-import os
 
 import pytest
 

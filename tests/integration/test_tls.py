@@ -10,7 +10,6 @@ import resource
 import socket
 import ssl
 import struct
-import subprocess
 import threading
 
 import pytest
