@@ -364,6 +364,7 @@ static void flush(struct conn *c)
     while ((len = env->proto->output(c, &data)) > 0) {
         ssize_t n = env->transport->write(&c->sock, data, len);
         if (n > 0) {
+            c->carried = true;
             env->proto->wrote(c, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
             ev_io_start(env->loop, &c->wio);
@@ -469,7 +470,6 @@ static bool send_batch(struct conn *c, uint64_t now)
         c->batches++;
     }
     s->sent += depth;
-    c->carried = true;
     c->delay_served = false;
     env->proto->submit(c, r, depth, now, start);
     /* The response timer keeps the deadline of an earlier batch when it is

@@ -98,7 +98,7 @@ struct conn {
     bool want;             /* a batch is waiting for the connection to open */
     size_t claimed;        /* -n: requests claimed for it meanwhile */
     bool opened;           /* it has been open before */
-    bool carried;          /* a batch went out since it opened */
+    bool carried;          /* request bytes went out since it opened */
     bool settled;          /* counted in env->unsettled already */
     bool done;             /* request() gave nothing: it sends no more */
     bool read_wants_write; /* TLS: a read waits for the socket to be writable */
