@@ -210,13 +210,19 @@ static void spin(struct rig *r, int turns)
         ev_run(r->env.loop, EVRUN_NOWAIT);
 }
 
+static void nap(void)
+{
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+}
+
 /* Runs the loop (waiting for its timers) until cond holds or ms pass. */
 #define RUN_UNTIL(r, cond, ms)                                                                     \
     do {                                                                                           \
         uint64_t unit_end_ = clock_us() + (ms)*1000ULL;                                            \
         while (!(cond) && clock_us() < unit_end_) {                                                \
             ev_run((r)->env.loop, EVRUN_NOWAIT);                                                   \
-            usleep(200);                                                                           \
+            nap();                                                                                 \
         }                                                                                          \
     } while (0)
 
