@@ -453,10 +453,8 @@ class Bench:
     def http2_probe(self, key, url):
         """Why volley cannot run an HTTP/2 row, or None: a one-second
         --http2 run must end cleanly with answers and no errors."""
-        run = Run([VOLLEY, "--http2", "-t1", "-c1", "-d1s", "-s",
-                   os.path.join(HERE, "summary.lua"), url], 30,
-                  os.path.join(self.dir, f"{key}-probe.out"))
-        s = Sample(run)
+        s = self.probe(key, url, "--http2")
+        run = s.run
         if run.returncode:  # what it said first: the usage text follows a bad option
             lines = [line for line in run.output.splitlines() if line.strip()]
             return f"no HTTP/2 run (exit {run.returncode}: {lines[0] if lines else 'no output'})"
@@ -513,15 +511,20 @@ class Bench:
         """Why volley cannot run row E, or None: a short HTTPS run must get
         200 answers without errors (a client without TLS gets 400 from nginx
         for plain HTTP on its TLS port, or errors)."""
-        run = Run([VOLLEY, "-t1", "-c1", "-d1s", "-s", os.path.join(HERE, "summary.lua"),
-                   self.servers.https], 30, os.path.join(self.dir, "E-probe.out"))
-        s = Sample(run)
+        s = self.probe("E", self.servers.https)
         if s.error:
             return f"volley has no working HTTPS ({s.error})"
         if s.socket_errors or s.status_errors:
             return (f"volley does not speak TLS yet ({s.socket_errors} socket errors, "
                     f"{s.status_errors} error statuses from nginx's TLS port)")
         return None
+
+    def probe(self, key, url, *options):
+        """A one-second run of volley with options against url, to see
+        whether it can run row key."""
+        return Sample(Run([VOLLEY, *options, "-t1", "-c1", "-d1s", "-s",
+                           os.path.join(HERE, "summary.lua"), url], 30,
+                          os.path.join(self.dir, f"{key}-probe.out")))
 
     def na_row(self, key, title, why):
         row = Row(key, title, "", None)

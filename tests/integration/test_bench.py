@@ -13,13 +13,18 @@ from conftest import ROOT, VOLLEY
 BENCH = os.path.join(ROOT, "tests", "bench", "bench.py")
 
 
-def test_bench_runs_row_a_and_f(tmp_path):
-    env = dict(os.environ, BENCH_ROWS="AF", BENCH_RUNS="1", BENCH_DURATION="1",
+def bench(tmp_path, rows):
+    """What make bench prints for these rows, one 1-second run per tool."""
+    env = dict(os.environ, BENCH_ROWS=rows, BENCH_RUNS="1", BENCH_DURATION="1",
                BENCH_DIR=str(tmp_path), VOLLEY=VOLLEY)
     p = subprocess.run([sys.executable, BENCH], env=env, capture_output=True, text=True,
                        timeout=90)
     assert p.returncode == 0, p.stderr
-    out = p.stdout
+    return p.stdout
+
+
+def test_bench_runs_row_a_and_f(tmp_path):
+    out = bench(tmp_path, "AF")
     a = re.search(r"^A plain GET.*?\s([\d,]+)\s+([\d,]+)\s+([\d.]+) >= 1\.05\s+"
                   r"([\d.]+)\+([\d.]+)\s+([\d.]+)\+([\d.]+)\s+([\d.]+)$", out, re.M)
     assert a, out
@@ -45,12 +50,7 @@ def test_bench_runs_row_a_and_f(tmp_path):
 def test_bench_runs_http2_rows_g_and_h(tmp_path):
     """Rows G and H: h2load against nginx over h2c and TLS; volley beside it
     once it can run --http2, else a note saying why not."""
-    env = dict(os.environ, BENCH_ROWS="GH", BENCH_RUNS="1", BENCH_DURATION="1",
-               BENCH_DIR=str(tmp_path), VOLLEY=VOLLEY)
-    p = subprocess.run([sys.executable, BENCH], env=env, capture_output=True, text=True,
-                       timeout=90)
-    assert p.returncode == 0, p.stderr
-    out = p.stdout
+    out = bench(tmp_path, "GH")
     assert re.search(r"^\s+volley\s+h2load\s+ratio\s+target", out, re.M), out
     for key, title, target, scheme, alpn in (("G", "h2c", "1.1", "http", "h2c"),
                                              ("H", "TLS", "1.0", "https", "h2")):
