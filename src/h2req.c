@@ -10,6 +10,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -36,6 +37,18 @@ struct target {
     const char *scheme, *authority, *path;
     size_t scheme_len, authority_len, path_len;
 };
+
+/* A header field line of a request. */
+struct field {
+    const char *name, *value;
+    size_t name_len, value_len;
+};
+
+static bool next_field(const struct http_request_info *ri, size_t *pos, struct field *f)
+{
+    return http_field_next(ri->fields, ri->fields_len, pos, &f->name, &f->name_len, &f->value,
+                           &f->value_len);
+}
 
 static bool fail(struct builder *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -174,21 +187,20 @@ static bool request_target(struct builder *b, const struct http_request_info *ri
 /* Without an authority in the target, the Host field gives it: exactly one. */
 static bool host(struct builder *b, const struct http_request_info *ri, struct target *t)
 {
-    const char *name, *value;
-    size_t pos = 0, name_len, value_len, hosts = 0;
-    while (
-        http_field_next(ri->fields, ri->fields_len, &pos, &name, &name_len, &value, &value_len)) {
-        if (!NAME_EQ(name, name_len, "host") || hosts++ || t->authority)
+    struct field f;
+    size_t pos = 0, hosts = 0;
+    while (next_field(ri, &pos, &f)) {
+        if (!NAME_EQ(f.name, f.name_len, "host") || ++hosts > 1 || t->authority)
             continue;
-        if (!check_authority(b, "Host", value, value_len))
+        if (!check_authority(b, "Host", f.value, f.value_len))
             return false;
-        t->authority = value;
-        t->authority_len = value_len;
+        t->authority = f.value;
+        t->authority_len = f.value_len;
     }
+    if (hosts > 1)
+        return fail(b, "%zu Host header fields (HTTP/2 has one :authority)", hosts);
     if (!t->authority)
         return fail(b, "no Host header field: HTTP/2 needs an :authority");
-    if (hosts > 1)
-        return fail(b, "%zu Host header fields", hosts);
     return true;
 }
 
@@ -196,15 +208,16 @@ static bool host(struct builder *b, const struct http_request_info *ri, struct t
  * and those a Connection field names (RFC 9110 §7.6.1). */
 static bool connection_specific(const struct http_request_info *ri, const char *name, size_t n)
 {
-    static const char *const fields[] = {"connection", "keep-alive", "proxy-connection",
-                                         "transfer-encoding", "upgrade"};
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (n == strlen(fields[i]) && strncasecmp(name, fields[i], n) == 0)
+    static const char *const hop[] = {"connection", "keep-alive", "proxy-connection",
+                                      "transfer-encoding", "upgrade"};
+    struct field f;
+    size_t pos = 0;
+    for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
+        if (n == strlen(hop[i]) && strncasecmp(name, hop[i], n) == 0)
             return true;
-    const char *cn, *cv;
-    size_t pos = 0, cn_len, cv_len;
-    while (http_field_next(ri->fields, ri->fields_len, &pos, &cn, &cn_len, &cv, &cv_len))
-        if (NAME_EQ(cn, cn_len, "connection") && http_list_has(cv, cv_len, name, n))
+    while (next_field(ri, &pos, &f))
+        if (NAME_EQ(f.name, f.name_len, "connection") &&
+            http_list_has(f.value, f.value_len, name, n))
             return true;
     return false;
 }
@@ -222,27 +235,26 @@ static bool all_digits(const char *s, size_t n)
  * body, sent de-chunked, gets one. TE stays only as "trailers". */
 static void fields(struct builder *b, const struct http_request_info *ri, size_t body_len)
 {
-    const char *name, *value;
-    size_t pos = 0, name_len, value_len;
+    struct field f;
+    size_t pos = 0;
     bool length = false;
-    while (
-        http_field_next(ri->fields, ri->fields_len, &pos, &name, &name_len, &value, &value_len)) {
-        if (NAME_EQ(name, name_len, "host"))
+    while (next_field(ri, &pos, &f)) {
+        if (NAME_EQ(f.name, f.name_len, "host"))
             continue;
         /* TE is connection-specific too, but HTTP/2 keeps "trailers". */
-        if (NAME_EQ(name, name_len, "te")) {
-            if (http_list_has(value, value_len, LIT("trailers")))
+        if (NAME_EQ(f.name, f.name_len, "te")) {
+            if (http_list_has(f.value, f.value_len, LIT("trailers")))
                 emit(b, LIT("te"), LIT("trailers"));
-        } else if (NAME_EQ(name, name_len, "content-length")) {
+        } else if (NAME_EQ(f.name, f.name_len, "content-length")) {
             if (length)
                 continue;
             length = true;
-            if (all_digits(value, value_len))
-                emit(b, LIT("content-length"), value, value_len);
+            if (all_digits(f.value, f.value_len))
+                emit(b, LIT("content-length"), f.value, f.value_len);
             else
                 emit_length(b, body_len);
-        } else if (!connection_specific(ri, name, name_len)) {
-            emit(b, lower_name(b, name, name_len), name_len, value, value_len);
+        } else if (!connection_specific(ri, f.name, f.name_len)) {
+            emit(b, lower_name(b, f.name, f.name_len), f.name_len, f.value, f.value_len);
         }
     }
     if (ri->chunked)
