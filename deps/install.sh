@@ -3,7 +3,8 @@
 # and libnghttp2 (with a C compiler, make and pkg-config). With --test, also
 # what the tests and `make bench` use: Python 3 with pytest, hdrhistogram and
 # hpack, nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang
-# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools.
+# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, and make lint's
+# clang-format, cppcheck, shellcheck and pyflakes.
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -42,6 +43,7 @@ if command -v apt-get >/dev/null 2>&1; then
     tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack"
+    tests="$tests clang-format cppcheck shellcheck pyflakes3"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -55,6 +57,7 @@ elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang"
+    tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root dnf install -y $build
@@ -62,6 +65,7 @@ elif command -v pacman >/dev/null 2>&1; then
     build="gcc make pkgconf luajit libev openssl libnghttp2"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db lua51 nghttp2 go"
+    tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
@@ -69,12 +73,14 @@ elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
            util-linux curl mandoc lua5.1-dev openssl nghttp2 go"
+    tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build
 elif command -v brew >/dev/null 2>&1; then
     build="pkg-config luajit libev openssl@3 libnghttp2"
     tests="python nginx wrk gnuplot nghttp2 go"
+    tests="python nginx wrk gnuplot clang-format cppcheck shellcheck"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     run brew install $build
