@@ -134,19 +134,17 @@ static bool absolute_target(struct builder *b, const char *s, size_t n, struct t
     while (i < n && s[i] != '/' && s[i] != '?' && s[i] != '#')
         i++;
     t->authority_len = (size_t)(s + i - t->authority);
-    t->path = s + i;
-    t->path_len = n - i;
-    if (t->path_len == 0) {
-        t->path = "/";
-        t->path_len = 1;
-    } else if (s[i] != '/') { /* "?q" after the authority: the path is "/" */
-        char *d = take(b, t->path_len + 1);
+    if (i < n && s[i] == '/') {
+        t->path = s + i;
+        t->path_len = n - i;
+    } else { /* nothing or "?q" after the authority: the path is "/" */
+        char *d = i < n ? take(b, n - i + 1) : NULL;
         if (d) {
             d[0] = '/';
             memcpy(d + 1, s + i, n - i);
         }
-        t->path = d;
-        t->path_len++;
+        t->path = i < n ? d : "/";
+        t->path_len = n - i + 1;
     }
     return true;
 }

@@ -67,7 +67,6 @@ import socket
 import socketserver
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import h2frames as h2  # noqa: E402
