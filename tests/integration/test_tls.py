@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from conftest import openssl, parse_report, volley
+from conftest import parse_report, volley
 
 # What nginx logs for every request; "-" for an empty variable.
 LOG = "$ssl_protocol $ssl_alpn_protocol $ssl_server_name $ssl_session_reused " \
