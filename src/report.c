@@ -118,6 +118,10 @@ void report_text(FILE *f, const struct result *r)
 
     fprintf(f, "  Thread Stats%6s%11s%8s%12s\n", "Avg", "Stdev", "Max", "+/- Stdev");
     stat_row(f, "Latency", s->latency, units_time_us);
+    /* Every request has a connection of its own: its set-up, which latency
+     * leaves out, is a figure of the run too (ab's "Connect"). */
+    if (r->cfg->no_keepalive)
+        stat_row(f, "Connect", s->connect, units_time_us);
     stat_row(f, "Req/Sec", s->rps, units_metric);
     if (r->cfg->latency && r->cfg->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
@@ -139,6 +143,8 @@ void report_text(FILE *f, const struct result *r)
                 e->connect, e->read, e->write, e->timeout);
     if (e->status)
         fprintf(f, "  Non-2xx or 3xx responses: %" PRIu64 "\n", e->status);
+    if (s->reopened)
+        fprintf(f, "  Connections reopened: %" PRIu64 "\n", s->reopened);
     fprintf(f, "Requests/sec: %9.2Lf\n", seconds > 0 ? s->requests / seconds : 0);
     fprintf(f, "Transfer/sec: %10sB\n", units_binary(seconds > 0 ? s->bytes / seconds : 0, b));
     server_cpu_line(f, r);

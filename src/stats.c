@@ -29,6 +29,7 @@ void stats_init(struct stats *s)
     s->latency = hist_new(STATS_LATENCY_MAX);
     s->u_latency = hist_new(STATS_LATENCY_MAX);
     s->lag = hist_new(STATS_LATENCY_MAX);
+    s->connect = hist_new(STATS_LATENCY_MAX);
     s->rps = hist_new(STATS_RPS_MAX);
 }
 
@@ -37,6 +38,7 @@ void stats_free(struct stats *s)
     hist_free(s->latency);
     hist_free(s->u_latency);
     hist_free(s->lag);
+    hist_free(s->connect);
     hist_free(s->rps);
     memset(s, 0, sizeof *s);
 }
@@ -47,6 +49,7 @@ void stats_merge(struct stats *dst, const struct stats *src)
     dst->sent += src->sent;
     dst->bytes += src->bytes;
     dst->connects += src->connects;
+    dst->reopened += src->reopened;
     dst->reconnects += src->reconnects;
     dst->handshakes += src->handshakes;
     dst->resumed += src->resumed;
@@ -63,6 +66,7 @@ void stats_merge(struct stats *dst, const struct stats *src)
     hist_merge(dst->latency, src->latency);
     hist_merge(dst->u_latency, src->u_latency);
     hist_merge(dst->lag, src->lag);
+    hist_merge(dst->connect, src->connect);
     hist_merge(dst->rps, src->rps);
 }
 
@@ -73,10 +77,12 @@ void stats_reset(struct stats *s)
     s->latency = kept.latency;
     s->u_latency = kept.u_latency;
     s->lag = kept.lag;
+    s->connect = kept.connect;
     s->rps = kept.rps;
     hist_reset(s->latency);
     hist_reset(s->u_latency);
     hist_reset(s->lag);
+    hist_reset(s->connect);
     hist_reset(s->rps);
 }
 

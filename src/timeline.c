@@ -422,16 +422,20 @@ static void on_ready(struct ev_loop *loop, ev_async *a, int revents)
     }
 }
 
-struct intervals *timeline_start(struct timeline *t, struct ev_loop *loop, size_t nworkers,
-                                 uint64_t start, const struct timespec *started)
+struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size_t nworkers)
 {
     t->loop = loop;
-    t->start = start;
-    t->started = *started;
     ev_async_init(&t->ready, on_ready);
     t->ready.data = t;
     ev_async_start(loop, &t->ready);
     t->intervals = intervals_new(nworkers, loop, &t->ready);
+    return t->intervals;
+}
+
+void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
+{
+    t->start = start;
+    t->started = *started;
     if (t->server) {
         server_cpu_read(t->server, &t->server_start);
         t->server_last = t->server_start;
@@ -447,7 +451,6 @@ struct intervals *timeline_start(struct timeline *t, struct ev_loop *loop, size_
         hlog_header(t);
         check(t, t->hlog);
     }
-    return t->intervals;
 }
 
 static void close_output(struct timeline *t, FILE *f, const char *path)

@@ -23,11 +23,11 @@ struct json;
 struct timeline *timeline_new(const struct config *cfg);
 void timeline_free(struct timeline *t);
 
-/* The run starts: at start (clock_us) and started (wall clock), with
- * nworkers workers, whose intervals arrive through the returned hand-off
- * and are written from loop. */
-struct intervals *timeline_start(struct timeline *t, struct ev_loop *loop, size_t nworkers,
-                                 uint64_t start, const struct timespec *started);
+/* Before the workers start: the hand-off through which the intervals of
+ * nworkers workers arrive, to be written from loop. */
+struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size_t nworkers);
+/* The run starts at start (clock_us) and started (wall clock). */
+void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started);
 /* After the workers are joined: writes the intervals left, the last one
  * ending at runtime_us, and closes the files (dies if writing failed). */
 void timeline_finish(struct timeline *t, uint64_t runtime_us);

@@ -13,6 +13,7 @@ static void record(struct stats *s, uint64_t v)
     s->sent++;
     s->bytes += 100 + v;
     s->connects += v % 3 == 0;
+    s->reopened += v % 6 == 0;
     s->errors.read += v % 5 == 0;
     s->causes[CAUSE_RESET] += v % 5 == 0;
     s->status[v % 7 == 0 ? 503 : 200]++;
@@ -20,6 +21,7 @@ static void record(struct stats *s, uint64_t v)
     hist_record(s->latency, v * 37);
     hist_record(s->u_latency, v);
     hist_record(s->lag, v / 2);
+    hist_record(s->connect, 100 + v % 13);
     hist_record(s->rps, 1000 + v);
 }
 
@@ -35,6 +37,7 @@ TEST(reset_clears_every_field_and_keeps_the_histograms)
     s.latency = saved.latency;
     s.u_latency = saved.u_latency;
     s.lag = saved.lag;
+    s.connect = saved.connect;
     s.rps = saved.rps;
     for (uint64_t v = 1; v < 100000; v *= 3)
         hist_record(s.latency, v * 1000);
@@ -45,6 +48,7 @@ TEST(reset_clears_every_field_and_keeps_the_histograms)
     zero.latency = s.latency;
     zero.u_latency = s.u_latency;
     zero.lag = s.lag;
+    zero.connect = s.connect;
     zero.rps = s.rps;
     CHECK(memcmp(&s, &zero, sizeof s) == 0);
     CHECK_U64(hist_count(s.latency), 0);
@@ -78,6 +82,7 @@ TEST(intervals_merged_give_the_whole)
     CHECK_U64(total.requests, whole.requests);
     CHECK_U64(total.bytes, whole.bytes);
     CHECK_U64(total.connects, whole.connects);
+    CHECK_U64(total.reopened, whole.reopened);
     CHECK_U64(total.errors.read, whole.errors.read);
     CHECK_U64(total.errors.status, whole.errors.status);
     CHECK_U64(total.causes[CAUSE_RESET], whole.causes[CAUSE_RESET]);
@@ -86,8 +91,9 @@ TEST(intervals_merged_give_the_whole)
     const struct hist *pairs[][2] = {{total.latency, whole.latency},
                                      {total.u_latency, whole.u_latency},
                                      {total.lag, whole.lag},
+                                     {total.connect, whole.connect},
                                      {total.rps, whole.rps}};
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 5; i++) {
         char *a = hist_encode(pairs[i][0]), *b = hist_encode(pairs[i][1]);
         CHECK_STR(a, b);
         CHECK(hist_mean(pairs[i][0]) == hist_mean(pairs[i][1]));

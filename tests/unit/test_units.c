@@ -149,8 +149,8 @@ TEST(column_rule)
 TEST(utc_time_has_milliseconds)
 {
     char buf[UNITS_BUF];
-    struct timespec t = {1700000000, 999999999};
-    CHECK_STR(units_utc_time(&t, buf), "2023-11-14T22:13:20.999Z");
-    t = (struct timespec){0, 1000000};
-    CHECK_STR(units_utc_time(&t, buf), "1970-01-01T00:00:00.001Z");
+    struct timespec when = {1700000000, 999999999};
+    CHECK_STR(units_utc_time(&when, buf), "2023-11-14T22:13:20.999Z");
+    when = (struct timespec){0, 1000000};
+    CHECK_STR(units_utc_time(&when, buf), "1970-01-01T00:00:00.001Z");
 }
