@@ -404,8 +404,10 @@ static bool paused(struct conn *c, uint64_t now)
             return true;
         /* Converting a delay past the range of uint64_t (1e300, inf) is
          * undefined, and NaN compares false: both would give no pause. */
-        c->delay_until =
-            now + (ms > 0 ? (uint64_t)((ms < DELAY_MAX_MS ? ms : DELAY_MAX_MS) * 1000) : 0);
+        uint64_t us = ms > 0 ? (uint64_t)((ms < DELAY_MAX_MS ? ms : DELAY_MAX_MS) * 1000) : 0;
+        c->delay_until = now + us;
+        env->stats->pauses++;
+        env->stats->paused_us += us;
     }
     if (c->delay_until > now) {
         timer_start(c, c->delay_until - now);
