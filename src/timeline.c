@@ -60,6 +60,7 @@ struct record {
     uint64_t index, start_us, length_us;
     const struct stats *s;
     double server_s; /* CPU time of the server in it; NaN without --server-pid */
+    char *latency;   /* s->latency encoded, once for both files; or NULL */
 };
 
 /* "-": the records take stdout to themselves and descriptor 1 becomes
@@ -171,7 +172,8 @@ static void json_run(struct timeline *t)
     json_finish(&j);
 }
 
-static void json_latency(struct json *j, const char *key, const struct hist *h)
+/* A latency's figures and its histogram (encoded: h's encoding, or NULL). */
+static void json_latency(struct json *j, const char *key, const struct hist *h, const char *encoded)
 {
     uint64_t n = hist_count(h);
     json_object_begin(j, key);
@@ -189,9 +191,9 @@ static void json_latency(struct json *j, const char *key, const struct hist *h)
         json_null(j, "p99");
         json_null(j, "max");
     }
-    char *encoded = hist_encode(h);
-    json_string(j, "hdr_histogram", encoded);
-    free(encoded);
+    char *own = encoded ? NULL : hist_encode(h);
+    json_string(j, "hdr_histogram", encoded ? encoded : own);
+    free(own);
     json_object_end(j);
 }
 
@@ -224,10 +226,10 @@ static void json_record(struct timeline *t, const struct record *r)
     json_object_end(&j);
     json_uint(&j, "connects", s->connects);
     json_uint(&j, "reconnects", s->reconnects);
-    json_latency(&j, "latency", s->latency);
+    json_latency(&j, "latency", s->latency, r->latency);
     if (t->cfg->rate) {
         json_double(&j, "sent_per_sec", per_sec(s->sent, r->length_us));
-        json_latency(&j, "latency_uncorrected", s->u_latency);
+        json_latency(&j, "latency_uncorrected", s->u_latency, NULL);
     } else {
         json_null(&j, "sent_per_sec");
         json_null(&j, "latency_uncorrected");
@@ -332,11 +334,8 @@ static void hlog_header(struct timeline *t)
 
 static void hlog_record(struct timeline *t, const struct record *r)
 {
-    const struct hist *h = r->s->latency;
-    char *encoded = hist_encode(h);
     fprintf(t->hlog, "%.3f,%.3f,%.3f,%s\n", (double)r->start_us / 1e6, (double)r->length_us / 1e6,
-            (double)hist_max(h) / 1e3, encoded);
-    free(encoded);
+            (double)hist_max(r->s->latency) / 1e3, r->latency);
 }
 
 /* ---- the intervals ------------------------------------------------------- */
@@ -373,7 +372,9 @@ static double cpu_between(double from, double to) { return round((to - from) * 1
  * server's CPU time in it is what it used since the last record. */
 static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t length_us)
 {
-    struct record r = {index, index * t->cfg->interval_us, length_us, s, NAN};
+    struct record r = {index, index * t->cfg->interval_us, length_us, s, NAN, NULL};
+    if ((t->out && !t->csv) || t->hlog)
+        r.latency = hist_encode(s->latency);
     if (t->server) {
         struct server_times now;
         server_cpu_read(t->server, &now);
@@ -392,6 +393,7 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
         hlog_record(t, &r);
         check(t, t->hlog);
     }
+    free(r.latency);
     remember(t, &r);
     intervals_give_back(t->intervals, s);
 }
