@@ -335,6 +335,8 @@ def test_timeouts_never_meet_a_latency_objective(tmp_path):
     out = s.proc.stdout
     assert "slo: no level meets p99 <= 1000 ms\n" in out
     assert "  levels with timeouts never meet it (a timeout caps latency): 1, 2\n" in out
+    with open(os.path.join(str(tmp_path), "to.gp")) as f:
+        assert "to timeouts (latency capped)" in f.read()
 
 
 def test_a_cpu_bound_volley_is_marked(tmp_path):
