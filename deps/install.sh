@@ -2,7 +2,9 @@
 # Installs the system packages volley builds against: LuaJIT, OpenSSL and
 # libev (with a C compiler, make and pkg-config). With --test, also what the
 # tests and `make bench` use: Python 3 with pytest and hdrhistogram, nginx, wrk,
-# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools.
+# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1, a few tools, and
+# on Debian and Ubuntu what builds and checks the packages under packaging/
+# (debhelper, lintian, autopkgtest, rpm and ruby to parse the spec and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -17,7 +19,7 @@ for arg in "$@"; do
     --test) test=1 ;;
     --dry-run) dry=1 ;;
     -h | --help)
-        sed -n '2,10s/^# \{0,1\}//p' "$0"
+        sed -n '2,11s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -40,7 +42,8 @@ if command -v apt-get >/dev/null 2>&1; then
     build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev"
     tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
-           dpkg-dev liblua5.1-0-dev openssl"
+           dpkg-dev liblua5.1-0-dev openssl
+           debhelper lintian autopkgtest rpm ruby"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
