@@ -1,8 +1,10 @@
-# volley's Homebrew formula. The test runs the installed volley against a
-# one-shot HTTP server on 127.0.0.1 and checks the report and --json.
+# volley's Homebrew formula. The test runs the installed volley against
+# Python's http.server on 127.0.0.1 and checks the report and --json.
 # sha256: of the release tarball (`make dist`), written by `make pkg-sums`.
 # SPDX-License-Identifier: MIT
 class Volley < Formula
+  include Language::Python::Shebang
+
   desc "Scriptable HTTP benchmarking tool, a drop-in replacement for wrk"
   homepage "https://github.com/volley-bench/volley"
   url "https://github.com/volley-bench/volley/releases/download/v0.1.0/volley-0.1.0.tar.gz"
