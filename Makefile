@@ -165,7 +165,6 @@ static: volley-static
 volley-static: build/main.o build/libvolley.a
 	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(STATIC_LDFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(STATIC_LIBS)
 
-
 # The Debian source and binary packages, built from the release tarball as a
 # distribution builds them: the tarball becomes the .orig.tar.gz, the tree's
 # packaging/debian/ its debian/ directory. The results land in build/deb/ and
