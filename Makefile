@@ -3,7 +3,7 @@
 # honoured; the project's own flags live in VOLLEY_* variables placed before them.
 # SPDX-License-Identifier: MIT
 
-VERSION = 0.1.0
+VERSION = 0.2.0
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -63,7 +63,7 @@ build/tests/test_%: tests/unit/test_%.c tests/unit/unit.h build/libvolley.a | bu
 $(TESTD): tests/server/testd.c | build/tests
 	$(CC) -D_GNU_SOURCE $(EV_CFLAGS) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EV_LIBS) -lm
 
-include tests/fuzz/fuzz.mk tests/sanitize.mk
+include tests/fuzz/fuzz.mk tests/sanitize.mk tests/lint.mk
 
 tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD)
 

@@ -2,9 +2,10 @@
 # Installs the system packages volley builds against: LuaJIT, OpenSSL and
 # libev (with a C compiler, make and pkg-config). With --test, also what the
 # tests and `make bench` use: Python 3 with pytest and hdrhistogram, nginx, wrk,
-# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1, a few tools, and
-# on Debian and Ubuntu what builds and checks the packages under packaging/
-# (debhelper, lintian, autopkgtest, rpm and ruby to parse the spec and formula).
+# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools,
+# make lint's clang-format, cppcheck, shellcheck and pyflakes, and on Debian
+# and Ubuntu what builds and checks the packages under packaging/ (debhelper,
+# lintian, autopkgtest, rpm and ruby to parse the spec and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -19,7 +20,7 @@ for arg in "$@"; do
     --test) test=1 ;;
     --dry-run) dry=1 ;;
     -h | --help)
-        sed -n '2,11s/^# \{0,1\}//p' "$0"
+        sed -n '2,12s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -42,8 +43,9 @@ if command -v apt-get >/dev/null 2>&1; then
     build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev"
     tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
-           dpkg-dev liblua5.1-0-dev openssl
-           debhelper lintian autopkgtest rpm ruby"
+           dpkg-dev liblua5.1-0-dev openssl"
+    tests="$tests clang-format cppcheck shellcheck pyflakes3"
+    tests="$tests debhelper lintian autopkgtest rpm ruby"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -57,6 +59,7 @@ elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db compat-lua-devel openssl"
+    tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root dnf install -y $build
@@ -64,6 +67,7 @@ elif command -v pacman >/dev/null 2>&1; then
     build="gcc make pkgconf luajit libev openssl"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db lua51"
+    tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
@@ -71,12 +75,13 @@ elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
            util-linux curl mandoc lua5.1-dev openssl"
+    tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build
 elif command -v brew >/dev/null 2>&1; then
     build="pkg-config luajit libev openssl@3"
-    tests="python nginx wrk gnuplot"
+    tests="python nginx wrk gnuplot clang-format cppcheck shellcheck"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     run brew install $build

@@ -46,6 +46,19 @@ def check_sanitizer(what, stderr):
                     pytrace=False)
 
 
+def clean_env(**extra):
+    """The environment without the outer make's jobserver and command-line
+    variables (the trees built here are built with their own flags) and
+    without VOLLEY (nor the sanitizer build's VOLLEY_BUILD and
+    VOLLEY_SANITIZED), so that a build or a test run in a copy of the tree
+    uses that copy's own."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VOLLEY",
+                        "VOLLEY_BUILD", "VOLLEY_SANITIZED")}
+    env.update(extra)
+    return env
+
+
 # --------------------------------------------------------------------------
 # Running volley
 # --------------------------------------------------------------------------

@@ -7,8 +7,8 @@ class Volley < Formula
 
   desc "Scriptable HTTP benchmarking tool, a drop-in replacement for wrk"
   homepage "https://github.com/volley-bench/volley"
-  url "https://github.com/volley-bench/volley/releases/download/v0.1.0/volley-0.1.0.tar.gz"
-  sha256 "a06c8ad5ba0126ab90a696ab66d2fe7b33227c1b5954d3b72dff00aafaa0e644"
+  url "https://github.com/volley-bench/volley/releases/download/v0.2.0/volley-0.2.0.tar.gz"
+  sha256 "dfbfaf88b4a39fe858541ac6d315d4df31c49d73567a8bfd9467f87196679075"
   license "MIT"
 
   depends_on "pkgconf" => :build

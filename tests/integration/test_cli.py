@@ -4,7 +4,6 @@ SPDX-License-Identifier: MIT
 """
 import re
 import resource
-import socket
 
 import pytest
 

@@ -6,7 +6,6 @@ errors and no CPU.
 SPDX-License-Identifier: MIT
 """
 import json
-import os
 import resource
 import socket
 import ssl

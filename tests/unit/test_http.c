@@ -76,6 +76,9 @@ static void feed(const char *in, size_t len, const size_t *cuts, size_t ncuts, b
     p.want_head = p.want_body = want;
     http_begin(&p, heads[0]);
     for (size_t k = 0; k <= ncuts && !g->failed; k++) {
+        /* cppcheck thinks cuts may be NULL here, but with NULL ncuts is 0 and
+         * cuts is never read. */
+        /* cppcheck-suppress nullPointer */
         size_t a = k ? cuts[k - 1] : 0, b = k < ncuts ? cuts[k] : len, n = b - a, off = 0;
         char *piece = xmalloc(n);
         memcpy(piece, in + a, n);
