@@ -8,11 +8,12 @@ class Volley < Formula
   desc "Scriptable HTTP benchmarking tool, a drop-in replacement for wrk"
   homepage "https://github.com/volley-bench/volley"
   url "https://github.com/volley-bench/volley/releases/download/v0.2.0/volley-0.2.0.tar.gz"
-  sha256 "dfbfaf88b4a39fe858541ac6d315d4df31c49d73567a8bfd9467f87196679075"
+  sha256 "9814b2c9337f3d08f90f7d3dc872843dcc1eb3327665f33676a298a1700a50a7"
   license "MIT"
 
   depends_on "pkgconf" => :build
   depends_on "libev"
+  depends_on "libnghttp2"
   depends_on "luajit"
   depends_on "openssl@3"
   depends_on "python@3.12"
