@@ -10,7 +10,6 @@ SPDX-License-Identifier: MIT
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 from fnmatch import fnmatch
 
@@ -24,14 +23,22 @@ PKGBUILD = os.path.join(PACKAGING, "arch", "PKGBUILD")
 APKBUILD = os.path.join(PACKAGING, "alpine", "APKBUILD")
 FORMULA = os.path.join(PACKAGING, "homebrew", "volley.rb")
 UPSTREAM = "https://github.com/volley-bench/volley"
-# The system libraries deps/libs.mk links, as each format names them.
+# Each system library deps/libs.mk links (by its variables' prefix), as each
+# format names it.
 LIBRARIES = {
-    "debian": ("libev-dev", "libluajit-5.1-dev", "libnghttp2-dev", "libssl-dev"),
-    "rpm": ("libev-devel", "pkgconfig(libnghttp2)", "pkgconfig(luajit)", "pkgconfig(openssl)"),
-    "arch": ("libev", "libnghttp2", "luajit", "openssl"),
-    "alpine": ("libev-dev", "luajit-dev", "nghttp2-dev", "openssl-dev"),
-    "homebrew": ("libev", "libnghttp2", "luajit", "openssl@3"),
+    "LUA": {"debian": "libluajit-5.1-dev", "rpm": "pkgconfig(luajit)", "arch": "luajit",
+            "alpine": "luajit-dev", "homebrew": "luajit"},
+    "SSL": {"debian": "libssl-dev", "rpm": "pkgconfig(openssl)", "arch": "openssl",
+            "alpine": "openssl-dev", "homebrew": "openssl@3"},
+    "EV": {"debian": "libev-dev", "rpm": "libev-devel", "arch": "libev",
+           "alpine": "libev-dev", "homebrew": "libev"},
+    "NGHTTP2": {"debian": "libnghttp2-dev", "rpm": "pkgconfig(libnghttp2)",
+                "arch": "libnghttp2", "alpine": "nghttp2-dev", "homebrew": "libnghttp2"},
 }
+
+
+def libraries(fmt):
+    return {names[fmt] for names in LIBRARIES.values()}
 
 
 def read(path):
@@ -111,21 +118,27 @@ def test_every_format_names_the_same_upstream():
 # Dependencies
 # --------------------------------------------------------------------------
 
+def test_every_library_the_build_links_is_known_here():
+    linked = re.findall(r"^ifeq \(\$\(origin (\w+)_LIBS\),undefined\)$",
+                        read(os.path.join(ROOT, "deps", "libs.mk")), re.M)
+    assert sorted(linked) == sorted(LIBRARIES)
+
+
 def test_every_format_builds_with_the_system_libraries():
     control = read(os.path.join(DEBIAN, "control"))
     build_depends = re.search(r"^Build-Depends:(.*?)^\S", control, re.M | re.S).group(1)
     assert "debhelper-compat (= 13)" in build_depends
-    for lib in LIBRARIES["debian"]:
+    for lib in libraries("debian"):
         assert re.search(rf"[\s|]{re.escape(lib)}[\s,]", build_depends), lib
     unversioned = {re.sub(r"\s*[<>=].*", "", r) for r in spec_field("BuildRequires")}
-    assert set(LIBRARIES["rpm"]) <= unversioned
+    assert libraries("rpm") <= unversioned
     arch = shell_vars("bash", PKGBUILD, ["depends", "makedepends"])
-    assert set(LIBRARIES["arch"]) | {"python"} <= set(arch["depends"].split())
+    assert libraries("arch") | {"python"} <= set(arch["depends"].split())
     alpine = shell_vars("dash", APKBUILD, ["depends", "makedepends"])
-    assert set(LIBRARIES["alpine"]) <= set(alpine["makedepends"].split())
+    assert libraries("alpine") <= set(alpine["makedepends"].split())
     assert "python3" in alpine["depends"].split()
     formula = set(re.findall(r'^  depends_on "([^"]+)"$', read(FORMULA), re.M))
-    assert set(LIBRARIES["homebrew"]) <= formula
+    assert libraries("homebrew") <= formula
     # volley-sweep is Python: every format's package needs it at run time.
     assert re.search(r"^Depends: python3,", control, re.M)
     assert "python3" in spec_field("Requires")
@@ -151,6 +164,7 @@ def test_rpm_spec_lists_exactly_what_make_install_installs(tmp_path):
     assert dirs["PREFIX"] == "/usr", install
     patterns = [f for f in files if f.startswith("/")]
     installed = installed_by_make(tmp_path, **dirs)
+
     def packs(pattern, path):  # a directory entry takes everything under it
         return path.startswith(pattern) if pattern.endswith("/") else fnmatch(path, pattern)
 
@@ -206,8 +220,13 @@ def test_debian_copyright_is_machine_readable_and_holds_the_license():
     expanded = re.search(r"^License: Expat\n((?: .*\n)+)", copyright_, re.M).group(1)
     unfolded = "\n".join(l[1:] if l != " ." else "" for l in expanded.splitlines())
     assert re.sub(r"\s+", " ", unfolded).strip() == re.sub(r"\s+", " ", body).strip()
+
+
+def test_autopkgtest_runs_against_nginx_and_the_installed_package():
     tests = read(os.path.join(DEBIAN, "tests", "control"))
+    assert "Tests: nginx\n" in tests
     assert re.search(r"^Depends: .*\bnginx\b.*\bvolley$", tests, re.M), tests
+    assert read(os.path.join(DEBIAN, "tests", "nginx")).startswith("#!/usr/bin/python3\n")
 
 
 def test_spec_parses_with_rpmspec():
@@ -233,10 +252,15 @@ def test_formula_parses_with_ruby():
 # Checksums of the release tarball
 # --------------------------------------------------------------------------
 
-def checksums():
-    sha256 = shell_vars("bash", PKGBUILD, ["sha256sums"])["sha256sums"]
-    brew = re.search(r'^  sha256 "(.*)"$', read(FORMULA), re.M).group(1)
-    sha512 = shell_vars("dash", APKBUILD, ["sha512sums"])["sha512sums"].split()
+def checksums(root=ROOT):
+    """The PKGBUILD's and the formula's sha256 and the APKBUILD's sha512 line
+    (checksum, file name) in the tree at root."""
+    def at(path):
+        return os.path.join(root, os.path.relpath(path, ROOT))
+
+    sha256 = shell_vars("bash", at(PKGBUILD), ["sha256sums"])["sha256sums"]
+    brew = re.search(r'^  sha256 "(.*)"$', read(at(FORMULA)), re.M).group(1)
+    sha512 = shell_vars("dash", at(APKBUILD), ["sha512sums"])["sha512sums"].split()
     return sha256, brew, sha512
 
 
@@ -249,7 +273,7 @@ def test_checksums_are_of_one_tarball_and_well_formed():
 
 def test_pkg_sums_writes_the_checksums_of_the_release_tarball(tmp_path):
     """make pkg-sums in an unpacked release tarball writes the checksums of
-    the tarball that tree makes."""
+    the tarball that tree makes, and changes nothing else."""
     make(ROOT, "dist")
     name = f"volley-{version()}"
     unpack(os.path.join(ROOT, f"{name}.tar.gz"), tmp_path)
@@ -257,17 +281,12 @@ def test_pkg_sums_writes_the_checksums_of_the_release_tarball(tmp_path):
     make(tree, "pkg-sums")
     with open(os.path.join(tree, f"{name}.tar.gz"), "rb") as f:
         data = f.read()
-    for path in (PKGBUILD, FORMULA, APKBUILD):
-        shutil.copy(os.path.join(tree, os.path.relpath(path, ROOT)), tmp_path / "copy")
-        os.replace(tmp_path / "copy", tmp_path / os.path.basename(path))
-    sha256 = shell_vars("bash", str(tmp_path / "PKGBUILD"), ["sha256sums"])["sha256sums"]
-    brew = re.search(r'^  sha256 "(.*)"$', read(str(tmp_path / "volley.rb")), re.M).group(1)
-    sha512 = shell_vars("dash", str(tmp_path / "APKBUILD"), ["sha512sums"])["sha512sums"]
+    sha256, brew, sha512 = checksums(tree)
     assert sha256 == brew == hashlib.sha256(data).hexdigest()
-    assert sha512.split() == [hashlib.sha512(data).hexdigest(), f"{name}.tar.gz"]
-    # The rest of each file is untouched.
+    assert sha512 == [hashlib.sha512(data).hexdigest(), f"{name}.tar.gz"]
+    def without_sums(text):
+        return [line for line in text.splitlines() if not re.search(r"[0-9a-f]{64}", line)]
+
     for path in (PKGBUILD, FORMULA, APKBUILD):
-        ours = [l for l in read(path).splitlines() if not re.search(r"[0-9a-f]{64}", l)]
-        theirs = [l for l in read(str(tmp_path / os.path.basename(path))).splitlines()
-                  if not re.search(r"[0-9a-f]{64}", l)]
-        assert ours == theirs, path
+        written = read(os.path.join(tree, os.path.relpath(path, ROOT)))
+        assert without_sums(written) == without_sums(read(path)), path
