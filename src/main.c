@@ -360,13 +360,15 @@ int main(int argc, char **argv)
         tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
     FILE *json = cfg.json ? open_json(cfg.json) : NULL;
-    run.timeline = timeline_new(&cfg);
-    result.timeline = run.timeline;
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     if (cfg.verify)
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
+    /* Once the target is known to answer: a start that fails leaves an
+     * earlier timeline alone. */
+    run.timeline = timeline_new(&cfg);
+    result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
@@ -387,6 +389,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (json)
         write_json(json, cfg.json, &result);
+    timeline_check(run.timeline);
 
     for (size_t i = 0; i < run.nworkers; i++)
         worker_free(run.workers[i]);

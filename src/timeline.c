@@ -33,9 +33,9 @@ struct timeline {
     struct timespec started;
     FILE *out; /* --timeline */
     bool csv;
-    FILE *hlog; /* --hdr-log */
-    bool write_failed;
-    int write_errno;
+    FILE *hlog;         /* --hdr-log */
+    const char *failed; /* the first file a write to failed, reported after the report */
+    int failed_errno;
     struct server_cpu *server;
     struct server_times server_start, server_last;
     struct stats *held; /* taken, not yet written: it may be the last */
@@ -111,11 +111,11 @@ void timeline_free(struct timeline *t)
 
 /* ---- writing ------------------------------------------------------------ */
 
-static void check(struct timeline *t, FILE *f)
+static void check(struct timeline *t, FILE *f, const char *path)
 {
-    if ((fflush(f) != 0 || ferror(f)) && !t->write_failed) {
-        t->write_failed = true;
-        t->write_errno = errno;
+    if ((fflush(f) != 0 || ferror(f)) && !t->failed) {
+        t->failed = path;
+        t->failed_errno = errno;
     }
 }
 
@@ -387,11 +387,11 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
             csv_record(t, &r);
         else
             json_record(t, &r);
-        check(t, t->out);
+        check(t, t->out, t->cfg->timeline);
     }
     if (t->hlog) {
         hlog_record(t, &r);
-        check(t, t->hlog);
+        check(t, t->hlog, t->cfg->hdr_log);
     }
     free(r.latency);
     remember(t, &r);
@@ -447,25 +447,27 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
             csv_header(t);
         else
             json_run(t);
-        check(t, t->out);
+        check(t, t->out, t->cfg->timeline);
     }
     if (t->hlog) {
         hlog_header(t);
-        check(t, t->hlog);
+        check(t, t->hlog, t->cfg->hdr_log);
     }
 }
 
 static void close_output(struct timeline *t, FILE *f, const char *path)
 {
-    if (!f)
-        return;
-    if (fclose(f) != 0 && !t->write_failed) {
-        t->write_failed = true;
-        t->write_errno = errno;
+    if (f && fclose(f) != 0 && !t->failed) {
+        t->failed = path;
+        t->failed_errno = errno;
     }
-    if (t->write_failed)
-        die("cannot write %s: %s", strcmp(path, "-") == 0 ? "to stdout" : path,
-            strerror(t->write_errno));
+}
+
+void timeline_check(const struct timeline *t)
+{
+    if (t->failed)
+        die("cannot write %s: %s", strcmp(t->failed, "-") == 0 ? "to stdout" : t->failed,
+            strerror(t->failed_errno));
 }
 
 void timeline_finish(struct timeline *t, uint64_t runtime_us)

@@ -19,7 +19,8 @@ struct intervals;
 struct json;
 
 /* Opens the output files and finds the server's processes, so that a bad
- * path or PID is an error before the run (dies with a one-line message). */
+ * path or PID is an error before the run starts (dies with a one-line
+ * message). */
 struct timeline *timeline_new(const struct config *cfg);
 void timeline_free(struct timeline *t);
 
@@ -29,8 +30,10 @@ struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size
 /* The run starts at start (clock_us) and started (wall clock). */
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started);
 /* After the workers are joined: writes the intervals left, the last one
- * ending at runtime_us, and closes the files (dies if writing failed). */
+ * ending at runtime_us, and closes the files. */
 void timeline_finish(struct timeline *t, uint64_t runtime_us);
+/* After the report: dies with a one-line message if writing a file failed. */
+void timeline_check(const struct timeline *t);
 
 /* The last interval written: its requests per second and, when it had a
  * response, its 99th percentile latency (us). False before the first. */

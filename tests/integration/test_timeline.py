@@ -439,9 +439,31 @@ def test_duration_0_runs_until_ctrl_c(testd, tmp_path, duration):
     (["--server-pid", "no-such-server-x"],
      "volley: --server-pid no-such-server-x: no process of that name"),
 ])
-def test_bad_options_are_one_line_before_anything_is_sent(args, message):
-    # Port 1 refuses: these errors come before volley connects at all.
-    run = volley(*args, "-c1", "-t1", "http://127.0.0.1:1/")
+def test_bad_options_are_one_line_before_anything_is_sent(testd, args, message):
+    srv = testd()
+    run = volley(*args, "-c1", "-t1", srv.url + "/")
     assert run.returncode == 1, run
     assert run.stdout == ""
     assert run.stderr.splitlines()[0] == message
+    assert srv.stats()["requests"] == 0
+
+
+@pytest.mark.parametrize("option", ["--timeline", "--hdr-log"])
+def test_a_file_that_cannot_be_written_is_an_error_after_the_report(testd, option):
+    srv = testd()
+    run = volley("-t1", "-c1", "-d300ms", option, "/dev/full", srv.url + "/")
+    assert run.returncode == 1, run
+    assert run.report["requests"] > 0  # the report came first
+    assert run.stderr == "volley: cannot write /dev/full: No space left on device\n"
+
+
+def test_a_failed_start_leaves_an_earlier_timeline_alone(tmp_path):
+    timeline = os.path.join(tmp_path, "t.jsonl")
+    with open(timeline, "w") as f:
+        f.write("earlier\n")
+    run = volley("--timeline", timeline, "--hdr-log", timeline, "-c1", "-t1",
+                 "http://127.0.0.1:1/")
+    assert run.returncode == 1
+    assert run.stderr.startswith("volley: unable to connect to 127.0.0.1:1")
+    with open(timeline) as f:
+        assert f.read() == "earlier\n"
