@@ -19,7 +19,7 @@ static const char usage_text[] =
     "Usage: volley <options> <url>\n"
     "  Options:\n"
     "    -c, --connections <N>  Connections to keep open\n"
-    "    -d, --duration    <T>  Duration of test\n"
+    "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
     "    -t, --threads     <N>  Number of threads to use\n"
     "\n"
     "    -s, --script      <S>  Load Lua script file\n"
@@ -47,6 +47,13 @@ static const char usage_text[] =
     "  Output:\n"
     "        --json        <F>  Write the results as JSON to F (- for stdout)\n"
     "        --no-progress      No live progress line on a terminal\n"
+    "        --timeline    <F>  Write results per interval to F: JSON Lines, CSV if F\n"
+    "                           ends in .csv (- for stdout)\n"
+    "        --interval    <T>  Length of those intervals (default 1s)\n"
+    "        --hdr-log     <F>  Write each interval's latency histogram to F\n"
+    "                           (HdrHistogram interval log)\n"
+    "        --server-pid  <P>  Also measure the CPU time of process P and its\n"
+    "                           children (a PID, or a name for all its processes)\n"
     "\n"
     "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
     "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n";
@@ -64,6 +71,10 @@ enum {
     OPT_KEY,
     OPT_JSON,
     OPT_NO_PROGRESS,
+    OPT_TIMELINE,
+    OPT_INTERVAL,
+    OPT_HDR_LOG,
+    OPT_SERVER_PID,
 };
 
 static const struct option long_options[] = {
@@ -88,6 +99,10 @@ static const struct option long_options[] = {
     {"key", required_argument, NULL, OPT_KEY},
     {"json", required_argument, NULL, OPT_JSON},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"timeline", required_argument, NULL, OPT_TIMELINE},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"hdr-log", required_argument, NULL, OPT_HDR_LOG},
+    {"server-pid", required_argument, NULL, OPT_SERVER_PID},
     {NULL, 0, NULL, 0},
 };
 
@@ -161,6 +176,22 @@ static void set_string(char **field, const char *arg)
     *field = xstrdup(arg);
 }
 
+/* -d: 0 and "inf" mean no time limit (the run ends with Ctrl-C). */
+static void set_duration(struct config *cfg, const char *arg)
+{
+    cfg->duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg);
+    cfg->duration_set = true;
+}
+
+static void add_server_pid(struct config *cfg, const char *arg)
+{
+    if (!*arg)
+        usage_error("invalid --server-pid: empty");
+    cfg->server_pids =
+        xrealloc(cfg->server_pids, (cfg->nserver_pids + 1) * sizeof *cfg->server_pids);
+    cfg->server_pids[cfg->nserver_pids++] = xstrdup(arg);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -169,6 +200,7 @@ static void defaults(struct config *cfg)
     cfg->duration_us = 10 * 1000000ULL;
     cfg->timeout_us = 2 * 1000000ULL;
     cfg->progress = true;
+    cfg->interval_us = 1000000;
 }
 
 static void parse_options(int argc, char **argv, struct config *cfg)
@@ -184,8 +216,7 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->connections = metric_arg("number of connections", optarg);
             break;
         case 'd':
-            cfg->duration_us = time_arg("duration", optarg);
-            cfg->duration_set = true;
+            set_duration(cfg, optarg);
             break;
         case 't':
             cfg->threads = metric_arg("number of threads", optarg);
@@ -244,6 +275,18 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         case OPT_NO_PROGRESS:
             cfg->progress = false;
             break;
+        case OPT_TIMELINE:
+            set_string(&cfg->timeline, optarg);
+            break;
+        case OPT_INTERVAL:
+            cfg->interval_us = time_arg("interval", optarg);
+            break;
+        case OPT_HDR_LOG:
+            set_string(&cfg->hdr_log, optarg);
+            break;
+        case OPT_SERVER_PID:
+            add_server_pid(cfg, optarg);
+            break;
         case 'v':
             puts(version_line());
             exit(0);
@@ -258,12 +301,12 @@ static void parse_options(int argc, char **argv, struct config *cfg)
     argv[0] = argv0;
 }
 
+static int to_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
+
 static void validate(struct config *cfg)
 {
     if (cfg->threads == 0)
         usage_error("number of threads must be at least 1");
-    if (cfg->duration_us == 0)
-        usage_error("duration must be greater than 0");
     if (cfg->timeout_us == 0)
         usage_error("timeout must be greater than 0");
     if (cfg->connections == 0)
@@ -285,6 +328,12 @@ static void validate(struct config *cfg)
         add_header(cfg, "Connection: close");
     if (cfg->key && !cfg->cert)
         usage_error("--key needs --cert");
+    /* Shorter intervals would cost more in writing records than they show. */
+    if (cfg->interval_us < CLI_INTERVAL_MIN_US)
+        usage_error("interval must be at least 10ms");
+    if (to_stdout(cfg->json) + to_stdout(cfg->timeline) + to_stdout(cfg->hdr_log) > 1)
+        usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
+    cfg->time_limit_us = cfg->requests && !cfg->duration_set ? 0 : cfg->duration_us;
 }
 
 void cli_parse(int argc, char **argv, struct config *cfg)
@@ -324,6 +373,11 @@ void cli_free(struct config *cfg)
     free(cfg->cert);
     free(cfg->key);
     free(cfg->json);
+    free(cfg->timeline);
+    free(cfg->hdr_log);
+    for (size_t i = 0; i < cfg->nserver_pids; i++)
+        free(cfg->server_pids[i]);
+    free(cfg->server_pids);
     free(cfg->url_arg);
     url_free(&cfg->url);
     memset(cfg, 0, sizeof *cfg);

@@ -10,6 +10,9 @@
 
 #include "url.h"
 
+/* The shortest --interval. */
+#define CLI_INTERVAL_MIN_US 10000
+
 struct header {
     char *name;
     char *value;
@@ -19,7 +22,9 @@ struct config {
     uint64_t connections;
     uint64_t threads;
     uint64_t duration_us;
-    bool duration_set; /* -d given (with -n, no -d means no time limit) */
+    bool duration_set;      /* -d given (with -n, no -d means no time limit) */
+    uint64_t time_limit_us; /* when the run ends by itself: -d, or 0 for none (-d 0, or -n
+                               without -d) */
     uint64_t timeout_us;
     bool latency;
 
@@ -43,6 +48,13 @@ struct config {
     /* Output. */
     char *json;    /* --json FILE, "-" for stdout */
     bool progress; /* live progress line when stderr is a terminal */
+
+    /* Results over time. */
+    uint64_t interval_us; /* --interval */
+    char *timeline;       /* --timeline FILE (CSV if it ends in .csv), "-" for stdout */
+    char *hdr_log;        /* --hdr-log FILE */
+    char **server_pids;   /* --server-pid, as given: PIDs or process names */
+    size_t nserver_pids;
 
     char *script;       /* -s FILE or NULL */
     char **script_args; /* args[1..] for init(); the URL is args[0] */

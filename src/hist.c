@@ -97,9 +97,14 @@ struct hist *hist_new(uint64_t highest)
 
 void hist_free(struct hist *h) { free(h); }
 
+/* Only the slots from min's to max's can hold counts: clearing just those
+ * keeps a reset cheap, and leaves untouched pages unmapped. */
 void hist_reset(struct hist *h)
 {
-    memset(h->counts, 0, h->counts_len * sizeof h->counts[0]);
+    if (h->count) {
+        size_t first = index_of(h->min);
+        memset(&h->counts[first], 0, (index_of(h->max) - first + 1) * sizeof h->counts[0]);
+    }
     h->count = 0;
     h->min = UINT64_MAX;
     h->max = 0;

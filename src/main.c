@@ -23,6 +23,7 @@
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "timeline.h"
 #include "tls.h"
 #include "worker.h"
 #include "xalloc.h"
@@ -43,6 +44,7 @@ struct run {
     atomic_size_t nfinished;
     atomic_size_t nsettled;
     bool over; /* ended before the deadline: interrupted, or done */
+    struct timeline *timeline;
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -264,7 +266,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
 {
     struct rusage before, after;
     run->loop = ev_default_loop(EVFLAG_AUTO);
-    ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
+    ev_timer_init(&run->deadline, on_end, (double)cfg->time_limit_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
     run->sigint.data = run->sigterm.data = run;
@@ -274,9 +276,11 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
+    struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
     for (size_t i = 0; i < run->nworkers; i++) {
         if (cfg->rate)
             worker_set_rate(run->workers[i]);
+        worker_set_intervals(run->workers[i], intervals);
         worker_start(run->workers[i]);
     }
     if (cfg->rate)
@@ -285,12 +289,15 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
     ev_now_update(run->loop);
-    /* -n alone runs until its requests are done; with -d, whichever ends first. */
-    if (!cfg->requests || cfg->duration_set)
+    /* -n alone runs until its requests are done; with -d, whichever ends
+     * first; -d 0 until Ctrl-C. */
+    if (cfg->time_limit_us)
         ev_timer_start(run->loop, &run->deadline);
-    for (size_t i = 0; cfg->rate && i < run->nworkers; i++)
+    timeline_start(run->timeline, start, &r->started);
+    for (size_t i = 0; i < run->nworkers; i++)
         worker_go(run->workers[i], start);
-    struct progress *progress = progress_start(run->loop, cfg, run->workers, run->nworkers, start);
+    struct progress *progress =
+        progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
     if (!run->over)
         ev_run(run->loop, 0);
     progress_end(progress);
@@ -303,6 +310,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
     r->runtime_us = clock_us() - start;
+    timeline_finish(run->timeline, r->runtime_us);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
@@ -357,6 +365,10 @@ int main(int argc, char **argv)
     if (cfg.verify)
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
+    /* Once the target is known to answer: a start that fails leaves an
+     * earlier timeline alone. */
+    run.timeline = timeline_new(&cfg);
+    result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
@@ -365,7 +377,7 @@ int main(int argc, char **argv)
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
-        stats_merge(&result.stats, &run.workers[i]->stats);
+        stats_merge(&result.stats, &run.workers[i]->total);
     if (cfg.rate) {
         result.latency_uncorrected = result.stats.u_latency;
         result.scheduling_lag = result.stats.lag;
@@ -377,10 +389,12 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (json)
         write_json(json, cfg.json, &result);
+    timeline_check(run.timeline);
 
     for (size_t i = 0; i < run.nworkers; i++)
         worker_free(run.workers[i]);
     free(run.workers);
+    timeline_free(run.timeline);
     stats_free(&result.stats);
     script_free(main_script);
     tls_cleanup();

@@ -11,13 +11,16 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "timeline.h"
 #include "units.h"
 
 void report_header(FILE *f, const struct config *cfg)
 {
     char d[UNITS_BUF];
-    if (cfg->requests && !cfg->duration_set)
+    if (cfg->requests && !cfg->time_limit_us)
         fprintf(f, "Running %" PRIu64 " requests test @ %s\n", cfg->requests, cfg->url_arg);
+    else if (!cfg->time_limit_us) /* -d 0: until Ctrl-C */
+        fprintf(f, "Running unlimited test @ %s\n", cfg->url_arg);
     else
         fprintf(f, "Running %s test @ %s\n", units_duration(cfg->duration_us, d), cfg->url_arg);
     fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
@@ -93,6 +96,19 @@ static void hdr_distribution(FILE *f, const char *title, const struct hist *h)
     fprintf(f, "----------------------------------------------------------\n");
 }
 
+/* --server-pid: "Server CPU: 3.21s, 41.2us/request". */
+static void server_cpu_line(FILE *f, const struct result *r)
+{
+    struct server_times cpu;
+    if (!r->timeline || !timeline_server_cpu(r->timeline, &cpu))
+        return;
+    double total = cpu.user_s + cpu.system_s;
+    fprintf(f, "Server CPU: %.2fs", total);
+    if (r->stats.requests)
+        fprintf(f, ", %.1fus/request", total * 1e6 / (double)r->stats.requests);
+    fputc('\n', f);
+}
+
 void report_text(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
@@ -131,6 +147,7 @@ void report_text(FILE *f, const struct result *r)
         fprintf(f, "  Connections reopened: %" PRIu64 "\n", s->reopened);
     fprintf(f, "Requests/sec: %9.2Lf\n", seconds > 0 ? s->requests / seconds : 0);
     fprintf(f, "Transfer/sec: %10sB\n", units_binary(seconds > 0 ? s->bytes / seconds : 0, b));
+    server_cpu_line(f, r);
 }
 
 /* With -R, when fewer requests went out than asked for: say so and why. */

@@ -12,6 +12,7 @@
 #include "stats.h"
 
 struct config;
+struct timeline;
 
 /* What a finished run measured. */
 struct result {
@@ -29,6 +30,7 @@ struct result {
     /* With -R: latency from the actual send, and how late requests were sent
      * after their intended time; NULL in the closed model. */
     const struct hist *latency_uncorrected, *scheduling_lag;
+    const struct timeline *timeline; /* intervals and server CPU, or NULL */
 };
 
 /* The generator's own load. A worker thread is busy while it is on a CPU or

@@ -9,6 +9,8 @@
 
 #include "cli.h"
 #include "json.h"
+#include "timeline.h"
+#include "units.h"
 #include "version.h"
 
 /* Bump when a field changes meaning or disappears; adding fields does not. */
@@ -23,7 +25,10 @@ static void options(struct json *j, const struct result *r)
     json_string(j, "url", cfg->url_arg);
     json_uint(j, "threads", cfg->threads);
     json_uint(j, "connections", cfg->connections);
-    json_uint(j, "duration_us", cfg->duration_us);
+    if (cfg->time_limit_us)
+        json_uint(j, "duration_us", cfg->time_limit_us);
+    else
+        json_null(j, "duration_us");
     json_uint(j, "timeout_us", cfg->timeout_us);
     if (cfg->rate)
         json_uint(j, "rate", cfg->rate);
@@ -50,17 +55,6 @@ static void options(struct json *j, const struct result *r)
     }
     json_array_end(j);
     json_object_end(j);
-}
-
-/* "2024-05-01T12:00:00.123Z" */
-static void start_time(struct json *j, const struct timespec *t)
-{
-    struct tm tm;
-    char date[32], buf[48];
-    gmtime_r(&t->tv_sec, &tm);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, sizeof buf, "%s.%03ldZ", date, t->tv_nsec / 1000000);
-    json_string(j, "start_time", buf);
 }
 
 /* Statistics of a histogram. An empty one has count 0 and nulls: there is
@@ -212,6 +206,7 @@ bool report_json(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
     double seconds = (double)r->runtime_us / 1e6;
+    char date[UNITS_BUF];
     struct json j;
     json_init(&j, f);
     json_object_begin(&j, NULL);
@@ -220,7 +215,7 @@ bool report_json(FILE *f, const struct result *r)
     json_string(&j, "version", VOLLEY_VERSION);
     json_string(&j, "build", version_line());
     json_object_end(&j);
-    start_time(&j, &r->started);
+    json_string(&j, "start_time", units_utc_time(&r->started, date));
     options(&j, r);
 
     json_uint(&j, "duration_us", r->runtime_us);
@@ -247,6 +242,12 @@ bool report_json(FILE *f, const struct result *r)
     json_object_end(&j);
     rate(&j, r, seconds);
     cpu(&j, r);
+    if (r->timeline) {
+        timeline_json(&j, r->timeline, s->requests);
+    } else {
+        json_null(&j, "intervals");
+        json_null(&j, "server");
+    }
     json_object_end(&j);
     return json_finish(&j);
 }

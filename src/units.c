@@ -118,3 +118,13 @@ char *units_duration(uint64_t us, char buf[UNITS_BUF])
     }
     return format((long double)(us / 1000000), &time_s, 0, buf);
 }
+
+char *units_utc_time(const struct timespec *t, char buf[UNITS_BUF])
+{
+    struct tm tm;
+    char date[32];
+    gmtime_r(&t->tv_sec, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, UNITS_BUF, "%s.%03ldZ", date, t->tv_nsec / 1000000);
+    return buf;
+}

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Longest string any formatter below produces, with its NUL. */
 #define UNITS_BUF 64
@@ -26,5 +27,7 @@ char *units_binary(long double n, char buf[UNITS_BUF]);   /* 125.00 0.85K 1.77G 
 /* A duration for "Running <D> test": whole seconds as wrk prints them
  * (10s, 1m, 60m), and "500ms" for one that is not a whole number of seconds. */
 char *units_duration(uint64_t us, char buf[UNITS_BUF]);
+/* A wall-clock time in UTC, ISO 8601 with milliseconds: "2024-05-01T12:00:00.123Z". */
+char *units_utc_time(const struct timespec *t, char buf[UNITS_BUF]);
 
 #endif

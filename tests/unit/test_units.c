@@ -145,3 +145,12 @@ TEST(column_rule)
     CHECK_STR(cell("14400.00m", 8), "14400.0 ");
     CHECK_STR(cell("0.00us", 8), "  0.00us");
 }
+
+TEST(utc_time_has_milliseconds)
+{
+    char buf[UNITS_BUF];
+    struct timespec when = {1700000000, 999999999};
+    CHECK_STR(units_utc_time(&when, buf), "2023-11-14T22:13:20.999Z");
+    when = (struct timespec){0, 1000000};
+    CHECK_STR(units_utc_time(&when, buf), "1970-01-01T00:00:00.001Z");
+}
