@@ -1,8 +1,9 @@
 /* Fuzz target for the command line's number and duration parsers
  * (src/units.c), checked against a plain reference reading of the same
  * grammar (optional leading space, decimal digits, optional space, one
- * suffix), the instants of --start-at, and for the report's unit formatters, which must always write a
- * short terminated string whatever the value.
+ * suffix); for the instants of --start-at; and for the report's unit
+ * formatters, which must always write a short terminated string whatever
+ * the value.
  * SPDX-License-Identifier: MIT */
 #include <ctype.h>
 #include <stdbool.h>
