@@ -13,11 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
+#include "merge.h"
 #include "net.h"
 #include "progress.h"
 #include "report.h"
@@ -30,6 +33,8 @@
 /* File descriptors besides the connections: stdio, each loop's epoll and
  * async descriptors, the main loop's, and a margin for scripts. */
 #define FD_MARGIN(threads) (16 + 4 * (threads))
+/* --start-at: how late a start may be and still run. */
+#define START_GRACE_US 1000000
 
 struct run {
     struct ev_loop *loop;
@@ -76,17 +81,17 @@ static struct net_addr find_target(const struct config *cfg)
 
 static void check_fd_limit(const struct config *cfg)
 {
-    uint64_t limit = net_raise_nofile();
+    uint64_t limit = net_raise_nofile(), conns = cfg->shard.connections;
     /* Not as a sum: -c near 2^64 would wrap it round and pass. */
-    if (cfg->connections > limit)
+    if (conns > limit)
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " (raise it with ulimit -n)",
-            cfg->connections, limit);
+            conns, limit);
     /* Each thread's event loop needs descriptors of its own too. */
-    if (limit - cfg->connections < FD_MARGIN(cfg->threads))
+    if (limit - conns < FD_MARGIN(cfg->threads))
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " and volley needs %" PRIu64 " more for -t %" PRIu64 " (raise it with ulimit -n)",
-            cfg->connections, limit, (uint64_t)FD_MARGIN(cfg->threads), cfg->threads);
+            conns, limit, (uint64_t)FD_MARGIN(cfg->threads), cfg->threads);
 }
 
 /* The request wrk sends without a script: the path, Host unless -H gave
@@ -182,8 +187,8 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
     struct request plain = {0};
     size_t pipeline = 1;
     if (cfg->requests) {
-        atomic_init(&run->budget.unsent, cfg->requests);
-        atomic_init(&run->budget.unresolved, cfg->requests);
+        atomic_init(&run->budget.unsent, cfg->shard.requests);
+        atomic_init(&run->budget.unresolved, cfg->shard.requests);
         run->budget.spent = budget_spent;
         run->budget.arg = run;
     }
@@ -193,7 +198,7 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
     run->workers = xcalloc(run->nworkers, sizeof *run->workers);
     for (size_t i = 0; i < run->nworkers; i++) {
         struct worker *w =
-            worker_new(i, cfg, worker_share(cfg->connections, cfg->threads, i), addr);
+            worker_new(i, cfg, worker_share(cfg->shard.connections, cfg->threads, i), addr);
         w->on_finish = worker_finished;
         w->on_finish_arg = run;
         if (cfg->requests)
@@ -215,6 +220,29 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
+/* --start-at: sleep until the wall-clock instant, so that shards on
+ * machines with synchronised clocks start together. A start a little late
+ * (a slow pod, a loaded machine) still runs; one long past is an error.
+ * Returns the instant on clock_us's clock: -R's schedule starts there even
+ * if this process woke late, so the shards' send times still interleave. */
+static uint64_t wait_for_start(const struct config *cfg)
+{
+    struct timespec now, at = {.tv_sec = cfg->start_at_us / 1000000,
+                               .tv_nsec = cfg->start_at_us % 1000000 * 1000};
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t mono = clock_us();
+    int64_t late_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - cfg->start_at_us;
+    if (late_us > START_GRACE_US)
+        die("start time %s is %.3f s in the past", cfg->start_at, (double)late_us / 1e6);
+    /* The kernel may wake a sleeper up to its timer slack late (50 us by
+     * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
+     * adjustment of the clock while asleep. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL) == EINTR)
+        ;
+    return (uint64_t)((int64_t)mono - late_us);
+}
+
 /* Start the workers and wait for the end of the run; note its length,
  * volley's CPU time over it (RUSAGE_SELF covers every thread) and how busy
  * the busiest worker thread was. */
@@ -231,6 +259,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
+    uint64_t at = cfg->start_at ? wait_for_start(cfg) : 0;
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
@@ -240,7 +269,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         ev_timer_start(run->loop, &run->deadline);
     for (size_t i = 0; i < run->nworkers; i++) {
         if (cfg->rate)
-            worker_set_rate(run->workers[i], start);
+            worker_set_rate(run->workers[i], cfg->start_at ? at : start);
         worker_start(run->workers[i]);
     }
     struct progress *progress = progress_start(run->loop, cfg, run->workers, run->nworkers, start);
@@ -299,6 +328,8 @@ int main(int argc, char **argv)
     struct run run = {0};
     struct result result = {.cfg = &cfg};
 
+    if (argc > 1 && strcmp(argv[1], "merge") == 0)
+        return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
     if (cfg.url.tls)
         tls_setup(&cfg);

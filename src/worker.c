@@ -119,9 +119,11 @@ void worker_set_rate(struct worker *w, uint64_t start)
     size_t depth = worker_depth(w);
     w->rate_start = start;
     w->batch_interval_us = (double)depth * 1e6 / (double)cfg->rate;
-    w->first_conn = 0;
+    /* Connections are numbered across every shard of the run: this shard's
+     * come after the earlier shards', so their send times interleave. */
+    w->first_conn = (size_t)cfg->shard.first_conn;
     for (size_t i = 0; i < w->index; i++)
-        w->first_conn += worker_share(cfg->connections, cfg->threads, i);
+        w->first_conn += worker_share(cfg->shard.connections, cfg->threads, i);
     schedule_init(&w->schedule, w->loop, w->nconns, conn_due);
 }
 

@@ -62,7 +62,9 @@ struct worker {
     size_t pipeline;       /* responses per request() batch, from verification */
     struct budget *budget; /* -n, or NULL */
     /* -R: connection i of this worker sends its batch k at
-     * rate_start + (first_conn + i + k * connections) * batch_interval_us. */
+     * rate_start + (first_conn + i + k * connections) * batch_interval_us,
+     * where connections and the interval are the whole run's (every shard's)
+     * and first_conn counts the connections of earlier workers and shards. */
     struct schedule schedule;
     uint64_t rate_start;
     double batch_interval_us;
