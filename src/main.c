@@ -225,15 +225,24 @@ static double seconds_between(struct timeval from, struct timeval to)
  * (a slow pod, a loaded machine) still runs; one long past is an error.
  * Returns the instant on clock_us's clock: -R's schedule starts there even
  * if this process woke late, so the shards' send times still interleave. */
-static uint64_t wait_for_start(const struct config *cfg)
+/* How late it is for --start-at, in us (negative when early); dies when
+ * too late. */
+static int64_t start_lateness(const struct config *cfg)
 {
-    struct timespec now, at = {.tv_sec = cfg->start_at_us / 1000000,
-                               .tv_nsec = cfg->start_at_us % 1000000 * 1000};
+    struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    uint64_t mono = clock_us();
     int64_t late_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - cfg->start_at_us;
     if (late_us > START_GRACE_US)
         die("start time %s is %.3f s in the past", cfg->start_at, (double)late_us / 1e6);
+    return late_us;
+}
+
+static uint64_t wait_for_start(const struct config *cfg)
+{
+    struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
+                          .tv_nsec = cfg->start_at_us % 1000000 * 1000};
+    int64_t late_us = start_lateness(cfg);
+    uint64_t mono = clock_us();
     /* The kernel may wake a sleeper up to its timer slack late (50 us by
      * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
      * adjustment of the clock while asleep. */
@@ -331,6 +340,8 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "merge") == 0)
         return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
+    if (cfg.start_at) /* now, not only after the set-up */
+        start_lateness(&cfg);
     if (cfg.url.tls)
         tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
