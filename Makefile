@@ -100,7 +100,7 @@ distclean: clean
 MAN1DIR ?= $(MANDIR)/man1
 DOCS     = $(wildcard README.md SCRIPTING.md docs/*.md)
 EXAMPLES = $(wildcard scripts/*.lua)
-SWEEP    = $(wildcard scripts/volley-sweep)
+TOOLS    = $(wildcard scripts/volley-sweep scripts/volley-kube)
 
 build/volley.1: docs/volley.1 Makefile | build
 	sed 's/@VERSION@/$(VERSION)/g' docs/volley.1 > $@
@@ -108,7 +108,7 @@ build/volley.1: docs/volley.1 Makefile | build
 # Never strips: packagers split debug information themselves.
 install: volley build/volley.1
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(DOCDIR)
-	$(INSTALL) -m 755 volley $(SWEEP) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 755 volley $(TOOLS) $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 644 build/volley.1 $(DESTDIR)$(MAN1DIR)/volley.1
 	$(if $(DOCS),$(INSTALL) -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/)
 	$(if $(EXAMPLES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/scripts)
@@ -116,7 +116,7 @@ install: volley build/volley.1
 
 # Removes exactly what install put there; directories only when empty.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/volley $(DESTDIR)$(BINDIR)/volley-sweep \
+	rm -f $(DESTDIR)$(BINDIR)/volley $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS))) \
 	      $(DESTDIR)$(MAN1DIR)/volley.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/scripts/,$(notdir $(EXAMPLES)))
 	rmdir $(DESTDIR)$(DOCDIR)/scripts $(DESTDIR)$(DOCDIR) 2>/dev/null || true

@@ -2,7 +2,9 @@
 # Installs the system packages volley builds against: LuaJIT, OpenSSL and
 # libev (with a C compiler, make and pkg-config). With --test, also what the
 # tests and `make bench` use: Python 3 with pytest and hdrhistogram, nginx, wrk,
-# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools.
+# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1, Go (1.19 or later,
+# for the Kubernetes manifest check; its modules come from the Go module proxy,
+# pinned in tests/kube/go.sum) and a few tools.
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -17,7 +19,7 @@ for arg in "$@"; do
     --test) test=1 ;;
     --dry-run) dry=1 ;;
     -h | --help)
-        sed -n '2,10s/^# \{0,1\}//p' "$0"
+        sed -n '2,11s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -41,6 +43,8 @@ if command -v apt-get >/dev/null 2>&1; then
     tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl"
+    # Go checks the Kubernetes manifests (tests/kube): Debian's 1.19 will do.
+    command -v go >/dev/null 2>&1 || [ -x /usr/local/go/bin/go ] || tests="$tests golang-go"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -53,27 +57,27 @@ if command -v apt-get >/dev/null 2>&1; then
 elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db compat-lua-devel openssl"
+           procps-ng util-linux time curl man-db compat-lua-devel openssl golang"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root dnf install -y $build
 elif command -v pacman >/dev/null 2>&1; then
     build="gcc make pkgconf luajit libev openssl"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db lua51"
+           procps-ng util-linux time curl man-db lua51 go"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
 elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc lua5.1-dev openssl"
+           util-linux curl mandoc lua5.1-dev openssl go"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build
 elif command -v brew >/dev/null 2>&1; then
     build="pkg-config luajit libev openssl@3"
-    tests="python nginx wrk gnuplot"
+    tests="python nginx wrk gnuplot go"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     run brew install $build

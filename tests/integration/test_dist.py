@@ -304,8 +304,9 @@ def test_install_and_uninstall_with_destdir(built, tmp_path):
     examples = sorted(f for f in os.listdir(scripts) if f.endswith(".lua")) \
         if os.path.isdir(scripts) else []
     expected = {"usr/bin/volley": 0o755, "usr/share/man/man1/volley.1": 0o644}
-    if os.path.exists(os.path.join(scripts, "volley-sweep")):
-        expected["usr/bin/volley-sweep"] = 0o755
+    for tool in ("volley-sweep", "volley-kube"):
+        if os.path.exists(os.path.join(scripts, tool)):
+            expected[f"usr/bin/{tool}"] = 0o755
     expected.update({f"{docdir}/{f}": 0o644 for f in docs})
     expected.update({f"{docdir}/scripts/{f}": 0o644 for f in examples})
     installed = {f: os.stat(os.path.join(dest, f)).st_mode & 0o777 for f in tree_files(dest)}
