@@ -140,6 +140,9 @@ static void *run(void *arg)
     struct worker *w = arg;
     struct cpu_thread start, end;
     cpu_thread_now(&start);
+    /* The loop was made before a script's setup or a --start-at wait: its
+     * idea of now is stale, and timers set from it would fire at once. */
+    ev_now_update(w->loop);
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */

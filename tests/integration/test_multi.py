@@ -342,3 +342,15 @@ def one_line_error_or_usage(run, text):
     assert run.returncode == 1, run
     assert run.stderr.startswith("volley: " + text), run.stderr
     assert "Usage: volley" in run.stderr
+
+
+def test_a_wait_longer_than_the_timeout_is_not_a_connect_timeout(testd):
+    """The worker loops are made before the wait: their clocks must not be
+    stale when the connections open, or every connect times out at once."""
+    srv = testd()
+    run = volley("--start-at", f"{time.time() + 1.5:.6f}", "-T", "500ms", "-t2", "-c4",
+                 "-d300ms", "--json", "-", srv.url)
+    assert run.returncode == 0, run
+    doc = json.loads(run.stdout)
+    assert doc["errors"]["connect"] == 0 and doc["connects"] == 4, doc["error_causes"]
+    assert doc["requests"] > 0
