@@ -220,13 +220,9 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
-/* --start-at: sleep until the wall-clock instant, so that shards on
- * machines with synchronised clocks start together. A start a little late
- * (a slow pod, a loaded machine) still runs; one long past is an error.
- * Returns the instant on clock_us's clock: -R's schedule starts there even
- * if this process woke late, so the shards' send times still interleave. */
-/* How late it is for --start-at, in us (negative when early); dies when
- * too late. */
+/* How late it is for --start-at, in us (negative when early). A start a
+ * little late (a slow pod, a loaded machine) still runs; one long past is
+ * an error. */
 static int64_t start_lateness(const struct config *cfg)
 {
     struct timespec now;
@@ -237,6 +233,10 @@ static int64_t start_lateness(const struct config *cfg)
     return late_us;
 }
 
+/* --start-at: sleep until the wall-clock instant, so that shards on
+ * machines with synchronised clocks start together. Returns the instant on
+ * clock_us's clock: -R's schedule starts there even if this process woke
+ * late, so the shards' send times still interleave. */
 static uint64_t wait_for_start(const struct config *cfg)
 {
     struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
@@ -258,6 +258,8 @@ static uint64_t wait_for_start(const struct config *cfg)
 static void run_workers(struct run *run, const struct config *cfg, struct result *r)
 {
     struct rusage before, after;
+    /* Before libev takes SIGINT over: Ctrl-C while waiting ends volley at once. */
+    uint64_t at = cfg->start_at ? wait_for_start(cfg) : 0;
     run->loop = ev_default_loop(EVFLAG_AUTO);
     ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
@@ -268,7 +270,6 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
-    uint64_t at = cfg->start_at ? wait_for_start(cfg) : 0;
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();

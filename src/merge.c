@@ -434,6 +434,9 @@ static void whole_config(struct config *cfg, const struct part *parts, size_t n,
     cfg->rate = (uint64_t)llround(rate);
     if (first->open_model && cfg->rate == 0)
         cfg->rate = 1;
+    /* the shares of a whole -R add up to it, but for the last bits of a double */
+    if (fabs(rate - (double)cfg->rate) < 1e-9 * rate)
+        rate = (double)cfg->rate;
     cfg->shard =
         (struct shard){.connections = cfg->connections, .requests = cfg->requests, .rate = rate};
     cfg->duration_us = need_u64(first, o, "duration_us");
@@ -463,7 +466,9 @@ static void whole_config(struct config *cfg, const struct part *parts, size_t n,
     }
 }
 
-/* The run's span is from the earliest start to the latest end. */
+/* The run's span is from the earliest start to the latest end. (Series
+ * over time, once results carry them, add up here too: interval by
+ * interval, aligned on wall time by each part's start_time_us.) */
 static void whole_result(struct result *r, struct part *parts, size_t n, struct result_input *list)
 {
     int64_t start = parts[0].start_us, end = parts[0].start_us;

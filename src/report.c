@@ -13,21 +13,6 @@
 #include "cli.h"
 #include "units.h"
 
-static void report_shard(FILE *f, const struct config *cfg);
-
-void report_header(FILE *f, const struct config *cfg)
-{
-    char d[UNITS_BUF];
-    if (cfg->requests && !cfg->duration_set)
-        fprintf(f, "Running %" PRIu64 " requests test @ %s\n", cfg->requests, cfg->url_arg);
-    else
-        fprintf(f, "Running %s test @ %s\n", units_duration(cfg->duration_us, d), cfg->url_arg);
-    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
-            cfg->shard.connections);
-    if (cfg->shard.count)
-        report_shard(f, cfg);
-}
-
 /* "  shard 1/4: 3 of 10 connections, 600 of 2000 requests/sec": what this
  * process runs of the whole. */
 static void report_shard(FILE *f, const struct config *cfg)
@@ -40,6 +25,19 @@ static void report_shard(FILE *f, const struct config *cfg)
     if (cfg->requests)
         fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, cfg->requests);
     fputc('\n', f);
+}
+
+void report_header(FILE *f, const struct config *cfg)
+{
+    char d[UNITS_BUF];
+    if (cfg->requests && !cfg->duration_set)
+        fprintf(f, "Running %" PRIu64 " requests test @ %s\n", cfg->requests, cfg->url_arg);
+    else
+        fprintf(f, "Running %s test @ %s\n", units_duration(cfg->duration_us, d), cfg->url_arg);
+    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
+            cfg->shard.connections);
+    if (cfg->shard.count)
+        report_shard(f, cfg);
 }
 
 void report_cell(FILE *f, const char *s, int width)

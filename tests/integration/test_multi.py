@@ -7,6 +7,7 @@ SPDX-License-Identifier: MIT
 import base64
 import json
 import os
+import signal
 import statistics
 import subprocess
 import time
@@ -14,7 +15,7 @@ import zlib
 
 from hdrh.histogram import HdrHistogram
 
-from conftest import VOLLEY, check_sanitizer, parse_report, volley
+from conftest import VOLLEY, check_sanitizer, parse_report, sigint_default, volley
 
 
 def shards(n, args, url, tmp_path, start_in=1.5, env=None):
@@ -260,9 +261,10 @@ def test_shards_send_times_interleave_under_R(nginx, tmp_path):
     times = sorted(float(t) for t in srv.log())
     assert 36 <= len(times) <= 44
     gaps = [(b - a) * 1000 for a, b in zip(times, times[1:])]
-    near = [g for g in gaps if 10 <= g <= 40]
-    assert len(near) >= 0.8 * len(gaps), gaps
-    assert 20 <= statistics.median(gaps) <= 30, gaps
+    # In bursts three gaps in four would be about 0 and the median too; on
+    # a busy machine single requests are late, so the bounds are loose.
+    assert 15 <= statistics.median(gaps) <= 35, gaps
+    assert len([g for g in gaps if g < 5]) <= 0.25 * len(gaps), gaps
 
 
 def test_shards_start_together_and_record_when(testd, tmp_path):
@@ -354,3 +356,16 @@ def test_a_wait_longer_than_the_timeout_is_not_a_connect_timeout(testd):
     doc = json.loads(run.stdout)
     assert doc["errors"]["connect"] == 0 and doc["connects"] == 4, doc["error_causes"]
     assert doc["requests"] > 0
+
+
+def test_ctrl_c_while_waiting_to_start_ends_volley_at_once(testd):
+    srv = testd()
+    proc = subprocess.Popen([VOLLEY, "--start-at", f"{time.time() + 30:.3f}", "-t1", "-c1", "-d1s",
+                             srv.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=sigint_default)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=5)
+    check_sanitizer("volley", err)
+    assert proc.returncode == -signal.SIGINT, (out, err)
+    assert srv.stats()["requests"] == 0
