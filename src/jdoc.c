@@ -76,7 +76,10 @@ static bool number(struct parser *ps, struct jdoc *v)
     }
     v->type = JDOC_NUMBER;
     v->len = (size_t)(ps->p - from);
-    v->u.text = xstrndup((const char *)from, v->len);
+    /* not strndup: the input need not be NUL-terminated */
+    v->u.text = xmalloc(v->len + 1);
+    memcpy(v->u.text, from, v->len);
+    v->u.text[v->len] = '\0';
     return true;
 }
 
