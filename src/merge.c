@@ -471,7 +471,7 @@ static void whole_config(struct config *cfg, const struct part *parts, size_t n,
  * interval, aligned on wall time by each part's start_time_us.) */
 static void whole_result(struct result *r, struct part *parts, size_t n, struct result_input *list)
 {
-    int64_t start = parts[0].start_us, end = parts[0].start_us;
+    int64_t start = INT64_MAX, end = INT64_MIN;
     stats_init(&r->stats);
     r->cpu.has_wait = true;
     for (size_t i = 0; i < n; i++) {
@@ -504,9 +504,9 @@ static void whole_result(struct result *r, struct part *parts, size_t n, struct 
  * closely they started, before the report of the whole. */
 static void describe(FILE *f, const struct part *parts, size_t n, const bool *seen)
 {
-    int64_t first = parts[0].start_us, last = parts[0].start_us;
+    int64_t first = INT64_MAX, last = INT64_MIN;
     char spread[UNITS_BUF];
-    for (size_t i = 1; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {
         first = parts[i].start_us < first ? parts[i].start_us : first;
         last = parts[i].start_us > last ? parts[i].start_us : last;
     }

@@ -68,14 +68,14 @@ static bool fixed_digits(const char **s, int n, int *out)
 /* ".ddd..." as microseconds, digits past the sixth dropped; at least one. */
 static bool fraction_us(const char **s, int64_t *us)
 {
-    int64_t scale = 100000;
+    int64_t place = 100000;
     *us = 0;
     if (**s != '.')
         return true;
     if (!isdigit((unsigned char)*++*s))
         return false;
-    for (; isdigit((unsigned char)**s); (*s)++, scale /= 10)
-        *us += (**s - '0') * scale;
+    for (; isdigit((unsigned char)**s); (*s)++, place /= 10)
+        *us += (**s - '0') * place;
     return true;
 }
 

@@ -7,28 +7,20 @@ SPDX-License-Identifier: MIT
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
-from conftest import ROOT, VOLLEY, parse_report
+from conftest import ROOT, VOLLEY, find_go, parse_report
 
 KUBE_DIR = os.path.join(ROOT, "tests", "kube")
 VOLLEY_KUBE = os.path.join(ROOT, "scripts", "volley-kube")
 
 
-def go():
-    """Go from PATH, else where Debian's golang-1.19-go or an upstream
-    tarball puts it (deps/install.sh --test installs Debian's when none is there)."""
-    for candidate in (shutil.which("go"), "/usr/local/go/bin/go", "/usr/lib/go-1.19/bin/go"):
-        if candidate and os.access(candidate, os.X_OK):
-            return candidate
-    raise AssertionError("no Go toolchain: run deps/install.sh --test")
-
-
 def test_manifests_decode_strictly_into_kubernetes_job_types():
+    go, why = find_go()
+    assert go, why
     env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
-    proc = subprocess.run([go(), "test", "-count=1", "-v", "./..."], cwd=KUBE_DIR, env=env,
+    proc = subprocess.run([go, "test", "-count=1", "-v", "./..."], cwd=KUBE_DIR, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in ("TestShippedManifestDecodesStrictly", "TestRenderedManifestDecodesStrictly",

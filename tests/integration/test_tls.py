@@ -6,25 +6,19 @@ errors and no CPU.
 SPDX-License-Identifier: MIT
 """
 import json
-import os
 import resource
 import socket
 import ssl
 import struct
-import subprocess
 import threading
 
 import pytest
 
-from conftest import parse_report, volley
+from conftest import openssl, parse_report, volley
 
 # What nginx logs for every request; "-" for an empty variable.
 LOG = "$ssl_protocol $ssl_alpn_protocol $ssl_server_name $ssl_session_reused " \
       "$ssl_client_verify $connection"
-
-
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
 
 
 @pytest.fixture(scope="module")
