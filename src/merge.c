@@ -307,6 +307,9 @@ static void read_part(struct part *p, const char *file)
     read_options(p);
     read_start(p);
     read_totals(p);
+    /* ends are start + duration: keep them far from overflowing */
+    if (p->start_us > INT64_MAX / 2 || p->duration_us > (uint64_t)INT64_MAX / 2)
+        bad(p, "start_time_us or duration_us out of range");
     read_errors(p);
     read_status_codes(p);
     read_distributions(p);
