@@ -273,7 +273,7 @@ def test_shards_start_together_and_record_when(testd, tmp_path):
     docs, _ = shards(4, ["-t1", "-c4", "-d200ms"], srv.url, tmp_path, start_in=2)
     starts = [d["start_time_us"] for d in docs]
     # All at the instant asked for; the spread is measured, not promised
-    # here: the machine is shared (a quiet one starts them within ~1 ms).
+    # here: the machine is shared (measured on a busy 2-core one: 0.3 to 5 ms).
     assert all(s >= (before + 2) * 1e6 - 50000 for s in starts), starts
     assert max(starts) - min(starts) <= 100000, starts
 
