@@ -40,7 +40,7 @@ as_root() {
 
 if command -v apt-get >/dev/null 2>&1; then
     build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
-    tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
+    tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"

@@ -284,7 +284,7 @@ class Nginx:
     """
 
     def __init__(self, tmp_path, server="", http="", log_format="$request", listen=True,
-                 workers=1, tls=False, http2=False):
+                 workers=1, tls=False, http2=False, stream=""):
         self.prefix = os.path.join(tmp_path, f"nginx-{id(self)}")
         os.makedirs(os.path.join(self.prefix, "logs"))
         self.port = free_port()
@@ -292,7 +292,8 @@ class Nginx:
         self.access_log = os.path.join(self.prefix, "logs", "access.log")
         options = (" ssl" if tls else "") + (" http2" if http2 else "")
         conf = nginx_conf(self.prefix, f"127.0.0.1:{self.port}{options}" if listen else None,
-                          server=server, http=http, log_format=log_format, workers=workers)
+                          server=server, http=http, log_format=log_format, workers=workers,
+                          stream=stream)
         self.conf = os.path.join(self.prefix, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
@@ -332,6 +333,55 @@ def wait_port(port, proc, host="127.0.0.1", timeout=10):
     raise RuntimeError(f"nothing listens on {host}:{port}")
 
 
+def openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """A self-signed server certificate for localhost and 127.0.0.1, and a
+    client certificate issued by a CA nginx trusts for client certificates."""
+    d = tmp_path_factory.mktemp("certs")
+    p = {name: str(d / name) for name in (
+        "server.pem", "server.key", "ca.pem", "ca.key", "client.csr", "client.pem",
+        "client.key", "client-both.pem", "not-pem.txt")}
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", p["server.key"], "-out", p["server.pem"],
+            "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+    openssl("req", "-x509", *ec, "-keyout", p["ca.key"], "-out", p["ca.pem"], "-days", "2",
+            "-subj", "/CN=volley test client CA")
+    openssl("req", *ec, "-keyout", p["client.key"], "-out", p["client.csr"],
+            "-subj", "/CN=volley client")
+    openssl("x509", "-req", "-in", p["client.csr"], "-CA", p["ca.pem"], "-CAkey", p["ca.key"],
+            "-CAcreateserial", "-out", p["client.pem"], "-days", "2")
+    with open(p["client-both.pem"], "w") as out:
+        for name in ("client.pem", "client.key"):
+            with open(p[name]) as f:
+                out.write(f.read())
+    with open(p["not-pem.txt"], "w") as f:
+        f.write("not a certificate\n")
+    return p
+
+
+def tls_front(nginx, certs, upstream_port):
+    """nginx terminating TLS in front of a plain server on upstream_port
+    (its stream module: bytes pass through unchanged); returns the nginx with
+    .url set to the https URL."""
+    port = free_port()
+    n = nginx(listen=False, stream=f"""
+        server {{
+            listen 127.0.0.1:{port} ssl;
+            ssl_certificate {certs["server.pem"]};
+            ssl_certificate_key {certs["server.key"]};
+            ssl_protocols TLSv1.2 TLSv1.3;
+            proxy_pass 127.0.0.1:{upstream_port};
+        }}""")
+    wait_port(port, n.proc)
+    n.url = f"https://127.0.0.1:{port}"
+    return n
+
+
 @pytest.fixture
 def nginx(tmp_path):
     """Factory: nginx(server='location / { return 200 "x"; }') starts one."""
@@ -351,20 +401,11 @@ def nginx(tmp_path):
 # HTTP/2 servers: nginx, nghttpd, Go's net/http and a hostile peer
 # --------------------------------------------------------------------------
 
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
-
-
 @pytest.fixture(scope="session")
-def server_cert(tmp_path_factory):
-    """A self-signed P-256 certificate for localhost and 127.0.0.1:
+def server_cert(certs):
+    """certs' self-signed P-256 certificate for localhost and 127.0.0.1:
     {"cert": path, "key": path}."""
-    d = tmp_path_factory.mktemp("server-cert")
-    cert, key = str(d / "server.pem"), str(d / "server.key")
-    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
-    return {"cert": cert, "key": key}
+    return {"cert": certs["server.pem"], "key": certs["server.key"]}
 
 
 # What the HTTP/2 nginx logs per request: the protocol first ("HTTP/2.0").

@@ -478,8 +478,10 @@ def compare_with_wrk(url, *args):
     ours = volley(*args, url)
     theirs = subprocess.run(["wrk", *args, url], capture_output=True, text=True, timeout=60)
     assert ours.returncode == theirs.returncode == 0, (ours, theirs.stderr)
-    # volley's own warnings (a saturated generator, say) follow wrk's report.
-    a = [l for l in ours.stdout.splitlines() if not l.startswith("Warning: ")]
+    # volley's own warnings (a saturated generator, say) follow wrk's report,
+    # and a line of its own says how many connections it reopened.
+    a = [l for l in ours.stdout.splitlines()
+         if not l.startswith(("Warning: ", "  Connections reopened: "))]
     b = theirs.stdout.splitlines()
     assert [shape(l)[0] for l in a] == [shape(l)[0] for l in b], (ours.stdout, theirs.stdout)
     for la, lb in zip(a, b):
@@ -507,3 +509,7 @@ def test_report_layout_with_socket_errors_matches_wrk(testd):
     srv = testd("--hostile", "reset")
     ours = compare_with_wrk(srv.url + "/", "-t1", "-c2", "-d1s")
     assert "Socket errors: connect 0, read " in ours.stdout
+    lines = ours.stdout.splitlines()
+    reopened = lines.index(next(l for l in lines if l.startswith("  Connections reopened: ")))
+    assert lines[reopened - 1].startswith("  Socket errors: ")
+    assert lines[reopened + 1].startswith("Requests/sec: ")

@@ -359,14 +359,17 @@ def test_a_wait_longer_than_the_timeout_is_not_a_connect_timeout(testd):
     assert doc["requests"] > 0
 
 
-def test_ctrl_c_while_waiting_to_start_ends_volley_at_once(testd):
+def test_ctrl_c_while_waiting_to_start_ends_the_run_with_its_report(testd):
     srv = testd()
-    proc = subprocess.Popen([VOLLEY, "--start-at", f"{time.time() + 30:.3f}", "-t1", "-c1", "-d1s",
-                             srv.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=sigint_default)
-    time.sleep(0.5)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=5)
-    check_sanitizer("volley", err)
-    assert proc.returncode == -signal.SIGINT, (out, err)
-    assert srv.stats()["requests"] == 0
+    for model in ([], ["-R", "100"]):
+        start = time.monotonic()
+        proc = subprocess.Popen([VOLLEY, "--start-at", f"{time.time() + 30:.3f}", "-t1", "-c1",
+                                 "-d1s"] + model + [srv.url], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=10)
+        check_sanitizer("volley", err)
+        assert proc.returncode == 0 and time.monotonic() - start < 5, (out, err)
+        assert parse_report(out)["requests"] <= 1, out
+    assert srv.stats()["requests"] <= 2
