@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -18,6 +19,10 @@ import pytest
 from conftest import ROOT, clean_env, volley
 
 MAN_SOURCE = os.path.join(ROOT, "docs", "volley.1")
+SWEEP_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-sweep.1")
+SWEEP_SOURCE = os.path.join(ROOT, "scripts", "volley-sweep")
+KUBE_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-kube.1")
+KUBE_SOURCE = os.path.join(ROOT, "scripts", "volley-kube")
 
 # Exercises the whole hook and thread API; the checks below read its output.
 SCRIPT = r"""
@@ -169,18 +174,70 @@ def test_man_page_has_the_sections_and_the_scripting_api():
         assert name in plain, name
 
 
-def man_warnings(page):
-    """What man prints on stderr when formatting page the way lintian does."""
+def man_warnings(page, length=10000):
+    """What man prints on stderr when formatting page the way lintian does
+    (which must be at least length bytes of output: the whole page)."""
     env = clean_env(LC_ALL="C.UTF-8", MANROFFSEQ="", MANWIDTH="80")
     proc = subprocess.run(["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z", page],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert len(proc.stdout) > 10000  # the whole page was formatted
+    assert len(proc.stdout) > length
     return proc.stderr
 
 
 def test_man_page_formats_without_warnings():
     assert man_warnings(MAN_SOURCE) == ""
+
+
+def sweep_help_options(*command, source=SWEEP_SOURCE):
+    """(short, long) for every option volley-sweep's (or another script's)
+    argparse help lists."""
+    proc = subprocess.run([sys.executable, source, *command, "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    options = []
+    for line in proc.stdout.splitlines():
+        m = re.match(r"  (?:-(\w)(?: [A-Z]+)?, )?--([a-z0-9-]+)", line)
+        if m:
+            options.append(m.groups())
+    return options
+
+
+def man_page_option_groups(page):
+    """{group: [(short, long)]} of the tags under a script's OPTIONS."""
+    with open(page) as f:
+        text = f.read()
+    section = text[text.index("\n.SH OPTIONS\n"):]
+    section = section[:section.index("\n.SH ", 1)]
+    groups, group, lines = {}, None, section.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(".SS "):
+            group = groups.setdefault(line[4:], [])
+        elif line == ".TP":
+            m = re.fullmatch(r"\.B (?:-(\w), )?--([a-z0-9-]+)(?: [a-z]+)?", unescape(lines[i + 1]))
+            assert m, f"unexpected option tag: {lines[i + 1]!r}"
+            group.append(m.groups())
+    return groups
+
+
+def test_sweep_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_page_option_groups(SWEEP_MAN_SOURCE)
+    assert len(groups["Sweep"]) == 7, groups
+    assert groups == {"Sweep": sweep_help_options(), "Diff": sweep_help_options("diff")}
+
+
+def test_kube_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_page_option_groups(KUBE_MAN_SOURCE)
+    assert len(groups["Kubernetes"]) == 12, groups
+    assert groups == {"Kubernetes": sweep_help_options(source=KUBE_SOURCE)}
+
+
+def test_kube_man_page_formats_without_warnings():
+    assert man_warnings(KUBE_MAN_SOURCE, length=5000) == ""
+
+
+def test_sweep_man_page_formats_without_warnings():
+    assert man_warnings(SWEEP_MAN_SOURCE, length=5000) == ""
 
 
 # --------------------------------------------------------------------------
@@ -290,9 +347,10 @@ def news_version():
 
 
 def test_one_version_in_news_version_man_page_and_tarball(dist, built):
-    """The Makefile's VERSION is the only place the version is written: the
-    tarball's name, volley --version and the manual page built from that
-    tarball all say it, and it is the newest release in NEWS.md."""
+    """The Makefile's VERSION is the only place the build takes the version
+    from: the tarball's name, volley --version and the manual page built from
+    that tarball all say it, and it is the newest release in NEWS.md (the
+    packaging files name it too: test_packaging.py checks them)."""
     v = version()
     assert news_version() == v
     _, name = dist
@@ -327,6 +385,9 @@ def test_install_and_uninstall_with_destdir(built, tmp_path):
     for tool in ("volley-sweep", "volley-kube"):
         if os.path.exists(os.path.join(scripts, tool)):
             expected[f"usr/bin/{tool}"] = 0o755
+    for tool in ("volley-sweep", "volley-kube"):
+        if os.path.exists(os.path.join(scripts, tool)):
+            expected[f"usr/share/man/man1/{tool}.1"] = 0o644
     expected.update({f"{docdir}/{f}": 0o644 for f in docs})
     expected.update({f"{docdir}/scripts/{f}": 0o644 for f in examples})
     installed = {f: os.stat(os.path.join(dest, f)).st_mode & 0o777 for f in tree_files(dest)}
