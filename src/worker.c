@@ -220,10 +220,12 @@ void worker_set_rate(struct worker *w)
     const struct config *cfg = w->cfg;
     struct pace *p = &w->pace;
     p->interval_us = (double)w->env.depth * 1e6 / (double)cfg->rate;
+    /* Connections are numbered across every shard of the run: this shard's
+     * come after the earlier shards', so their send times interleave. */
     p->total = cfg->connections;
-    p->first = 0;
+    p->first = cfg->shard.first_conn;
     for (size_t i = 0; i < w->index; i++)
-        p->first += worker_share(cfg->connections, cfg->threads, i);
+        p->first += worker_share(cfg->shard.connections, cfg->threads, i);
     schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
     w->env.pace = p;
 }
@@ -254,6 +256,9 @@ static void *run(void *arg)
     struct worker *w = arg;
     struct cpu_thread start, end;
     cpu_thread_now(&start);
+    /* The loop was made before a script's setup or a --start-at wait: its
+     * idea of now is stale, and timers set from it would fire at once. */
+    ev_now_update(w->loop);
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */

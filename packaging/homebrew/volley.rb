@@ -23,7 +23,8 @@ class Volley < Formula
            "EV_CFLAGS=-I#{Formula["libev"].opt_include}",
            "EV_LIBS=-L#{Formula["libev"].opt_lib} -lev"
     system "make", "install", "PREFIX=#{prefix}", "DOCDIR=#{doc}"
-    rewrite_shebang detected_python_shebang, bin/"volley-sweep", bin/"volley-plot"
+    rewrite_shebang detected_python_shebang, bin/"volley-sweep", bin/"volley-plot",
+                    bin/"volley-kube"
   end
 
   test do

@@ -23,6 +23,8 @@ SWEEP_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-sweep.1")
 SWEEP_SOURCE = os.path.join(ROOT, "scripts", "volley-sweep")
 PLOT_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-plot.1")
 PLOT_SOURCE = os.path.join(ROOT, "scripts", "volley-plot")
+KUBE_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-kube.1")
+KUBE_SOURCE = os.path.join(ROOT, "scripts", "volley-kube")
 
 # Exercises the whole hook and thread API; the checks below read its output.
 SCRIPT = r"""
@@ -246,6 +248,16 @@ def test_plot_man_page_documents_exactly_the_options_of_its_help():
     assert man_warnings(PLOT_MAN_SOURCE, length=2000) == ""
 
 
+def test_kube_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_groups(KUBE_MAN_SOURCE)
+    assert len(groups["Kubernetes"]) == 12, groups
+    assert groups == {"Kubernetes": sweep_help_options(source=KUBE_SOURCE)}
+
+
+def test_kube_man_page_formats_without_warnings():
+    assert man_warnings(KUBE_MAN_SOURCE, length=5000) == ""
+
+
 def test_sweep_man_page_formats_without_warnings():
     assert man_warnings(SWEEP_MAN_SOURCE, length=5000) == ""
 
@@ -392,7 +404,7 @@ def test_install_and_uninstall_with_destdir(built, tmp_path):
     examples = sorted(f for f in os.listdir(scripts) if f.endswith(".lua")) \
         if os.path.isdir(scripts) else []
     expected = {"usr/bin/volley": 0o755, "usr/share/man/man1/volley.1": 0o644}
-    for tool in ("volley-sweep", "volley-plot"):
+    for tool in ("volley-sweep", "volley-plot", "volley-kube"):
         if os.path.exists(os.path.join(scripts, tool)):
             expected[f"usr/bin/{tool}"] = 0o755
             expected[f"usr/share/man/man1/{tool}.1"] = 0o644
