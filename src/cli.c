@@ -6,19 +6,22 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "profile.h"
+#include "threshold.h"
 #include "units.h"
 #include "version.h"
 #include "xalloc.h"
 
 static const char usage_text[] =
     "Usage: volley <options> <url>\n"
-    "       volley merge [--json <F>] [--latency] <file>...\n"
+    "       volley merge [--json <F>] [--latency] [--threshold <E>] <file>...\n"
     "  Options:\n"
     "    -c, --connections <N>  Connections to keep open\n"
     "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
@@ -36,6 +39,11 @@ static const char usage_text[] =
     "                           connections); latency counts from the intended time\n"
     "    -U, --u_latency        With -R, also print the uncorrected latency\n"
     "    -n, --requests    <N>  Send exactly N requests, then stop\n"
+    "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
+    "                           each stage ramps from the rate before it (-R or 0)\n"
+    "                           to its own, and the run lasts their sum\n"
+    "        --ramp-up     <T>  Open the connections evenly over T (closed model)\n"
+    "        --warmup      <T>  Run T first and leave it out of every result\n"
     "        --no-keepalive     A new connection for every request\n"
     "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
     "\n"
@@ -49,6 +57,12 @@ static const char usage_text[] =
     "  Distributed:\n"
     "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
     "        --start-at    <T>  Start at wall-clock time T (RFC 3339 or Unix time)\n"
+    "\n"
+    "  Thresholds:\n"
+    "        --threshold   <E>  Exit 2 unless E holds: METRIC OP VALUE, as in\n"
+    "                           'p99 < 200ms', 'errors < 0.1%' (repeatable)\n"
+    "        --abort-on-fail    Stop the run when a threshold fails in an interval\n"
+    "        --abort-after <N>  Only when it failed in N intervals in a row (default 1)\n"
     "\n"
     "  Output:\n"
     "        --json        <F>  Write the results as JSON to F (- for stdout)\n"
@@ -83,6 +97,12 @@ enum {
     OPT_SERVER_PID,
     OPT_SHARD,
     OPT_START_AT,
+    OPT_STAGES,
+    OPT_RAMP_UP,
+    OPT_WARMUP,
+    OPT_THRESHOLD,
+    OPT_ABORT_ON_FAIL,
+    OPT_ABORT_AFTER,
 };
 
 static const struct option long_options[] = {
@@ -113,6 +133,12 @@ static const struct option long_options[] = {
     {"server-pid", required_argument, NULL, OPT_SERVER_PID},
     {"shard", required_argument, NULL, OPT_SHARD},
     {"start-at", required_argument, NULL, OPT_START_AT},
+    {"stages", required_argument, NULL, OPT_STAGES},
+    {"ramp-up", required_argument, NULL, OPT_RAMP_UP},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"threshold", required_argument, NULL, OPT_THRESHOLD},
+    {"abort-on-fail", no_argument, NULL, OPT_ABORT_ON_FAIL},
+    {"abort-after", required_argument, NULL, OPT_ABORT_AFTER},
     {NULL, 0, NULL, 0},
 };
 
@@ -271,6 +297,47 @@ static void set_duration(struct config *cfg, const char *arg)
     cfg->duration_set = true;
 }
 
+/* "30s:1000,1m:1000,30s:0". */
+static void set_stages(struct config *cfg, const char *arg)
+{
+    char *list = xstrdup(arg), *save = NULL;
+    free(cfg->stages);
+    cfg->stages = NULL;
+    cfg->nstages = 0;
+    for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(item, ':');
+        struct stage st;
+        if (colon)
+            *colon = 0;
+        if (!colon || !units_parse_time(item, &st.duration_us) ||
+            !units_parse_metric(colon + 1, &st.rate))
+            usage_error("invalid stages '%s': expected DURATION:RATE,..., as in 30s:1000,1m:1000",
+                        arg);
+        cfg->stages = xrealloc(cfg->stages, (cfg->nstages + 1) * sizeof *cfg->stages);
+        cfg->stages[cfg->nstages++] = st;
+    }
+    free(list);
+    if (!cfg->nstages)
+        usage_error("invalid stages '%s': expected DURATION:RATE,..., as in 30s:1000,1m:1000", arg);
+}
+
+static void add_threshold(struct threshold **list, size_t *n, const char *arg,
+                          void (*error)(const char *, ...))
+{
+    char why[256];
+    *list = xrealloc(*list, (*n + 1) * sizeof **list);
+    if (!threshold_parse(arg, &(*list)[*n], why, sizeof why))
+        error("invalid threshold '%s': %s", arg, why);
+    (*n)++;
+}
+
+static void free_thresholds(struct threshold *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        threshold_free(&list[i]);
+    free(list);
+}
+
 static void add_server_pid(struct config *cfg, const char *arg)
 {
     if (!*arg)
@@ -294,6 +361,7 @@ static void defaults(struct config *cfg)
 static void parse_options(int argc, char **argv, struct config *cfg)
 {
     int c;
+    bool abort_on_fail = false, abort_after_set = false;
     /* getopt prints its own "volley: unrecognized option '--foo'" lines. */
     char *argv0 = argv[0];
     argv[0] = "volley";
@@ -385,6 +453,27 @@ static void parse_options(int argc, char **argv, struct config *cfg)
                             optarg);
             set_string(&cfg->start_at, optarg);
             break;
+        case OPT_STAGES:
+            set_stages(cfg, optarg);
+            break;
+        case OPT_RAMP_UP:
+            cfg->ramp_up_us = time_arg("ramp-up", optarg);
+            break;
+        case OPT_WARMUP:
+            cfg->warmup_us = time_arg("warm-up", optarg);
+            break;
+        case OPT_THRESHOLD:
+            add_threshold(&cfg->thresholds, &cfg->nthresholds, optarg, usage_error);
+            break;
+        case OPT_ABORT_ON_FAIL:
+            abort_on_fail = true;
+            break;
+        case OPT_ABORT_AFTER:
+            cfg->abort_after = metric_arg("--abort-after", optarg);
+            if (cfg->abort_after == 0)
+                usage_error("--abort-after must be at least 1 interval");
+            abort_after_set = true;
+            break;
         case 'v':
             puts(version_line());
             exit(0);
@@ -397,6 +486,54 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         }
     }
     argv[0] = argv0;
+    if (abort_after_set && !abort_on_fail)
+        usage_error("--abort-after needs --abort-on-fail");
+    if (abort_on_fail && !cfg->nthresholds)
+        usage_error("--abort-on-fail needs --threshold");
+    if (abort_on_fail && !abort_after_set)
+        cfg->abort_after = 1;
+}
+
+/* --stages: the run lasts their sum, at a mean target that stands for -R
+ * wherever one rate is reported; the profile starts from -R. */
+static void stage_rates(struct config *cfg)
+{
+    struct profile p;
+    uint64_t total_us = 0;
+    if (cfg->duration_set)
+        usage_error("--stages sets the duration (the sum of the stages): leave out -d");
+    profile_init(&p, (double)cfg->rate);
+    for (size_t i = 0; i < cfg->nstages; i++) {
+        if (cfg->stages[i].duration_us > UINT64_MAX - total_us)
+            usage_error("--stages: too long");
+        total_us += cfg->stages[i].duration_us;
+        profile_add(&p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
+    }
+    double requests = profile_requests(&p, (double)total_us);
+    profile_free(&p);
+    if (total_us == 0)
+        usage_error("--stages: the stages last no time");
+    if (requests < 1)
+        usage_error("--stages: the stages send no request");
+    cfg->stages_from = cfg->rate;
+    cfg->rate = (uint64_t)llround(requests * 1e6 / (double)total_us);
+    if (cfg->rate == 0)
+        cfg->rate = 1;
+    cfg->duration_us = total_us;
+    cfg->duration_set = true;
+}
+
+/* The options of this change, against each other and the load model. */
+static void validate_phases(struct config *cfg)
+{
+    if (cfg->nstages)
+        stage_rates(cfg);
+    if (cfg->ramp_up_us && cfg->rate)
+        usage_error("--ramp-up is the closed model's ramp: with -R, ramp the rate with --stages");
+    if (cfg->warmup_us && cfg->requests)
+        usage_error("--warmup does not combine with -n (-n counts every request sent)");
+    if (cfg->warmup_us && cfg->nstages && !cfg->stages_from)
+        usage_error("--warmup with --stages needs -R: the rate to warm up at");
 }
 
 static int to_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
@@ -411,6 +548,7 @@ static void validate(struct config *cfg)
         usage_error("number of connections must be at least 1");
     if (cfg->connections < cfg->threads)
         usage_error("number of connections must be >= threads");
+    validate_phases(cfg);
     shard_shares(cfg);
     if (cfg->u_latency && !cfg->rate)
         usage_error("-U/--u_latency needs -R/--rate");
@@ -479,6 +617,8 @@ void cli_free(struct config *cfg)
         free(cfg->server_pids[i]);
     free(cfg->server_pids);
     free(cfg->start_at);
+    free(cfg->stages);
+    free_thresholds(cfg->thresholds, cfg->nthresholds);
     free(cfg->url_arg);
     url_free(&cfg->url);
     memset(cfg, 0, sizeof *cfg);
@@ -495,12 +635,13 @@ const struct header *cli_header(const struct config *cfg, const char *name)
 /* ---- volley merge -------------------------------------------------------- */
 
 static const char merge_usage_text[] =
-    "Usage: volley merge [--json <F>] [--latency] <file>...\n"
+    "Usage: volley merge [--json <F>] [--latency] [--threshold <E>] <file>...\n"
     "  Merges the --json results of the parts of one run (shards, machines)\n"
     "  into the result of the whole: prints its report and, with --json, its\n"
     "  JSON document. A file '-' is standard input.\n"
     "    -L, --latency          Print latency statistics\n"
     "        --json        <F>  Write the merged result as JSON to F (- for stdout)\n"
+    "        --threshold   <E>  Exit 2 unless E holds for the whole (repeatable)\n"
     "    -h, --help             Print this help\n";
 
 static void merge_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -521,6 +662,7 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
     static const struct option options[] = {
         {"latency", no_argument, NULL, 'L'},
         {"json", required_argument, NULL, OPT_JSON},
+        {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -536,6 +678,9 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
             break;
         case OPT_JSON:
             set_string(&mc->json, optarg);
+            break;
+        case OPT_THRESHOLD:
+            add_threshold(&mc->thresholds, &mc->nthresholds, optarg, merge_usage_error);
             break;
         case 'h':
             fputs(merge_usage_text, stdout);
@@ -565,5 +710,6 @@ void cli_free_merge(struct merge_config *mc)
         free(mc->files[i]);
     free(mc->files);
     free(mc->json);
+    free_thresholds(mc->thresholds, mc->nthresholds);
     memset(mc, 0, sizeof *mc);
 }

@@ -13,6 +13,14 @@
 /* The shortest --interval. */
 #define CLI_INTERVAL_MIN_US 10000
 
+struct threshold;
+
+/* One stage of --stages: the rate ramps to rate over duration_us. */
+struct stage {
+    uint64_t duration_us;
+    uint64_t rate;
+};
+
 struct header {
     char *name;
     char *value;
@@ -52,6 +60,20 @@ struct config {
     uint64_t requests; /* -n: stop after exactly this many responses, 0 = no limit */
     bool no_keepalive; /* a new connection for every request */
     char *unix_socket; /* connect here instead of the URL's host and port */
+    /* --stages: the open model's target over time. rate is then the mean
+     * target of the stages and stages_from the rate they start from (-R,
+     * or 0); duration_us their sum. */
+    struct stage *stages;
+    size_t nstages;
+    uint64_t stages_from;
+    uint64_t ramp_up_us; /* closed model: the connections open evenly over it */
+    uint64_t warmup_us;  /* run this long first, left out of every result */
+
+    /* Pass/fail: --threshold, each parsed; --abort-on-fail after abort_after
+     * failing intervals in a row (0 without it). */
+    struct threshold *thresholds;
+    size_t nthresholds;
+    uint64_t abort_after;
 
     /* TLS. */
     char *sni;   /* server name to send instead of the URL's host */
@@ -91,6 +113,8 @@ struct merge_config {
     size_t nfiles;
     char *json; /* --json OUT, "-" for stdout */
     bool latency;
+    struct threshold *thresholds;
+    size_t nthresholds;
 };
 
 /* argv starts at "merge"; exits as cli_parse does on -h and bad input. */

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "jdoc.h"
 #include "report.h"
+#include "threshold.h"
 #include "units.h"
 #include "xalloc.h"
 
@@ -567,6 +568,14 @@ int merge_main(int argc, char **argv)
     describe(text, parts, mc.nfiles, seen);
     report_text(text, &result);
     report_warnings(text, &result);
+    struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
+    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
+                                  cfg.timeout_us, NULL, verdicts);
+    if (mc.nthresholds) {
+        threshold_print(text, verdicts, mc.nthresholds, NULL);
+        result.verdicts = verdicts;
+        result.nverdicts = mc.nthresholds;
+    }
     fflush(text);
     if (mc.json)
         write_json(mc.json, &result);
@@ -578,8 +587,9 @@ int merge_main(int argc, char **argv)
     free(parts);
     free(list);
     free(seen);
+    free(verdicts);
     stats_free(&result.stats);
     cli_free(&cfg);
     cli_free_merge(&mc);
-    return 0;
+    return passed ? 0 : 2;
 }

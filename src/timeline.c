@@ -38,6 +38,8 @@ struct timeline {
     int failed_errno;
     struct server_cpu *server;
     struct server_times server_start, server_last;
+    timeline_interval_fn *on_interval;
+    void *on_interval_arg;
     struct stats *held; /* taken, not yet written: it may be the last */
     uint64_t held_index;
     uint64_t count; /* intervals written */
@@ -395,6 +397,8 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
     }
     free(r.latency);
     remember(t, &r);
+    if (t->on_interval)
+        t->on_interval(t->on_interval_arg, s, index, r.start_us, length_us);
     intervals_give_back(t->intervals, s);
 }
 
@@ -418,7 +422,7 @@ static void on_ready(struct ev_loop *loop, ev_async *a, int revents)
     struct timeline *t = a->data;
     drain(t);
     uint64_t end = (t->held_index + 1) * t->cfg->interval_us;
-    if (t->held && clock_us() - t->start >= end) {
+    if (t->held && clock_us() >= t->start + end) {
         emit(t, t->held, t->held_index, t->cfg->interval_us);
         t->held = NULL;
     }
@@ -432,6 +436,12 @@ struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size
     ev_async_start(loop, &t->ready);
     t->intervals = intervals_new(nworkers, loop, &t->ready);
     return t->intervals;
+}
+
+void timeline_on_interval(struct timeline *t, timeline_interval_fn *fn, void *arg)
+{
+    t->on_interval = fn;
+    t->on_interval_arg = arg;
 }
 
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
