@@ -142,6 +142,50 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* wrk's own long options. A prefix that names one of them in wrk names it
+ * here too, though an option volley added would make it ambiguous (--thr
+ * is --threads, not --threshold; --time is --timeout). */
+static const char *const wrk_long_options[] = {
+    "connections", "duration", "threads", "script", "header",
+    "latency",     "timeout",  "version", "help",
+};
+/* The arguments rewritten so, freed by cli_free. */
+static char **expanded;
+static size_t nexpanded;
+
+/* The wrk option arg ("--thr" or "--thr=2") abbreviates, or NULL. */
+static const char *wrk_option(const char *arg)
+{
+    const char *found = NULL;
+    size_t len = strcspn(arg + 2, "=");
+    for (const struct option *o = long_options; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, arg + 2, len) == 0)
+            return NULL; /* an option's whole name */
+    for (size_t i = 0; i < sizeof wrk_long_options / sizeof wrk_long_options[0]; i++) {
+        if (strncmp(wrk_long_options[i], arg + 2, len) == 0) {
+            if (found)
+                return NULL; /* ambiguous in wrk too */
+            found = wrk_long_options[i];
+        }
+    }
+    return found;
+}
+
+static void expand_wrk_prefixes(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *name;
+        if (strncmp(argv[i], "--", 2) != 0 || !argv[i][2] || !(name = wrk_option(argv[i])))
+            continue;
+        const char *value = argv[i] + 2 + strcspn(argv[i] + 2, "=");
+        size_t n = strlen(name) + strlen(value) + 3;
+        char *full = xmalloc(n);
+        snprintf(full, n, "--%s%s", name, value);
+        expanded = xrealloc(expanded, (nexpanded + 1) * sizeof *expanded);
+        argv[i] = expanded[nexpanded++] = full;
+    }
+}
+
 static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void usage_error(const char *fmt, ...)
 {
@@ -578,6 +622,7 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     const char *why;
     defaults(cfg);
     shard_env(cfg);
+    expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg);
     if (optind >= argc)
         usage_error("missing URL");
@@ -621,6 +666,11 @@ void cli_free(struct config *cfg)
     free_thresholds(cfg->thresholds, cfg->nthresholds);
     free(cfg->url_arg);
     url_free(&cfg->url);
+    for (size_t i = 0; i < nexpanded; i++)
+        free(expanded[i]);
+    free(expanded);
+    expanded = NULL;
+    nexpanded = 0;
     memset(cfg, 0, sizeof *cfg);
 }
 
