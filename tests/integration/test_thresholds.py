@@ -13,7 +13,8 @@ import re
 import pytest
 
 from conftest import Testd as Server  # not collected as a test class
-from conftest import volley
+from conftest import ROOT, volley
+from test_json import field_names
 from test_multi import shards
 
 
@@ -258,3 +259,22 @@ def test_merge_checks_thresholds_on_the_whole(testd, tmp_path):
     assert run.returncode == 1
     assert run.stderr.splitlines()[0] == \
         "volley merge: invalid threshold 'p99': expected <, <=, > or >= after 'p99'"
+
+
+def test_docs_json_names_the_new_fields(testd, tmp_path):
+    # Every object these options fill in, and each key in it, is in docs/json.md.
+    srv = testd()
+    out = os.path.join(tmp_path, "r.json")
+    run = volley("-t1", "-c1", "-R", 100, "--warmup", "200ms", "--stages", "1s:100",
+                 "--abort-on-fail", "--interval", "100ms", "--threshold", "requests < 1",
+                 "--json", out, srv.url)
+    assert run.returncode == 2, run
+    with open(out) as f:
+        doc = json.load(f)
+    assert doc["aborted"] and doc["warmup"] and doc["thresholds"] and doc["options"]["stages"]
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        text = f.read()
+    names = field_names({k: doc[k] for k in ("warmup", "thresholds", "aborted")})
+    names |= field_names(doc["options"])
+    missing = sorted(n for n in names if f"`{n}`" not in text)
+    assert not missing, missing
