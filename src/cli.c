@@ -341,28 +341,34 @@ static void set_duration(struct config *cfg, const char *arg)
     cfg->duration_set = true;
 }
 
+/* One stage, "30s:1000", of the list arg. */
+static struct stage stage_arg(const char *item, size_t len, const char *arg)
+{
+    char *text = xstrndup(item, len), *colon = strchr(text, ':');
+    struct stage st;
+    if (colon)
+        *colon = 0;
+    if (!colon || !units_parse_time(text, &st.duration_us) ||
+        !units_parse_metric(colon + 1, &st.rate))
+        usage_error("invalid stages '%s': expected DURATION:RATE,..., as in 30s:1000,1m:1000", arg);
+    free(text);
+    return st;
+}
+
 /* "30s:1000,1m:1000,30s:0". */
 static void set_stages(struct config *cfg, const char *arg)
 {
-    char *list = xstrdup(arg), *save = NULL;
     free(cfg->stages);
     cfg->stages = NULL;
     cfg->nstages = 0;
-    for (char *item = strtok_r(list, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
-        char *colon = strchr(item, ':');
-        struct stage st;
-        if (colon)
-            *colon = 0;
-        if (!colon || !units_parse_time(item, &st.duration_us) ||
-            !units_parse_metric(colon + 1, &st.rate))
-            usage_error("invalid stages '%s': expected DURATION:RATE,..., as in 30s:1000,1m:1000",
-                        arg);
+    for (const char *item = arg;; item++) {
+        size_t len = strcspn(item, ",");
         cfg->stages = xrealloc(cfg->stages, (cfg->nstages + 1) * sizeof *cfg->stages);
-        cfg->stages[cfg->nstages++] = st;
+        cfg->stages[cfg->nstages++] = stage_arg(item, len, arg);
+        item += len;
+        if (!*item)
+            break;
     }
-    free(list);
-    if (!cfg->nstages)
-        usage_error("invalid stages '%s': expected DURATION:RATE,..., as in 30s:1000,1m:1000", arg);
 }
 
 static void add_threshold(struct threshold **list, size_t *n, const char *arg,

@@ -422,9 +422,9 @@ static FILE *open_json(const char *path)
     return f;
 }
 
-/* The workers' statistics, merged into r: the run's and the warm-up's. */
-static void merge_stats(struct run *run, const struct config *cfg, struct result *r,
-                        struct stats *warmup)
+/* The workers' statistics, added up into r: the run's and the warm-up's. */
+static void gather_stats(struct run *run, const struct config *cfg, struct result *r,
+                         struct stats *warmup)
 {
     stats_init(&r->stats);
     for (size_t i = 0; i < run->nworkers; i++)
@@ -501,7 +501,7 @@ int main(int argc, char **argv)
 
     struct stats warmup;
     struct threshold_verdict *verdicts = xcalloc(cfg.nthresholds + 1, sizeof *verdicts);
-    merge_stats(&run, &cfg, &result, &warmup);
+    gather_stats(&run, &cfg, &result, &warmup);
     report_text(stdout, &result);
     report_warnings(stdout, &result);
     bool passed = judge(&run, &cfg, &result, verdicts);

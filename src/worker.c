@@ -203,7 +203,8 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->buf = xmalloc(WORKER_BUF);
     stats_init(&w->stats);
     stats_init(&w->total);
-    stats_init(&w->warmup);
+    if (cfg->warmup_us)
+        stats_init(&w->warmup);
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
     w->env = (struct conn_env){
@@ -371,7 +372,7 @@ void worker_free(struct worker *w)
     script_free(w->script);
     stats_free(&w->stats);
     stats_free(&w->total);
-    stats_free(&w->warmup);
+    stats_free(&w->warmup); /* nothing without --warmup */
     ev_loop_destroy(w->loop);
     free(w);
 }
