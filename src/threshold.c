@@ -24,10 +24,10 @@
 
 /* What a metric's value may be written as. */
 enum kind {
-    KIND_TIME,   /* 200ms, 1.5s: a unit is required */
-    KIND_NUMBER, /* 1.5k */
-    KIND_NUMBER_OR_PERCENT /* 10, or 0.1% */,
-    KIND_PERCENT, /* 99.9% */
+    KIND_TIME,              /* 200ms, 1.5s: a unit is required */
+    KIND_NUMBER,            /* 1.5k */
+    KIND_NUMBER_OR_PERCENT, /* 10, or 0.1% */
+    KIND_PERCENT,           /* 99.9% */
 };
 
 static bool fail(char *err, size_t errlen, const char *fmt, ...)
@@ -168,36 +168,46 @@ static const char *skip_space(const char *s)
     return s;
 }
 
-bool threshold_parse(const char *expr, struct threshold *t, char *err, size_t errlen)
+/* Splits "METRIC OP VALUE" into the metric, in lower case, the operator,
+ * and the value without the spaces around it (*name and *value to free). */
+static bool split(const char *expr, struct threshold *t, char **name, char **value, char *err,
+                  size_t errlen)
 {
-    enum kind kind;
-    memset(t, 0, sizeof *t);
     const char *s = skip_space(expr), *start = s;
     while (*s && !isspace((unsigned char)*s) && !strchr("<>=!", *s))
         s++;
     if (s == start)
         return fail(err, errlen, "expected METRIC OP VALUE, as in 'p99 < 200ms'");
-    char *name = xstrndup(start, (size_t)(s - start));
-    for (char *c = name; *c; c++)
+    *name = xstrndup(start, (size_t)(s - start));
+    for (char *c = *name; *c; c++)
         *c = (char)tolower((unsigned char)*c);
     s = skip_space(s);
-    const char *value = NULL;
-    bool ok = op(&s, &t->op);
-    if (!ok)
-        fail(err, errlen, "expected <, <=, > or >= after '%s'", name);
-    else if (!*(value = skip_space(s)))
-        ok = fail(err, errlen, "missing the value after '%s %s'", name, op_names[t->op]);
-    char *trimmed = value ? xstrdup(value) : NULL;
-    for (size_t n = trimmed ? strlen(trimmed) : 0; n && isspace((unsigned char)trimmed[n - 1]);)
-        trimmed[--n] = 0;
-    ok = ok && metric(name, t, &kind, err, errlen) && limit(trimmed, name, kind, t, err, errlen);
+    if (!op(&s, &t->op))
+        return fail(err, errlen, "expected <, <=, > or >= after '%s'", *name);
+    s = skip_space(s);
+    size_t len = strlen(s);
+    while (len && isspace((unsigned char)s[len - 1]))
+        len--;
+    if (!len)
+        return fail(err, errlen, "missing the value after '%s %s'", *name, op_names[t->op]);
+    *value = xstrndup(s, len);
+    return true;
+}
+
+bool threshold_parse(const char *expr, struct threshold *t, char *err, size_t errlen)
+{
+    enum kind kind;
+    char *name = NULL, *value = NULL;
+    memset(t, 0, sizeof *t);
+    bool ok = split(expr, t, &name, &value, err, errlen) && metric(name, t, &kind, err, errlen) &&
+              limit(value, name, kind, t, err, errlen);
     if (ok) {
-        size_t n = strlen(name) + strlen(trimmed) + 6;
+        size_t n = strlen(name) + strlen(value) + 6;
         t->text = xmalloc(n);
-        snprintf(t->text, n, "%s %s %s", name, op_names[t->op], trimmed);
+        snprintf(t->text, n, "%s %s %s", name, op_names[t->op], value);
     }
     free(name);
-    free(trimmed);
+    free(value);
     return ok;
 }
 
