@@ -900,6 +900,10 @@ static bool rq_body(struct rq *r, const struct rq_head *h)
             return rq_error(r, h->te_at, "invalid Transfer-Encoding");
         if (h->has_length)
             return rq_error(r, h->length_at, "Content-Length with Transfer-Encoding");
+        /* The usual cause: a Transfer-Encoding header added by hand
+         * (-H, wrk.headers) to a request whose body was not encoded. */
+        if (r->off == r->len)
+            return rq_error(r, h->te_at, "Transfer-Encoding: chunked without a chunked body");
         return rq_chunked(r);
     }
     if (h->has_length) {

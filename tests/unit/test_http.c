@@ -1060,6 +1060,8 @@ TEST(request_bad_framing)
     check_req_error("POST / HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n"
                     "0\r\n\r\n",
                     "Content-Length with Transfer-Encoding at 2:17");
+    check_req_error("GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                    "Transfer-Encoding: chunked without a chunked body at 2:20");
     check_req_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nxyz\r\n",
                     "invalid chunk size at 4:1");
     check_req_error("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n1 x\r\n",
