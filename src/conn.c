@@ -13,7 +13,6 @@
 #include "cli.h"
 #include "clock.h"
 #include "net.h"
-#include "script.h"
 #include "stats.h"
 #include "transport.h"
 #include "worker.h"
@@ -243,17 +242,15 @@ static void write_batch(struct conn *c)
 static void send_batch(struct conn *c)
 {
     struct worker *w = c->worker;
-    const struct request *r = &w->request;
     size_t depth = worker_depth(w);
     /* Claim before request() runs, so that scripts see only requests sent. */
     if (w->budget && (depth = budget_claim(w->budget, depth)) == 0)
         return;
-    if (w->hooks.request) {
-        c->own.depth = w->pipeline;
-        script_request(w->script, &c->own);
-        if (w->stopping)
-            return;
-        r = &c->own;
+    const struct request *r = worker_request(w, &c->own, depth);
+    if (!r) {
+        if (!w->stopping)
+            conn_stop(c); /* request() returned nil: this connection is done */
+        return;
     }
     c->batch = r;
     c->batch_depth = depth;
@@ -285,16 +282,16 @@ static void next_batch(struct conn *c)
     c->state = CONN_IDLE;
     if (w->stopping)
         return;
-    if (w->hooks.delay) {
+    double ms = 0;
+    if (c->delay_until || worker_delay(w, &ms)) {
         uint64_t now = clock_us();
         /* A pause cut short by a reconnect (a server closing the idle
          * connection) is served out, not asked for again: starting it over
          * on every reconnect would never let a request out when the server
          * closes idle connections sooner than delay() says. */
+        if (w->stopping)
+            return;
         if (!c->delay_until) {
-            double ms = script_delay(w->script);
-            if (w->stopping)
-                return;
             /* Converting a delay past the range of uint64_t (1e300, inf)
              * is undefined and in practice gave no delay at all. */
             c->delay_until =
@@ -356,11 +353,8 @@ static bool response_done(struct conn *c, uint64_t now)
     c->backoff_us = 0;
     if (w->budget)
         budget_resolve(w->budget, 1);
-    if (w->hooks.response) {
-        script_response(w->script, &c->parser);
-        if (w->stopping)
-            return false;
-    }
+    if (!worker_response(w, &c->parser))
+        return false;
     if (!c->parser.keep_alive || (w->cfg->no_keepalive && !c->pending)) {
         /* Requests pipelined behind a closing response were never read by
          * the server: under -n they go out again on the next connection. */

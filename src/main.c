@@ -40,6 +40,7 @@ struct run {
     struct worker **workers;
     size_t nworkers;
     atomic_size_t nfinished;
+    atomic_bool failed; /* a worker failed: the run ends without a report */
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -135,11 +136,14 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
-/* Runs on a worker's thread. */
-static void worker_finished(void *arg)
+/* Runs on a worker's thread, when it ended on its own or failed. */
+static void worker_finished(struct worker *w, void *arg)
 {
     struct run *run = arg;
-    atomic_fetch_add(&run->nfinished, 1);
+    if (w->failure)
+        atomic_store(&run->failed, true);
+    else
+        atomic_fetch_add(&run->nfinished, 1);
     ev_async_send(run->loop, &run->finished);
 }
 
@@ -154,7 +158,7 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct run *run = a->data;
-    if (atomic_load(&run->nfinished) == run->nworkers ||
+    if (atomic_load(&run->failed) || atomic_load(&run->nfinished) == run->nworkers ||
         (run->budget.spent && atomic_load(&run->budget.unresolved) == 0))
         ev_break(loop, EVBREAK_ALL);
 }
@@ -268,6 +272,30 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     }
 }
 
+/* request() returned nil on some connections: as in wrk, those sent
+ * nothing more; say so once, after the run. */
+static void report_retired(const struct run *run, const struct config *cfg)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < run->nworkers; i++)
+        n += run->workers[i]->retired;
+    if (n)
+        fprintf(stderr,
+                "volley: %s: request() returned nil on %zu connection%s, which then sent no "
+                "more requests\n",
+                cfg->script, n, n == 1 ? "" : "s");
+}
+
+/* A worker failed (a script error): its message, once every worker is
+ * joined; the run has no report. */
+static const char *run_failure(const struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        if (run->workers[i]->failure)
+            return run->workers[i]->failure;
+    return NULL;
+}
+
 /* Where --json goes. For "-" the document takes stdout to itself: the
  * original stdout is kept for it, and descriptor 1 becomes stderr, so the
  * text report and anything a script prints go to stderr. */
@@ -293,6 +321,14 @@ static void write_json(FILE *f, const char *path, const struct result *r)
             strerror(errno));
 }
 
+static void free_run(struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        worker_free(run->workers[i]);
+    free(run->workers);
+    ev_loop_destroy(run->loop);
+}
+
 int main(int argc, char **argv)
 {
     struct config cfg;
@@ -314,6 +350,16 @@ int main(int argc, char **argv)
     report_header(stdout, &cfg);
     fflush(stdout);
     run_workers(&run, &cfg, &result);
+    const char *failure = run_failure(&run);
+    if (failure) {
+        fflush(stdout);
+        fprintf(stderr, "volley: %s\n", failure);
+        free_run(&run);
+        script_free(main_script);
+        tls_cleanup();
+        cli_free(&cfg);
+        return 1;
+    }
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
@@ -324,19 +370,18 @@ int main(int argc, char **argv)
     }
     report_text(stdout, &result);
     report_warnings(stdout, &result);
+    fflush(stdout);
+    report_retired(&run, &cfg);
     if (main_script)
         script_done(main_script, &result);
     fflush(stdout);
     if (json)
         write_json(json, cfg.json, &result);
 
-    for (size_t i = 0; i < run.nworkers; i++)
-        worker_free(run.workers[i]);
-    free(run.workers);
+    free_run(&run);
     stats_free(&result.stats);
     script_free(main_script);
     tls_cleanup();
     cli_free(&cfg);
-    ev_loop_destroy(run.loop);
     return 0;
 }

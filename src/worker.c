@@ -129,8 +129,59 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
 {
     w->pipeline = pipeline;
     w->hooks.request = script_has_request(w->script);
-    w->hooks.delay = script_has_delay(w->script);
     w->hooks.response = script_response_wants(w->script, &w->hooks.head, &w->hooks.body);
+}
+
+const struct request *worker_request(struct worker *w, struct request *own, size_t depth)
+{
+    if (!w->script)
+        return &w->request;
+    own->depth = w->pipeline;
+    switch (script_request(w->script, own)) {
+    case SCRIPT_NONE:
+        w->hooks.request = false;
+        return &w->request;
+    case SCRIPT_DONE:
+        w->hooks.request = true;
+        return own;
+    case SCRIPT_NIL:
+        /* main says so once, after the run; when no connection of the
+         * worker sends any more, the worker is done, as after thread:stop(). */
+        if (++w->retired == w->nconns)
+            worker_finish(w);
+        break;
+    case SCRIPT_FAILED:
+        break;
+    }
+    if (w->budget)
+        budget_return(w->budget, depth);
+    return NULL;
+}
+
+bool worker_response(struct worker *w, struct http_parser *p)
+{
+    if (!w->script)
+        return true;
+    script_response(w->script, p);
+    w->hooks.response = script_response_wants(w->script, &w->hooks.head, &w->hooks.body);
+    p->want_head = w->hooks.head;
+    p->want_body = w->hooks.body;
+    return !w->stopping;
+}
+
+bool worker_delay(struct worker *w, double *ms)
+{
+    return w->script && script_delay(w->script, ms) != SCRIPT_NONE;
+}
+
+/* A run shorter than one sample interval (a quick -n) would have no Req/Sec
+ * sample at all; its one sample is then the whole run's rate. */
+static void last_sample(struct worker *w)
+{
+    uint64_t now = clock_us();
+    if (hist_count(w->stats.rps) == 0 && w->stats.requests && now > w->sample_at)
+        hist_record(w->stats.rps,
+                    (uint64_t)((double)w->stats.requests * 1e6 / (double)(now - w->sample_at)));
 }
 
 static void *run(void *arg)
@@ -138,6 +189,7 @@ static void *run(void *arg)
     struct worker *w = arg;
     struct cpu_thread start, end;
     cpu_thread_now(&start);
+    w->running = true;
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */
@@ -149,10 +201,11 @@ static void *run(void *arg)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);
     cpu_thread_since(&start, &end, &w->load);
+    last_sample(w);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
-    if (w->finished && w->on_finish)
-        w->on_finish(w->on_finish_arg);
+    if ((w->finished || w->failure) && w->on_finish)
+        w->on_finish(w, w->on_finish_arg);
     return NULL;
 }
 
@@ -178,6 +231,14 @@ void worker_finish(struct worker *w)
     ev_break(w->loop, EVBREAK_ALL);
 }
 
+void worker_fail(struct worker *w, const char *message)
+{
+    if (!w->failure)
+        w->failure = xstrdup(message);
+    w->stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
 void worker_free(struct worker *w)
 {
     for (size_t i = 0; i < w->nconns; i++)
@@ -187,6 +248,7 @@ void worker_free(struct worker *w)
     request_free(&w->request);
     schedule_free(&w->schedule);
     script_free(w->script);
+    free(w->failure);
     stats_free(&w->stats);
     ev_loop_destroy(w->loop);
     free(w);

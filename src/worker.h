@@ -57,9 +57,9 @@ struct worker {
     struct request request;            /* the static request batch */
     struct script *script;             /* the thread's Lua state, or NULL */
     struct {
-        bool request, response, delay, head, body;
-    } hooks;               /* what the script defines (response: head, body wanted) */
-    size_t pipeline;       /* responses per request() batch, from verification */
+        bool request, response, head, body;
+    } hooks;         /* what the script defined at the last call (response: head, body wanted) */
+    size_t pipeline; /* responses per request() batch, from verification */
     struct budget *budget; /* -n, or NULL */
     /* -R: connection i of this worker sends its batch k at
      * rate_start + (first_conn + i + k * connections) * batch_interval_us. */
@@ -77,10 +77,13 @@ struct worker {
      * ordering, so relaxed stores and loads suffice. */
     _Atomic uint64_t live_requests, live_errors;
     struct cpu_busy load; /* how busy the thread was while it ran */
+    bool running;         /* its thread has started (set and read on that thread) */
     bool stopping;
-    bool finished; /* ended on its own (thread:stop) */
-    /* Called on the worker thread when it ends on its own. */
-    void (*on_finish)(void *arg);
+    bool finished;  /* ended on its own (thread:stop, or no connection sends any more) */
+    char *failure;  /* a fatal error on its thread (a script error), or NULL */
+    size_t retired; /* connections that stopped sending: request() returned nil */
+    /* Called on the worker thread when it ends on its own or fails. */
+    void (*on_finish)(struct worker *w, void *arg);
     void *on_finish_arg;
 };
 
@@ -102,6 +105,25 @@ void worker_set_hooks(struct worker *w, size_t pipeline);
 /* thread:stop(): end this worker's run early, whether it is running (from
  * its own thread) or not started yet (from setup()). */
 void worker_finish(struct worker *w);
+/* On the worker's thread: a fatal error (message) ends its run. It does not
+ * exit: main stops and joins the other workers, then reports the error, so
+ * that no thread is inside OpenSSL when the process exits. */
+void worker_fail(struct worker *w, const char *message);
+
+/* What connections ask the script, so that the connection machine asks one
+ * function for each. The batch to send next: the static request, or what
+ * request() returned into own (own->depth is set); NULL when there is none:
+ * the worker is stopping, or request() returned nil, and then the
+ * connection sends no more (as in wrk) and should be closed. Under -n, the
+ * depth requests claimed for it go back to the budget. */
+const struct request *worker_request(struct worker *w, struct request *own, size_t depth);
+/* After a response: response() if the script defines it, and what the
+ * parser must keep of the next response for it. false: the worker is
+ * stopping. */
+bool worker_response(struct worker *w, struct http_parser *p);
+/* Before a batch: whether the script defines delay(), and its pause in *ms.
+ * Check stopping after a true return. */
+bool worker_delay(struct worker *w, double *ms);
 
 /* Requests per batch: what request() returns, or the static request. */
 static inline size_t worker_depth(const struct worker *w)

@@ -505,7 +505,8 @@ def test_thread_fields(testd, tmp_path):
     lines = before_running(run.stdout)
     assert lines[0].startswith("false\t") and "volley.addr expected" in lines[0], lines
     assert lines[1].startswith("false\t") and "cannot set 'name' on a thread" in lines[1]
-    assert lines[2] == "function\tfunction\tfunction\tnil"
+    # As in wrk, any other field reads as its own name.
+    assert lines[2] == "function\tfunction\tfunction\tnothing"
 
 
 @pytest.mark.parametrize("hook", ["request", "response", "init", "setup"])
@@ -618,6 +619,26 @@ def test_done_on_an_empty_run(testd, tmp_path):
     assert lat[4:] == ["0", "0", "0", "0", "0", "0", "0", "0", "0", "0"], lat
 
 
+def test_unknown_fields_read_as_in_wrk(testd, tmp_path):
+    # wrk returns the key itself for any other field of a statistics or
+    # thread object; real scripts depend on it ("n=" .. requests.total).
+    script = write(tmp_path, """
+        function setup(thread) t = thread end
+        function done(summary, latency, requests)
+           print(latency.total, requests.total, type(latency.count), latency[1],
+                 type(latency[1]), "n=" .. requests.total, t.id, type(t[2]), t[2])
+        end
+    """)
+    srv = testd()
+    ours = ok(volley("-t1", "-c1", "-d1s", "-s", script, srv.url))
+    theirs = subprocess.run(["wrk", "-t1", "-c1", "-d1s", "-s", script, srv.url],
+                            capture_output=True, text=True, timeout=30)
+    assert theirs.returncode == 0, theirs
+    expected = "total\ttotal\tstring\t1\tstring\tn=total\tid\tstring\t2"
+    assert theirs.stdout.splitlines()[-1] == expected, theirs.stdout
+    assert after_report(ours.stdout) == [expected], ours
+
+
 # --------------------------------------------------------------------------
 # response() and what it is given
 # --------------------------------------------------------------------------
@@ -672,6 +693,84 @@ def test_response_headers_and_body_of_chunked_responses(testd, tmp_path):
 
 
 # --------------------------------------------------------------------------
+# Hooks defined, replaced or removed during the run
+# --------------------------------------------------------------------------
+
+def test_request_switched_after_a_login(testd, tmp_path):
+    # Log in first (the static request), then response() defines request():
+    # every later request carries the token, as under wrk, which looks the
+    # hooks up on every call.
+    script = write(tmp_path, """
+        wrk.path = "/authenticate"
+        local function work()
+           return wrk.format("GET", "/resource", {["X-Token"] = token})
+        end
+        function response(status, headers)
+           if status == 200 and headers["X-Token"] then
+              token = headers["X-Token"]
+              request = work
+              response = function(status) if status ~= 200 then error("refused") end end
+           end
+        end
+    """)
+    srv = testd()
+    run = ok(volley("-t2", "-c4", "-d500ms", "-s", script, srv.url))
+    stats = srv.stop()
+    # one login per connection, in its first batch; then only the resource
+    assert stats["paths"]["/authenticate"] == 4, stats
+    assert stats["paths"]["/resource"] > 100 and stats["status"] == {"200": stats["responses"]}
+    assert run.report["requests"] > 100
+
+
+def test_request_removed_falls_back_to_the_static_request(testd, tmp_path):
+    script = write(tmp_path, """
+        n = 0
+        function request()
+           n = n + 1
+           if n == 10 then request = nil end
+           return wrk.format(nil, "/dynamic")
+        end
+    """)
+    srv = testd()
+    ok(volley("-t1", "-c1", "-d300ms", "-s", script, srv.url))
+    paths = srv.stop()["paths"]
+    assert paths["/dynamic"] == 9 and paths["/"] > 50, paths  # one call was verification's
+
+
+def test_response_replaced_by_one_that_wants_more(testd, tmp_path):
+    # The first response() takes the status only; the one it installs takes
+    # headers and body, which the connection keeps from its next response on.
+    script = write(tmp_path, """
+        function response(status)
+           response = function(status, headers, body)
+              if headers["Content-Length"] == "7" and body == "Hello w" then
+                 full = (full or 0) + 1
+              end
+           end
+        end
+        function setup(thread) t = thread end
+        function done(summary) print(t:get("full") >= summary.requests - 2) end
+    """)
+    srv = testd("--body-size", "7")
+    run = ok(volley("-t1", "-c1", "-d300ms", "-s", script, srv.url))
+    assert after_report(run.stdout) == ["true"], run
+
+
+def test_delay_defined_during_the_run(testd, tmp_path):
+    script = write(tmp_path, """
+        function response(status)
+           n = (n or 0) + 1
+           if n == 20 then delay = function() return 100 end end
+        end
+    """)
+    srv = testd()
+    run = ok(volley("-t1", "-c2", "-d1s", "-s", script, srv.url))
+    # 20 at full speed, then a request per connection every 100 ms at most
+    assert 20 <= run.report["requests"] <= 20 + 2 * 11, run
+    assert srv.stop()["requests"] <= 20 + 2 * 12
+
+
+# --------------------------------------------------------------------------
 # Errors in scripts
 # --------------------------------------------------------------------------
 
@@ -720,22 +819,29 @@ def test_error_in_a_hook_is_fatal(testd, tmp_path, hook, line):
 @pytest.mark.parametrize("returned,message", [
     ('"GET / HTTP/1.1\\r\\nHost: x\\r\\n"', "incomplete request at 3:1"),
     ('"GET / HTTP/1.1\\r\\nbad header\\r\\n\\r\\n"', r"[a-zA-Z ]+ at 2:\d+"),
-    ('""', "incomplete request at 1:1"),
+    ('""', "an empty string"),
+    # A number is turned into a string, as Lua does: here not a request.
+    ("42", "incomplete request at 1:3"),
 ])
 def test_requests_that_fail_verification(testd, tmp_path, returned, message):
-    script = write(tmp_path, f"function request() return {returned} end\n")
+    write(tmp_path, f"function request() return {returned} end\n")
     srv = testd()
-    run = volley("-t1", "-c1", "-d1s", "-s", script, srv.url)
+    run = volley("-t1", "-c1", "-d1s", "-s", "t.lua", srv.url, cwd=tmp_path)
     assert run.returncode == 1, run
-    assert re.fullmatch(f"volley: {message}\n", run.stderr), run
+    assert re.fullmatch(f"volley: t.lua: request\\(\\) returned an invalid request: {message}\n",
+                        run.stderr), run
     assert "Running" not in run.stdout
     assert srv.stop()["requests"] == 0
 
 
-def test_request_returning_no_string(testd, tmp_path):
-    write(tmp_path, "function request() return 42 end\n")
+@pytest.mark.parametrize("returned,message", [
+    ("nil", "request() returned nil instead of a request"),
+    ("{}", "request() returned table instead of a string"),
+])
+def test_request_returning_no_string(testd, tmp_path, returned, message):
+    write(tmp_path, f"function request() return {returned} end\n")
     srv = testd()
     run = volley("-t1", "-c1", "-d1s", "-s", "t.lua", srv.url, cwd=tmp_path)
     assert run.returncode == 1
-    assert run.stderr == "volley: t.lua: request() returned number instead of a string\n", run
+    assert run.stderr == f"volley: t.lua: {message}\n", run
     assert srv.stop()["requests"] == 0
