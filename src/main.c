@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "net.h"
+#include "output.h"
 #include "progress.h"
 #include "report.h"
 #include "request.h"
@@ -296,31 +297,6 @@ static const char *run_failure(const struct run *run)
     return NULL;
 }
 
-/* Where --json goes. For "-" the document takes stdout to itself: the
- * original stdout is kept for it, and descriptor 1 becomes stderr, so the
- * text report and anything a script prints go to stderr. */
-static FILE *open_json(const char *path)
-{
-    FILE *f;
-    if (strcmp(path, "-") != 0) {
-        if (!(f = fopen(path, "w")))
-            die("cannot open %s: %s", path, strerror(errno));
-        return f;
-    }
-    int fd = dup(STDOUT_FILENO);
-    if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
-        die("cannot write JSON to stdout: %s", strerror(errno));
-    return f;
-}
-
-static void write_json(FILE *f, const char *path, const struct result *r)
-{
-    bool ok = report_json(f, r);
-    if (fclose(f) != 0 || !ok)
-        die("cannot write %s: %s", strcmp(path, "-") == 0 ? "JSON to stdout" : path,
-            strerror(errno));
-}
-
 static void free_run(struct run *run)
 {
     for (size_t i = 0; i < run->nworkers; i++)
@@ -334,12 +310,15 @@ int main(int argc, char **argv)
     struct config cfg;
     struct run run = {0};
     struct result result = {.cfg = &cfg};
+    struct output_json json;
 
+    output_reserve_stdio();
     cli_parse(argc, argv, &cfg);
     if (cfg.url.tls)
         tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
-    FILE *json = cfg.json ? open_json(cfg.json) : NULL;
+    if (cfg.json)
+        output_json_open(&json, cfg.json);
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     if (cfg.verify)
@@ -348,7 +327,7 @@ int main(int argc, char **argv)
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
-    fflush(stdout);
+    output_check_stdout();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);
     if (failure) {
@@ -369,14 +348,16 @@ int main(int argc, char **argv)
         result.scheduling_lag = result.stats.lag;
     }
     report_text(stdout, &result);
-    report_warnings(stdout, &result);
     fflush(stdout);
+    /* Warnings go to stderr: scripts that parse the lines after
+     * Transfer/sec (a done() hook's output) are not disturbed. */
+    report_warnings(stderr, &result);
     report_retired(&run, &cfg);
     if (main_script)
         script_done(main_script, &result);
-    fflush(stdout);
-    if (json)
-        write_json(json, cfg.json, &result);
+    if (cfg.json)
+        output_json_write(&json, &result);
+    output_check_stdout();
 
     free_run(&run);
     stats_free(&result.stats);

@@ -2,13 +2,15 @@
 clear error line (exit 1, nothing sent) for every kind of bad input.
 SPDX-License-Identifier: MIT
 """
+import os
 import re
 import resource
 import socket
+import subprocess
 
 import pytest
 
-from conftest import volley, free_port
+from conftest import VOLLEY, volley, free_port
 
 
 def first_error_line(run):
@@ -128,6 +130,26 @@ def test_threads_default_to_no_more_than_connections(testd):
     assert stats["requests"] == 100 and stats["connections"] == 2  # the probe and one
     run = volley("-t2", "-c1", "-n", "100", srv.url)
     assert first_error_line(run) == "volley: number of connections must be >= threads"
+
+
+def test_a_report_that_cannot_be_written_is_an_error(testd):
+    # A full disk, or stdout closed (the first socket must not become
+    # descriptor 1 and swallow the report): exit 1 with the reason, before
+    # a run whose report would be lost.
+    srv = testd()
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([VOLLEY, "-t1", "-c1", "-d300ms", srv.url], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=30)
+    assert proc.returncode == 1, proc
+    assert proc.stderr == "volley: cannot write the report to standard output: " \
+                          "No space left on device\n", proc
+    proc = subprocess.run([VOLLEY, "-t1", "-c1", "-d300ms", srv.url], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=30,
+                          preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 1, proc
+    assert proc.stderr == "volley: cannot write the report to standard output: " \
+                          "Bad file descriptor\n", proc
+    assert srv.stop()["requests"] == 0
 
 
 def test_unresolvable_host():
