@@ -357,8 +357,12 @@ static enum step close_delimited(struct http_parser *p)
 static enum step end_of_head(struct http_parser *p)
 {
     if (p->status < 200 && p->status != 101) {
-        /* RFC 9110 §15.2: interim responses precede the final one. */
+        /* RFC 9110 §15.2: interim responses precede the final one. Their
+         * heads and the final one share one HTTP_MAX_HEAD (as curl counts
+         * them), so a server sending 100 Continue forever is an error. */
+        size_t interim = p->_head_len;
         reset_head(p);
+        p->_head_len = interim;
         return STEP_NEXT;
     }
     p->keep_alive = p->status != 101 && persistent(p);
@@ -401,7 +405,7 @@ static bool head_cached(struct http_parser *p, const char *buf, size_t len, size
     p->_conn_close = c->conn_close;
     p->_conn_keep_alive = c->conn_keep_alive;
     p->_remaining = c->length;
-    p->_head_len = c->len;
+    p->_head_len += c->len;
     if (p->want_head)
         buf_append(&p->head, c->data, c->len);
     *off += c->len;

@@ -790,6 +790,28 @@ TEST(huge_trailer_section_fails)
     http_parser_free(&p);
 }
 
+/* Interim heads share the final head's limit: a server sending 100 Continue
+ * forever is an error within HTTP_MAX_HEAD, not gigabytes later. */
+TEST(endless_interim_responses_fail)
+{
+    enum { PAD = 1000 };
+    char interim[PAD + 64];
+    int n =
+        snprintf(interim, sizeof interim, "HTTP/1.1 100 Continue\r\nX-Pad: %0*d\r\n\r\n", PAD, 0);
+    struct http_parser p;
+    size_t used, fed = 0;
+    enum http_result r = HTTP_MORE;
+    http_parser_init(&p);
+    while (r == HTTP_MORE && fed < 100 * HTTP_MAX_HEAD) {
+        r = http_parse(&p, interim, (size_t)n, &used);
+        fed += (size_t)n;
+    }
+    CHECK(r == HTTP_ERROR);
+    CHECK(p.error == HTTP_ERR_HEAD_TOO_LARGE);
+    CHECK(fed <= HTTP_MAX_HEAD + (size_t)n);
+    http_parser_free(&p);
+}
+
 TEST(huge_chunk_extension_fails)
 {
     static const char start[] = OK11 CHUNKED "\r\n1;ext=";
