@@ -60,6 +60,8 @@ struct http_parser {
     bool _head_request, _started, _chunked, _close_delimited, _version_10;
     bool _has_te, _has_length, _bad_length; /* framing fields seen in this head */
     bool _conn_close, _conn_keep_alive;     /* Connection tokens seen in this head */
+    int _last_field;     /* which field an obs-fold line continues (0: none yet) */
+    bool _folded;        /* this head had obs-fold lines: not one to cache */
     uint64_t _remaining; /* body or chunk bytes left; the Content-Length while in the head */
     size_t _head_len;    /* bytes of the current head (or trailer section) so far */
     struct buf _carry;   /* an incomplete head or chunk-size line kept across reads */
