@@ -348,7 +348,7 @@ int main(int argc, char **argv)
         result.scheduling_lag = result.stats.lag;
     }
     report_text(stdout, &result);
-    fflush(stdout);
+    output_flush_stdout();
     /* Warnings go to stderr: scripts that parse the lines after
      * Transfer/sec (a done() hook's output) are not disturbed. */
     report_warnings(stderr, &result);

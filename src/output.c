@@ -30,15 +30,24 @@ void output_reserve_stdio(void)
 
 /* --json - sent the text report to stderr: stdout is then the JSON's. */
 static bool report_on_stderr;
+/* Why writing to stdout first failed, or 0. */
+static int stdout_error;
+
+void output_flush_stdout(void)
+{
+    errno = 0;
+    if (fflush(stdout) != 0 && !stdout_error)
+        stdout_error = errno ? errno : EIO;
+}
 
 void output_check_stdout(void)
 {
     if (report_on_stderr)
         return;
-    errno = 0;
-    if (fflush(stdout) != 0 || ferror(stdout))
-        die("cannot write the report to standard output%s%s", errno ? ": " : "",
-            errno ? strerror(errno) : "");
+    output_flush_stdout();
+    if (stdout_error || ferror(stdout))
+        die("cannot write the report to standard output: %s",
+            strerror(stdout_error ? stdout_error : EIO));
 }
 
 /* "FILE.PID.tmp", beside the file it replaces. */

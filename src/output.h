@@ -13,6 +13,8 @@ struct result;
 /* At start: descriptors 0-2 that are closed are taken (by /dev/null, read
  * only), so that no socket becomes stdout and writing the report fails. */
 void output_reserve_stdio(void);
+/* Flush stdout, noting why it failed if it did. */
+void output_flush_stdout(void);
 /* Flush stdout; exit 1 with a message if anything written to it failed
  * (unless --json - made it the JSON's, the report going to stderr). */
 void output_check_stdout(void);
