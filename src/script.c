@@ -183,16 +183,46 @@ static void remove_keys(lua_State *L, int t, const char *name)
     }
 }
 
+/* Of the keys of table t equal to name ignoring case, keeps one and
+ * removes the others; pushes the one kept (nil if there was none). One the
+ * script spelled itself is kept rather than the spelling name has (the one
+ * wrk.init adds): a "host" a script set in init() wins over the default. */
+static void keep_one_key(lua_State *L, int t, const char *name)
+{
+    int kept = lua_gettop(L) + 1;
+    lua_pushnil(L);
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
+            (lua_isnil(L, kept) || strcmp(lua_tostring(L, kept), name) == 0)) {
+            lua_pushvalue(L, -1);
+            lua_replace(L, kept);
+        }
+    }
+    /* Clearing fields during a traversal is allowed. */
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
+            !lua_rawequal(L, -1, kept)) {
+            lua_pushvalue(L, -1);
+            lua_pushnil(L);
+            lua_rawset(L, t);
+        }
+    }
+}
+
 static bool name_is(const char *name, size_t len, const char *want, size_t want_len)
 {
     return len == want_len && strncasecmp(name, want, len) == 0;
 }
 
-/* Appends "name: value\r\n" for every field of the table at index t, noting
- * whether Host and Content-Length (in any case) are among the names. */
-static void write_fields(lua_State *L, int t, struct buf *out, bool *host, bool *length)
+/* Appends "name: value\r\n" for every field of the table at index t,
+ * counting the Host and Content-Length fields (in any case) among them. */
+static void write_fields(lua_State *L, int t, struct buf *out, int *host, int *length)
 {
-    *host = *length = false;
+    *host = *length = 0;
     lua_pushnil(L);
     while (lua_next(L, t)) {
         size_t name_len, value_len;
@@ -201,8 +231,8 @@ static void write_fields(lua_State *L, int t, struct buf *out, bool *host, bool 
         const char *value = lua_tolstring(L, -2, &value_len);
         if (!name || !value)
             luaL_error(L, "header names and values must be strings or numbers");
-        *host = *host || name_is(name, name_len, "Host", 4);
-        *length = *length || name_is(name, name_len, "Content-Length", 14);
+        *host += name_is(name, name_len, "Host", 4);
+        *length += name_is(name, name_len, "Content-Length", 14);
         buf_append(out, name, name_len);
         buf_append(out, ": ", 2);
         buf_append(out, value, value_len);
@@ -215,7 +245,8 @@ static void write_fields(lua_State *L, int t, struct buf *out, bool *host, bool 
  * headers table: Host is added from wrk.headers when missing, Content-Length
  * is set to the body's length, or removed when there is no body. Header
  * names match ignoring case, so "host" or "content-length" set by a script
- * are not sent twice. Written in C: dynamic scripts call it per request, and
+ * are not sent twice, even beside "Host" or "Content-Length" in the same
+ * table (one of them is kept). Written in C: dynamic scripts call it per request, and
  * the common call (a table with Host, no body) takes one pass over the
  * headers. The bytes are assembled in the state's scratch buffer (upvalue 1),
  * which an error cannot leak; upvalue 2 is the wrk module, as the upvalue
@@ -243,10 +274,13 @@ static int wrk_format(lua_State *L)
     buf_append(out, path, path_len);
     buf_append(out, " HTTP/1.1\r\n", 11);
     size_t fields_at = out->len;
-    bool host, length;
+    int host, length;
     write_fields(L, 3, out, &host, &length);
-    if (!host || body || length) {
-        if (!host) {
+    if (host != 1 || body || length) {
+        if (host > 1) {
+            keep_one_key(L, 3, "Host");
+            lua_settop(L, 5);
+        } else if (!host) {
             lua_getfield(L, 5, "headers");
             if (lua_istable(L, -1) && find_key(L, lua_gettop(L), "Host")) {
                 lua_gettable(L, -2);
@@ -255,8 +289,11 @@ static int wrk_format(lua_State *L)
             lua_settop(L, 5);
         }
         if (body) {
-            if (!find_key(L, 3, "Content-Length"))
+            keep_one_key(L, 3, "Content-Length");
+            if (lua_isnil(L, -1)) {
+                lua_pop(L, 1);
                 lua_pushliteral(L, "Content-Length");
+            }
             lua_pushinteger(L, (lua_Integer)body_len);
             lua_rawset(L, 3);
         } else {

@@ -357,6 +357,12 @@ def test_wrk_format(testd, tmp_path):
            show(wrk.format("GET", "/r", {["Content-Length"] = "9"}))
            -- header names match whatever their case: no second Host or Content-Length
            show(wrk.format("GET", "/s", {host = "other", ["content-length"] = "1"}, "xy"))
+           -- both spellings in one table: still one of each, the script's own kept
+           show(wrk.format("GET", "/t", {Host = "a", host = "b", ["Content-Length"] = "9",
+                                         ["content-length"] = "8"}, "xyz"))
+           -- a host set after wrk.init added the default one
+           wrk.headers["host"] = "mine"
+           show(wrk.format(nil, "/u"))
         end
     """)
     srv = testd()
@@ -374,6 +380,9 @@ def test_wrk_format(testd, tmp_path):
     assert lines[4] == f"GET /r HTTP/1.1|{host}||"
     assert lines[5] in ("GET /s HTTP/1.1|host: other|content-length: 2||xy",
                         "GET /s HTTP/1.1|content-length: 2|host: other||xy")
+    assert lines[6] in ("GET /t HTTP/1.1|host: b|content-length: 3||xyz",
+                        "GET /t HTTP/1.1|content-length: 3|host: b||xyz")
+    assert lines[7] == "GET /u HTTP/1.1|host: mine||"
     # the static request is what wrk.format() gives after init()
     assert all(r["method"] == "GET" and r["body"] == "" for r in srv.log())
 
