@@ -47,7 +47,8 @@ function wrk.init(args)
    if not has_header(wrk.headers, "Host") then
       local host = wrk.host
       if host:find(":", 1, true) then
-         host = "[" .. host .. "]"
+         -- an IPv6 literal; its zone (fe80::1%eth0) is this machine's business
+         host = "[" .. host:gsub("%%.*", "") .. "]"
       end
       if wrk.port then
          host = host .. ":" .. wrk.port

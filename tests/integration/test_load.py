@@ -196,6 +196,26 @@ def test_unix_socket_against_nginx(nginx, tmp_path):
     assert set(log) == {"api.local /v1/x?y=1"}
 
 
+@pytest.mark.parametrize("script", [None, "function init(args) print(wrk.host, wrk.path) end\n"])
+def test_fragment_and_ipv6_zone_stay_out_of_the_request(testd, tmp_path, script):
+    # The URL's fragment is not sent (RFC 9110 §4.2.4), and an IPv6 zone
+    # (RFC 6874's %25) names an interface here, not part of Host; a Unix
+    # socket lets the URL name any host. With and without a script (the
+    # wrk module builds Host itself).
+    srv = testd(listen=f"unix:{tmp_path / 't.sock'}")
+    args = ["-t1", "-c1", "-d300ms", "--unix-socket", srv.path]
+    if script:
+        (tmp_path / "s.lua").write_text(script)
+        args += ["-s", str(tmp_path / "s.lua")]
+    run = volley(*args, "http://[fe80::1%25eth0]:8080/p?q=1#section")
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    if script:
+        assert run.stdout.startswith("fe80::1%eth0\t/p?q=1\n"), run
+    log = srv.log()
+    assert {(r["target"], dict(r["headers"])["Host"]) for r in log} == \
+        {("/p?q=1", "[fe80::1]:8080")}, log[:2]
+
+
 def test_unix_socket_refused(tmp_path):
     run = volley("-d1s", "--unix-socket", str(tmp_path / "none.sock"), "http://localhost/")
     assert run.returncode == 1
