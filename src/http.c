@@ -527,6 +527,15 @@ static enum step on_head(struct http_parser *p, const char *buf, size_t len, siz
     }
 }
 
+/* Body bytes for a response() hook, up to HTTP_MAX_BODY: a huge or endless
+ * body must not cost its size in memory on every connection. */
+static void keep_body(struct http_parser *p, const char *s, size_t n)
+{
+    if (p->body.len + n > HTTP_MAX_BODY)
+        n = HTTP_MAX_BODY - p->body.len;
+    buf_append(&p->body, s, n);
+}
+
 /* Count down _remaining body bytes; they are copied only for a response() hook. */
 static void skip_body(struct http_parser *p, const char *buf, size_t len, size_t *off)
 {
@@ -534,7 +543,7 @@ static void skip_body(struct http_parser *p, const char *buf, size_t len, size_t
     if (n > p->_remaining)
         n = (size_t)p->_remaining;
     if (p->want_body)
-        buf_append(&p->body, buf + *off, n);
+        keep_body(p, buf + *off, n);
     *off += n;
     p->_remaining -= n;
 }
@@ -548,7 +557,7 @@ static enum step on_body(struct http_parser *p, const char *buf, size_t len, siz
 static enum step on_body_close(struct http_parser *p, const char *buf, size_t len, size_t *off)
 {
     if (p->want_body)
-        buf_append(&p->body, buf + *off, len - *off);
+        keep_body(p, buf + *off, len - *off);
     *off = len;
     return STEP_MORE;
 }

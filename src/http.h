@@ -15,6 +15,8 @@
 
 /* A larger response head (status line + header fields + blank line) is an error. */
 #define HTTP_MAX_HEAD (80 * 1024)
+/* The most of a body kept for a response() hook; the rest is skipped. */
+#define HTTP_MAX_BODY (64 * 1024 * 1024)
 
 enum http_result {
     HTTP_MORE,  /* all input consumed, the response is not complete yet */
@@ -53,7 +55,8 @@ struct http_parser {
     /* Set by the caller to keep what a response() hook needs. */
     bool want_head, want_body;
     struct buf head; /* with want_head: the final response's head, status line to blank line */
-    struct buf body; /* with want_body: its body, chunked coding removed */
+    struct buf body; /* with want_body: its body, chunked coding removed (at most
+                      * HTTP_MAX_BODY bytes of it) */
     struct http_head_cache *cache; /* set by the caller, or NULL */
     /* Private state. */
     int _state;

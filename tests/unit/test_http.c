@@ -806,6 +806,40 @@ TEST(huge_trailer_section_fails)
     http_parser_free(&p);
 }
 
+/* A body longer than HTTP_MAX_BODY is framed as usual, and what is kept of it
+ * for a response() hook stops at the limit. */
+static void check_kept_body(const char *head, size_t body_len, bool close_delimited)
+{
+    enum { PIECE = 64 * 1024 };
+    static char piece[PIECE];
+    struct http_parser p;
+    size_t used, left = body_len;
+    memset(piece, 'b', sizeof piece);
+    http_parser_init(&p);
+    p.want_body = true;
+    enum http_result r = http_parse(&p, head, strlen(head), &used);
+    while (r == HTTP_MORE && left > 0) {
+        size_t n = left < PIECE ? left : PIECE;
+        r = http_parse(&p, piece, n, &used);
+        left -= n;
+    }
+    if (close_delimited)
+        r = http_eof(&p);
+    CHECK(r == HTTP_DONE && left == 0);
+    CHECK_U64(p.body.len, HTTP_MAX_BODY);
+    CHECK(p.body.cap <= HTTP_MAX_BODY + 2 * 1024 * 1024);
+    http_parser_free(&p);
+}
+
+TEST(kept_body_is_capped)
+{
+    char head[128];
+    size_t len = HTTP_MAX_BODY + 5 * 64 * 1024 + 7;
+    snprintf(head, sizeof head, OK11 "Content-Length: %zu\r\n\r\n", len);
+    check_kept_body(head, len, false);
+    check_kept_body(OK11 "\r\n", len, true);
+}
+
 /* Interim heads share the final head's limit: a server sending 100 Continue
  * forever is an error within HTTP_MAX_HEAD, not gigabytes later. */
 TEST(endless_interim_responses_fail)
