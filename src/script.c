@@ -51,8 +51,9 @@ static const char *const hook_names[HOOKS] = {"request", "response", "delay"};
 struct script {
     lua_State *L;
     const struct config *cfg;
-    struct worker *worker; /* NULL for the main state */
-    bool defined[HOOKS];   /* whether each hook was a function at the last look */
+    struct worker *worker;   /* NULL for the main state */
+    bool defined[HOOKS];     /* whether each hook was a function at the last look */
+    const void *seen[HOOKS]; /* the value then (kept in HOOK_SEEN, so never reused) */
     bool response_head, response_body;
     struct buf scratch; /* wrk.format's output */
 };
@@ -736,7 +737,11 @@ static bool look(struct script *s, enum hook h)
     lua_State *L = s->L;
     lua_pushvalue(L, HOOK_NAME(h));
     lua_rawget(L, LUA_GLOBALSINDEX);
-    if (!lua_rawequal(L, -1, HOOK_SEEN(h))) {
+    /* Comparing addresses is cheaper than lua_rawequal. Values without one
+     * (nil, numbers, strings) compare equal, but none is a function. */
+    const void *value = lua_topointer(L, -1);
+    if (value != s->seen[h]) {
+        s->seen[h] = value;
         lua_pushvalue(L, -1);
         lua_replace(L, HOOK_SEEN(h));
         s->defined[h] = lua_isfunction(L, -1);
@@ -876,7 +881,7 @@ enum script_call script_request(struct script *s, struct request *r)
     lua_pop(s->L, 1);
     /* The depth stays what verification found (as in wrk); which of the
      * requests are HEAD requests is looked up only when one may be. */
-    if (memmem(r->data, len, "HEAD", 4)) {
+    if (request_may_have_head(r)) {
         char err[128];
         if (!r->heads)
             r->heads = xcalloc(r->depth, sizeof *r->heads);
