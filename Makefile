@@ -3,7 +3,7 @@
 # honoured; the project's own flags live in VOLLEY_* variables placed before them.
 # SPDX-License-Identifier: MIT
 
-VERSION = 0.1.0
+VERSION = 0.2.0
 
 PREFIX  ?= /usr/local
 BINDIR  ?= $(PREFIX)/bin
@@ -17,11 +17,11 @@ CFLAGS ?= -O2 -g
 include deps/libs.mk
 
 VOLLEY_CPPFLAGS = -Isrc -Ibuild -D_GNU_SOURCE -DVOLLEY_VERSION='"$(VERSION)"' \
-                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS)
+                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS) $(NGHTTP2_CFLAGS)
 # The prefix map keeps the build directory out of the debug information, so
 # the same sources give the same binary wherever they are built.
 VOLLEY_CFLAGS   = -std=gnu11 -pthread -Wall -Wextra -ffile-prefix-map=$(CURDIR)=.
-VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) -lm -pthread
+VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -lm -pthread
 
 SRCS     := $(sort $(wildcard src/*.c))
 OBJS     := $(SRCS:src/%.c=build/%.o)
@@ -63,7 +63,7 @@ build/tests/test_%: tests/unit/test_%.c tests/unit/unit.h build/libvolley.a | bu
 $(TESTD): tests/server/testd.c | build/tests
 	$(CC) -D_GNU_SOURCE $(EV_CFLAGS) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EV_LIBS) -lm
 
-include tests/fuzz/fuzz.mk tests/sanitize.mk
+include tests/fuzz/fuzz.mk tests/sanitize.mk tests/lint.mk
 
 tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD)
 
@@ -151,13 +151,15 @@ distcheck: dist
 	$(MAKE) -C build/distcheck/$(DIST) dist
 	cmp $(DIST).tar.gz build/distcheck/$(DIST)/$(DIST).tar.gz
 
-# volley-static: LuaJIT, OpenSSL and libev linked in from their .a files, for
+# volley-static: LuaJIT, OpenSSL, libev and libnghttp2 linked in from their .a files, for
 # a load-generator box that lacks them. The C library stays shared: glibc's
 # getaddrinfo() and dlopen() (LuaJIT's ffi.load, OpenSSL's providers) load
 # parts of the same glibc at run time anyway. With musl, a fully static binary:
-#   make static STATIC_LDFLAGS=-static STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) -lm'
+#   make static STATIC_LDFLAGS=-static \
+#        STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -lm'
 STATIC_LDFLAGS ?= -static-libgcc
-STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) -Wl,-Bdynamic -lm -ldl -pthread
+STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -Wl,-Bdynamic \
+                  -lm -ldl -pthread
 
 static: volley-static
 

@@ -1,8 +1,10 @@
 #!/bin/sh
-# Installs the system packages volley builds against: LuaJIT, OpenSSL and
-# libev (with a C compiler, make and pkg-config). With --test, also what the
-# tests and `make bench` use: Python 3 with pytest and hdrhistogram, nginx, wrk,
-# gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools.
+# Installs the system packages volley builds against: LuaJIT, OpenSSL, libev
+# and libnghttp2 (with a C compiler, make and pkg-config). With --test, also
+# what the tests and `make bench` use: Python 3 with pytest, hdrhistogram and
+# hpack, nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang
+# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, and make lint's
+# clang-format, cppcheck, shellcheck and pyflakes.
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -17,7 +19,7 @@ for arg in "$@"; do
     --test) test=1 ;;
     --dry-run) dry=1 ;;
     -h | --help)
-        sed -n '2,10s/^# \{0,1\}//p' "$0"
+        sed -n '2,11s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -37,10 +39,11 @@ as_root() {
 }
 
 if command -v apt-get >/dev/null 2>&1; then
-    build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev"
-    tests="python3 python3-pytest python3-pip nginx-light wrk gnuplot-nox clang
+    build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
+    tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
-           dpkg-dev liblua5.1-0-dev openssl"
+           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack"
+    tests="$tests clang-format cppcheck shellcheck pyflakes3"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -51,29 +54,33 @@ if command -v apt-get >/dev/null 2>&1; then
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
     fi
 elif command -v dnf >/dev/null 2>&1; then
-    build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel"
+    build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db compat-lua-devel openssl"
+           procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang"
+    tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root dnf install -y $build
 elif command -v pacman >/dev/null 2>&1; then
-    build="gcc make pkgconf luajit libev openssl"
+    build="gcc make pkgconf luajit libev openssl libnghttp2"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db lua51"
+           procps-ng util-linux time curl man-db lua51 nghttp2 go"
+    tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
 elif command -v apk >/dev/null 2>&1; then
-    build="build-base pkgconf luajit-dev libev-dev openssl-dev"
+    build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc lua5.1-dev openssl"
+           util-linux curl mandoc lua5.1-dev openssl nghttp2 go"
+    tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build
 elif command -v brew >/dev/null 2>&1; then
-    build="pkg-config luajit libev openssl@3"
-    tests="python nginx wrk gnuplot"
+    build="pkg-config luajit libev openssl@3 libnghttp2"
+    tests="python nginx wrk gnuplot nghttp2 go"
+    tests="python nginx wrk gnuplot clang-format cppcheck shellcheck"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     run brew install $build
@@ -84,17 +91,59 @@ else
 deps/install.sh: no known package manager (apt, dnf, pacman, apk, brew).
 Install these with your system's packages, then run make:
   a C compiler, GNU make, pkg-config,
-  LuaJIT 2.x (or Lua 5.1) with headers, OpenSSL >= 1.1.1 with headers, libev 4 with headers.
+  LuaJIT 2.x (or Lua 5.1) with headers, OpenSSL >= 1.1.1 with headers, libev 4 with headers,
+  libnghttp2 >= 1.52 with headers.
 MSG
     exit 1
 fi
 
 # The test suite decodes volley's HdrHistogram output with an independent
-# implementation, the hdrhistogram package from PyPI.
+# implementation, the hdrhistogram package from PyPI; its HTTP/2 test peer
+# encodes and decodes header blocks with hpack.
 if [ "$test" = 1 ]; then
     py=${PYTHON:-python3}
-    if ! "$py" -c 'import hdrh, pytest' >/dev/null 2>&1; then
-        run "$py" -m pip install --quiet hdrhistogram pytest ||
-            run "$py" -m pip install --quiet --break-system-packages hdrhistogram pytest
+    if ! "$py" -c 'import hdrh, hpack, pytest' >/dev/null 2>&1; then
+        run "$py" -m pip install --quiet hdrhistogram hpack pytest ||
+            run "$py" -m pip install --quiet --break-system-packages hdrhistogram hpack pytest
+    fi
+fi
+
+# The HTTP/2 tests build an h2c server with Go's standard library alone,
+# which serves cleartext HTTP/2 from Go 1.24 on (Debian 12's golang-go is
+# 1.19). Found as tests/conftest.py finds it: go on PATH, /usr/local/go or a
+# Debian golang-1.NN-go.
+go_version() { # the minor version of Go 1.x at $1, or nothing
+    "$1" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9][0-9]*\).*/\1/p'
+}
+
+find_go() {
+    for go in "$(command -v go)" /usr/local/go/bin/go /usr/lib/go-1.*/bin/go; do
+        [ -x "$go" ] || continue
+        minor=$(go_version "$go")
+        if [ -n "$minor" ] && [ "$minor" -ge 24 ]; then
+            echo "$go"
+            return 0
+        fi
+    done
+    return 1
+}
+
+if [ "$test" = 1 ] && ! find_go >/dev/null; then
+    if command -v apt-get >/dev/null 2>&1; then
+        # A newer Go where the configured sources have one (backports, Debian 13).
+        pkg=$(apt-cache search --names-only '^golang-1\.[0-9]+-go$' 2>/dev/null | cut -d' ' -f1 |
+            sort -t. -k2,2n | tail -n 1)
+        minor=$(echo "$pkg" | sed -n 's/^golang-1\.\([0-9][0-9]*\)-go$/\1/p')
+        if [ -n "$minor" ] && [ "$minor" -ge 24 ]; then
+            as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$pkg"
+        fi
+    fi
+    if ! find_go >/dev/null; then
+        found=$(command -v go || echo none)
+        [ "$found" = none ] || found="$found ($("$found" env GOVERSION 2>/dev/null))"
+        echo "deps/install.sh: the tests need Go >= 1.24 (found: $found)." >&2
+        echo "  Install golang-1.24-go or later (Debian: from bookworm-backports), or Go" \
+            "from go.dev into /usr/local/go." >&2
+        [ "$dry" = 1 ] || exit 1
     fi
 fi

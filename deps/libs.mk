@@ -1,6 +1,6 @@
-# How volley finds its three system libraries: LuaJIT (or Lua 5.1), OpenSSL
-# and libev. Everything goes through $(PKG_CONFIG); libev ships no .pc file on
-# Debian, so it falls back to plain -lev. Any of the *_CFLAGS / *_LIBS
+# How volley finds its system libraries: LuaJIT (or Lua 5.1), OpenSSL, libev
+# and libnghttp2. Everything goes through $(PKG_CONFIG); libev ships no .pc
+# file on Debian, so it falls back to plain -lev. Any of the *_CFLAGS / *_LIBS
 # variables below may be given on the make command line instead.
 # SPDX-License-Identifier: MIT
 
@@ -31,4 +31,13 @@ EV_CFLAGS := $(shell $(PKG_CONFIG) --cflags libev 2>/dev/null)
 endif
 ifeq ($(origin EV_LIBS),undefined)
 EV_LIBS := $(or $(shell $(PKG_CONFIG) --libs libev 2>/dev/null),-lev)
+endif
+
+# HTTP/2 framing, HPACK and flow control. Debian 12 ships 1.52: volley uses
+# only the API that version has.
+ifeq ($(origin NGHTTP2_CFLAGS),undefined)
+NGHTTP2_CFLAGS := $(shell $(PKG_CONFIG) --cflags libnghttp2 2>/dev/null)
+endif
+ifeq ($(origin NGHTTP2_LIBS),undefined)
+NGHTTP2_LIBS := $(or $(shell $(PKG_CONFIG) --libs libnghttp2 2>/dev/null),-lnghttp2)
 endif

@@ -1,8 +1,13 @@
-/* The connection state machine. The read watcher stays armed for the life of
- * a socket; when the last response of a batch arrives the next batch is written
- * right there, and the write watcher is armed only if that write would block.
- * One timer per connection serves, by state, as the connect timeout, the
- * response timeout, the reconnect back-off and the delay() pause.
+/* The connection machine. A slot is closed, connecting, in its transport's
+ * handshake, or open; once open, its protocol session says whether it can
+ * take a batch, and pump() decides when one goes: after the script's delay()
+ * pause, at the intended time under -R, on a connection that is open (a slot
+ * closed while idle reopens only when it has a batch to send). The read
+ * watcher stays armed for the life of a socket; a batch is written at once,
+ * from the read path when the previous one completed, and the write watcher
+ * is armed only when a write would block. One timer per slot serves, by
+ * state, as the connect timeout, the response timeout, the back-off after a
+ * failure and the delay() pause.
  * SPDX-License-Identifier: MIT */
 #include "conn.h"
 
@@ -10,108 +15,188 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "budget.h"
 #include "clock.h"
+#include "hist.h"
+#include "http.h"
 #include "net.h"
-#include "stats.h"
-#include "transport.h"
-#include "worker.h"
 
-/* Reconnecting after a failed connect waits 1 ms, doubling up to 1 s, so a
- * dead target costs no CPU and the error counts stay meaningful. */
+/* After a failure (a connect that failed, or a connection that ended in an
+ * error before its first response) the slot waits 1 ms, doubling up to 1 s,
+ * so a dead or hostile target costs no CPU and the counts stay meaningful. */
 #define BACKOFF_MIN_US 1000
 #define BACKOFF_MAX_US 1000000
 /* delay() may ask for any number of milliseconds; this is far past any run. */
-#define DELAY_MAX_MS 1000000000000ULL
+#define DELAY_MAX_MS 1e12
+/* What one connection may read in one event before the loop serves the
+ * others, the -R schedule and the timers (the watcher is level-triggered,
+ * so the rest is read on the next turn). */
+#define READ_BURST (256 * 1024)
 
 static void on_read(struct ev_loop *loop, ev_io *io, int revents);
 static void on_write(struct ev_loop *loop, ev_io *io, int revents);
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
-static void next_batch(struct conn *c);
-static void dispatch(struct conn *c);
+static void pump(struct conn *c);
+static void open_socket(struct conn *c);
 
-void conn_init(struct conn *c, struct worker *w)
+void conn_init(struct conn *c, struct conn_env *env, size_t index)
 {
     memset(c, 0, sizeof *c);
-    c->worker = w;
-    c->fd = -1;
+    c->env = env;
+    c->index = index;
+    c->sock.fd = -1;
     c->state = CONN_CLOSED;
     ev_init(&c->rio, on_read);
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
-    http_parser_init(&c->parser);
-    c->parser.cache = &w->head_cache;
-}
-
-void conn_free(struct conn *c)
-{
-    conn_stop(c);
-    c->worker->transport->release(c);
-    http_parser_free(&c->parser);
-    request_free(&c->own);
+    c->session = env->proto->new (c);
 }
 
 static void timer_start(struct conn *c, uint64_t us)
 {
-    struct ev_loop *loop = c->worker->loop;
+    struct ev_loop *loop = c->env->loop;
     ev_timer_stop(loop, &c->timer);
     ev_timer_set(&c->timer, (double)us / 1e6, 0.);
     ev_timer_start(loop, &c->timer);
 }
 
-/* ------------------------------------------------------------------------ */
-/* Closing, reconnecting and counting errors                                 */
-/* ------------------------------------------------------------------------ */
-
-static void drop(struct conn *c)
+/* The slot was opened, or failed to open, for the first time. */
+static void settle(struct conn *c)
 {
-    struct ev_loop *loop = c->worker->loop;
-    ev_io_stop(loop, &c->rio);
-    ev_io_stop(loop, &c->wio);
-    ev_timer_stop(loop, &c->timer);
-    schedule_remove(&c->worker->schedule, c);
-    if (c->fd >= 0) {
-        c->worker->transport->close(c);
-        close(c->fd);
-        c->fd = -1;
-    }
-    c->state = CONN_CLOSED;
-    c->batch = NULL;
-    c->pending = 0;
+    struct conn_env *env = c->env;
+    if (c->settled)
+        return;
+    c->settled = true;
+    if (--env->unsettled == 0 && env->settled)
+        env->settled(env->arg);
 }
 
-void conn_stop(struct conn *c) { drop(c); }
-
-/* Reopen at once after a normal close, or after a growing pause when
- * connecting failed. Requests still outstanding end here, as errors. */
-static void reconnect(struct conn *c, bool backoff)
+/* Close the socket. Requests in flight must have been accounted for. */
+static void drop(struct conn *c)
 {
-    if (c->worker->budget && c->state == CONN_ACTIVE)
-        budget_resolve(c->worker->budget, c->pending);
-    drop(c);
-    if (c->worker->stopping)
-        return;
-    if (!backoff) {
-        conn_start(c);
-        return;
+    struct conn_env *env = c->env;
+    ev_io_stop(env->loop, &c->rio);
+    ev_io_stop(env->loop, &c->wio);
+    ev_timer_stop(env->loop, &c->timer);
+    if (c->state == CONN_OPEN)
+        env->proto->abort(c);
+    if (c->sock.fd >= 0) {
+        env->transport->close(&c->sock);
+        close(c->sock.fd);
+        c->sock.fd = -1;
     }
-    c->backoff_us = c->backoff_us ? c->backoff_us * 2 : BACKOFF_MIN_US;
-    if (c->backoff_us > BACKOFF_MAX_US)
-        c->backoff_us = BACKOFF_MAX_US;
-    timer_start(c, c->backoff_us);
+    c->state = CONN_CLOSED;
+    c->read_wants_write = c->write_wants_read = false;
+}
+
+void conn_stop(struct conn *c)
+{
+    struct conn_env *env = c->env;
+    if (env->budget && c->state == CONN_OPEN)
+        budget_return(env->budget, env->proto->inflight(c));
+    if (env->budget && c->claimed)
+        budget_return(env->budget, c->claimed);
+    c->claimed = 0;
+    drop(c);
+    if (env->pace)
+        schedule_remove(&env->pace->schedule, c);
+}
+
+void conn_free(struct conn *c)
+{
+    conn_stop(c);
+    c->env->transport->release(&c->sock);
+    c->env->proto->free(c->session);
+    request_free(&c->own);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Outcomes: responses, errors, closes                                        */
+/* ------------------------------------------------------------------------ */
+
+bool conn_response(struct conn *c, const struct http_parser *p, uint64_t start_at, uint64_t sent_at,
+                   uint64_t now)
+{
+    struct conn_env *env = c->env;
+    struct stats *s = env->stats;
+    int status = p->status;
+    s->requests++;
+    s->status[status > 0 && status < STATS_STATUS_MAX ? status : 0]++;
+    if (status > 399)
+        s->errors.status++;
+    hist_record(s->latency, now - start_at);
+    if (env->pace)
+        hist_record(s->u_latency, now - sent_at);
+    c->backoff_us = 0;
+    if (env->budget)
+        budget_resolve(env->budget, 1);
+    if (env->response) {
+        env->response(env->arg, p);
+        if (env->stopping)
+            return false;
+    }
+    return true;
+}
+
+void conn_requests_returned(struct conn *c, size_t n)
+{
+    if (c->env->budget && n)
+        budget_return(c->env->budget, n);
 }
 
 static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
 {
     *class += n;
-    c->worker->stats.causes[cause] += n;
+    c->env->stats->causes[cause] += n;
 }
 
-static void connect_failed(struct conn *c, enum cause cause)
+/* After a failure: try again after the back-off, or else on the next turn
+ * of the loop (never from inside the call that failed: a target that fails
+ * at once would recurse). The slot reopens then if it has a batch to send. */
+static void retry(struct conn *c, bool backoff)
 {
-    count(c, &c->worker->stats.errors.connect, cause, 1);
-    reconnect(c, true);
+    uint64_t wait = 0;
+    if (backoff) {
+        c->backoff_us = c->backoff_us ? c->backoff_us * 2 : BACKOFF_MIN_US;
+        if (c->backoff_us > BACKOFF_MAX_US)
+            c->backoff_us = BACKOFF_MAX_US;
+        wait = c->backoff_us;
+    }
+    c->retry_at = clock_us() + wait;
+    timer_start(c, wait);
+}
+
+/* The connection ended normally: the response said so, it ended a body
+ * delimited by the close, or the server closed it while it was idle. */
+static void closed(struct conn *c)
+{
+    c->env->stats->reconnects++;
+    drop(c);
+    pump(c);
+}
+
+/* The open connection failed. Every request in flight on it ends here, as
+ * one error each (one error when none was in flight). One that failed
+ * before it carried a request backs off like a failed connect. */
+static void failed(struct conn *c, uint64_t *class, enum cause cause)
+{
+    struct conn_env *env = c->env;
+    size_t n = env->proto->inflight(c);
+    count(c, class, cause, n ? n : 1);
+    if (env->budget && n)
+        budget_resolve(env->budget, n);
+    bool backoff = !c->carried;
+    drop(c);
+    retry(c, backoff);
+}
+
+static void write_failed(struct conn *c, int err)
+{
+    enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
+                       : err == ECONNRESET ? CAUSE_RESET
+                                           : CAUSE_WRITE_OTHER;
+    failed(c, &c->env->stats->errors.write, cause);
 }
 
 static enum cause connect_cause(int err)
@@ -134,19 +219,35 @@ static enum cause connect_cause(int err)
     }
 }
 
-static void read_failed(struct conn *c, enum cause cause)
+/* Connecting failed. When a batch was waiting for the connection under -n,
+ * that is the outcome of one of its requests, and the next attempt (for the
+ * next request) need not wait: every attempt brings the run nearer its end,
+ * so a run against a target that cannot be reached ends. Otherwise attempts
+ * back off, so a dead target costs no CPU and the counts stay meaningful. */
+static void connect_failed(struct conn *c, enum cause cause)
 {
-    count(c, &c->worker->stats.errors.read, cause, 1);
-    reconnect(c, false);
+    struct conn_env *env = c->env;
+    count(c, &env->stats->errors.connect, cause, 1);
+    bool outcome = c->claimed;
+    if (outcome)
+        budget_resolve(env->budget, c->claimed);
+    c->claimed = 0;
+    c->want = false;
+    settle(c);
+    drop(c);
+    retry(c, !outcome);
 }
 
-static void write_failed(struct conn *c, int err)
+static void timed_out(struct conn *c)
 {
-    enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
-                       : err == ECONNRESET ? CAUSE_RESET
-                                           : CAUSE_WRITE_OTHER;
-    count(c, &c->worker->stats.errors.write, cause, 1);
-    reconnect(c, false);
+    struct conn_env *env = c->env;
+    size_t n = env->proto->inflight(c);
+    /* Every request still unanswered has timed out. */
+    count(c, &env->stats->errors.timeout, CAUSE_RESPONSE_TIMEOUT, n);
+    if (env->budget && n)
+        budget_resolve(env->budget, n);
+    drop(c);
+    retry(c, false);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -155,19 +256,35 @@ static void write_failed(struct conn *c, int err)
 
 static void ready(struct conn *c)
 {
-    struct ev_loop *loop = c->worker->loop;
-    ev_timer_stop(loop, &c->timer);
-    ev_io_stop(loop, &c->wio);
-    ev_io_start(loop, &c->rio);
-    c->worker->stats.connects++;
-    c->state = CONN_IDLE;
-    next_batch(c);
+    struct conn_env *env = c->env;
+    struct stats *s = env->stats;
+    uint64_t now = clock_us();
+    ev_timer_stop(env->loop, &c->timer);
+    ev_io_stop(env->loop, &c->wio);
+    ev_io_start(env->loop, &c->rio);
+    s->connects++;
+    if (c->opened)
+        s->reopened++;
+    hist_record(s->connect, now - c->connect_at);
+    if (env->transport->secure) {
+        s->handshakes++;
+        s->resumed += env->transport->resumed(&c->sock) ? 1 : 0;
+        s->handshake_us += now - c->connected_at;
+    }
+    c->state = CONN_OPEN;
+    c->opened = true;
+    c->carried = false;
+    c->want = false;
+    c->available_at = now;
+    env->proto->open(c);
+    settle(c);
+    pump(c);
 }
 
 static void handshake(struct conn *c)
 {
-    struct ev_loop *loop = c->worker->loop;
-    switch (c->worker->transport->handshake(c)) {
+    struct ev_loop *loop = c->env->loop;
+    switch (c->env->transport->handshake(&c->sock)) {
     case IO_OK:
         ready(c);
         break;
@@ -187,272 +304,284 @@ static void handshake(struct conn *c)
 static void connected(struct conn *c)
 {
     c->state = CONN_HANDSHAKE;
+    c->connected_at = clock_us();
     handshake(c);
 }
 
-void conn_start(struct conn *c)
+static void open_socket(struct conn *c)
 {
-    struct worker *w = c->worker;
+    struct conn_env *env = c->env;
     bool in_progress;
-    int fd = net_connect(&w->addr, &in_progress);
+    c->connect_at = clock_us();
+    int fd = net_connect(env->addr, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
     }
-    c->fd = fd;
+    c->sock.fd = fd;
     ev_io_set(&c->rio, fd, EV_READ);
     ev_io_set(&c->wio, fd, EV_WRITE);
-    c->parser.want_head = w->hooks.head;
-    c->parser.want_body = w->hooks.body;
-    http_begin(&c->parser, false);
     /* Connecting and the handshake are bounded by --timeout too. */
-    timer_start(c, w->cfg->timeout_us);
+    timer_start(c, env->timeout_us);
     if (!in_progress) {
         connected(c);
         return;
     }
     c->state = CONN_CONNECTING;
-    ev_io_start(w->loop, &c->wio);
+    ev_io_start(env->loop, &c->wio);
+}
+
+void conn_start(struct conn *c, bool want)
+{
+    struct conn_env *env = c->env;
+    c->want = want;
+    /* Under -n the request waiting for the connection is claimed now: if the
+     * connection cannot be made, that is its outcome. */
+    if (want && env->budget && !c->claimed) {
+        if (!budget_claim(env->budget, 1)) {
+            c->want = false;
+            settle(c);
+            return;
+        }
+        c->claimed = 1;
+    }
+    open_socket(c);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Writing                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void write_batch(struct conn *c)
+/* Write what the session has to send, until it is all out or the socket
+ * would block. */
+static void flush(struct conn *c)
 {
-    const struct request *r = c->batch;
-    while (c->written < c->batch_len) {
-        ssize_t n = c->worker->transport->write(c, r->data + c->written, c->batch_len - c->written);
+    struct conn_env *env = c->env;
+    const char *data;
+    size_t len;
+    if (c->write_wants_read)
+        return; /* on_read resumes it */
+    while ((len = env->proto->output(c, &data)) > 0) {
+        ssize_t n = env->transport->write(&c->sock, data, len);
         if (n > 0) {
-            c->written += (size_t)n;
-        } else if (n == IO_WANT_WRITE || n == IO_WANT_READ) {
-            /* The read watcher is always armed, so a TLS write that needs
-             * the peer's data resumes from on_write once data arrived too. */
-            ev_io_start(c->worker->loop, &c->wio);
+            c->carried = true;
+            env->proto->wrote(c, (size_t)n);
+        } else if (n == IO_WANT_WRITE) {
+            ev_io_start(env->loop, &c->wio);
+            return;
+        } else if (n == IO_WANT_READ) {
+            /* TLS: the write needs the peer's data first. The read watcher
+             * is always armed; the write watcher would only spin. */
+            c->write_wants_read = true;
+            if (!c->read_wants_write)
+                ev_io_stop(env->loop, &c->wio);
             return;
         } else {
             write_failed(c, errno);
             return;
         }
     }
-    ev_io_stop(c->worker->loop, &c->wio);
+    if (!c->read_wants_write)
+        ev_io_stop(env->loop, &c->wio);
 }
 
-static void send_batch(struct conn *c)
+/* ------------------------------------------------------------------------ */
+/* When a batch goes out                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* The delay() pause before the next batch: whether it is over. A pause is
+ * asked for once per batch and served out even if the connection closes
+ * and reopens meanwhile: asking again on every reconnect would never let a
+ * request out when the server closes idle connections sooner. */
+static bool paused(struct conn *c, uint64_t now)
 {
-    struct worker *w = c->worker;
-    size_t depth = worker_depth(w);
-    /* Claim before request() runs, so that scripts see only requests sent. */
-    if (w->budget && (depth = budget_claim(w->budget, depth)) == 0)
-        return;
-    const struct request *r = worker_request(w, &c->own, depth);
-    if (!r) {
-        if (!w->stopping)
-            conn_stop(c); /* request() returned nil: this connection is done */
-        return;
+    struct conn_env *env = c->env;
+    if (c->delay_served)
+        return false;
+    if (!c->delay_until) {
+        double ms = env->delay(env->arg);
+        if (env->stopping)
+            return true;
+        /* Converting a delay past the range of uint64_t (1e300, inf) is
+         * undefined, and NaN compares false: both would give no pause. */
+        uint64_t us = ms > 0 ? (uint64_t)((ms < DELAY_MAX_MS ? ms : DELAY_MAX_MS) * 1000) : 0;
+        c->delay_until = now + us;
+        env->stats->pauses++;
+        env->stats->paused_us += us;
     }
-    c->batch = r;
-    c->batch_depth = depth;
-    c->batch_len = request_prefix(r, depth);
-    c->written = 0;
-    c->pending = depth;
-    c->state = CONN_ACTIVE;
-    http_begin(&c->parser, request_is_head(r, 0));
-    c->sent_at = c->start_at = clock_us();
-    w->stats.sent += depth;
-    if (w->cfg->rate) {
-        /* Latency counts from the intended time, however late the send. */
-        c->start_at = c->due;
-        hist_record(w->stats.lag, c->sent_at - c->due);
+    if (c->delay_until > now) {
+        timer_start(c, c->delay_until - now);
+        return true;
+    }
+    /* Under -R the pause is the script's think time, not the server's:
+     * latency counts from its end when that is after the intended time. */
+    if (c->delay_until > c->available_at)
+        c->available_at = c->delay_until;
+    c->delay_until = 0;
+    c->delay_served = true;
+    return false;
+}
+
+/* -R: whether the connection's intended time for its next batch has come;
+ * if not, it waits in the schedule. Connection g of C sends batch k at
+ * start + (g + k C) * interval, so the run as a whole sends at an even pace
+ * whatever C and the thread count. */
+static bool waiting_for_turn(struct conn *c, uint64_t now)
+{
+    struct pace *p = c->env->pace;
+    if (!p->start)
+        return true; /* the run has not started: conn_kick() comes then */
+    double slot = (double)(p->first + c->index) + (double)c->batches * (double)p->total;
+    c->due = p->start + (uint64_t)(slot * p->interval_us);
+    if (c->due <= now)
+        return false;
+    if (!c->slot)
+        schedule_add(&p->schedule, c);
+    return true;
+}
+
+/* Claim the batch's requests, have it built, and hand it to the session.
+ * Returns false when nothing went out. */
+static bool send_batch(struct conn *c, uint64_t now)
+{
+    struct conn_env *env = c->env;
+    struct stats *s = env->stats;
+    size_t depth = env->depth;
+    /* Claim before request() runs, so that scripts see only requests sent;
+     * one may have been claimed when the connection was opened for it. */
+    if (env->budget) {
+        size_t claimed = c->claimed;
+        c->claimed = 0;
+        depth = claimed + (depth > claimed ? budget_claim(env->budget, depth - claimed) : 0);
+        if (depth == 0)
+            return false;
+    }
+    const struct request *r = env->request(env->arg, &c->own);
+    if (!r || env->stopping) {
+        if (env->budget)
+            budget_return(env->budget, depth);
+        c->done = !r;
+        return false;
+    }
+    uint64_t start = now;
+    if (env->pace) {
+        /* Latency counts from the intended time, however late the send,
+         * but not from before the connection was set up or its pause ended. */
+        start = c->due > c->available_at ? c->due : c->available_at;
+        hist_record(s->lag, now - c->due);
         c->batches++;
     }
+    s->sent += depth;
+    c->delay_served = false;
+    env->proto->submit(c, r, depth, now, start);
     /* The response timer keeps the deadline of an earlier batch when it is
      * still running: on_timer moves it on, so the common case costs nothing. */
     if (!ev_is_active(&c->timer))
-        timer_start(c, w->cfg->timeout_us);
-    write_batch(c);
+        timer_start(c, env->timeout_us);
+    flush(c);
+    return c->state == CONN_OPEN;
 }
 
-/* What comes after a connect or a completed batch: the next batch, after
- * the pause delay() asks for if the script has one. */
-static void next_batch(struct conn *c)
+/* Send the next batch if it may go now; otherwise arrange to be called
+ * when it may: the pause's timer, the schedule, the connection opening. */
+static void pump(struct conn *c)
 {
-    struct worker *w = c->worker;
-    c->state = CONN_IDLE;
-    if (w->stopping)
-        return;
-    double ms = 0;
-    if (c->delay_until || worker_delay(w, &ms)) {
+    struct conn_env *env = c->env;
+    while (!env->stopping && !c->done) {
+        if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
+            return; /* ready() pumps */
+        if (c->state == CONN_OPEN && !env->proto->ready(c))
+            return; /* the session is busy: it pumps when it is done */
+        if (env->budget && !c->claimed && !budget_left(env->budget))
+            return;
         uint64_t now = clock_us();
-        /* A pause cut short by a reconnect (a server closing the idle
-         * connection) is served out, not asked for again: starting it over
-         * on every reconnect would never let a request out when the server
-         * closes idle connections sooner than delay() says. */
-        if (w->stopping)
+        if (env->delay && paused(c, now))
             return;
-        if (!c->delay_until) {
-            /* Converting a delay past the range of uint64_t (1e300, inf)
-             * is undefined and in practice gave no delay at all. */
-            c->delay_until =
-                now + (ms < DELAY_MAX_MS ? (uint64_t)(ms * 1000) : DELAY_MAX_MS * 1000);
-        }
-        if (c->delay_until > now) {
-            timer_start(c, c->delay_until - now);
+        if (env->pace && waiting_for_turn(c, now))
+            return;
+        if (c->state == CONN_CLOSED) {
+            if (c->retry_at > now) {
+                timer_start(c, c->retry_at - now);
+                return;
+            }
+            conn_start(c, true);
             return;
         }
-        c->delay_until = 0;
+        if (!send_batch(c, now))
+            return;
     }
-    dispatch(c);
 }
 
-/* With -R, a batch waits for its intended time: connection g of C sends
- * batch k at start + (g + k C) * interval, so the whole run sends at an even
- * pace whatever C and the thread count. A connection that fell behind sends
- * at once, and its latency still counts from the intended time. */
-static void dispatch(struct conn *c)
-{
-    struct worker *w = c->worker;
-    if (w->cfg->rate) {
-        double slot = (double)(w->first_conn + (size_t)(c - w->conns)) +
-                      (double)c->batches * (double)w->cfg->connections;
-        c->due = w->rate_start + (uint64_t)(slot * w->batch_interval_us);
-        if (c->due > clock_us()) {
-            schedule_add(&w->schedule, c);
-            return;
-        }
-    }
-    send_batch(c);
-}
-
-void conn_due(struct conn *c)
-{
-    if (c->state == CONN_IDLE && !c->worker->stopping)
-        send_batch(c);
-}
+void conn_kick(struct conn *c) { pump(c); }
 
 /* ------------------------------------------------------------------------ */
 /* Reading                                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* A final response arrived. Returns false when the connection was closed
- * or the worker is stopping. */
-static bool response_done(struct conn *c, uint64_t now)
+static void at_eof(struct conn *c)
 {
-    struct worker *w = c->worker;
-    struct stats *s = &w->stats;
-    int status = c->parser.status;
-    s->requests++;
-    s->status[status > 0 && status < STATS_STATUS_MAX ? status : 0]++;
-    if (status > 399)
-        s->errors.status++;
-    hist_record(s->latency, now - c->start_at);
-    if (w->cfg->rate)
-        hist_record(s->u_latency, now - c->sent_at);
-    c->pending--;
-    c->backoff_us = 0;
-    if (w->budget)
-        budget_resolve(w->budget, 1);
-    if (!worker_response(w, &c->parser))
-        return false;
-    if (!c->parser.keep_alive || (w->cfg->no_keepalive && !c->pending)) {
-        /* Requests pipelined behind a closing response were never read by
-         * the server: under -n they go out again on the next connection. */
-        if (w->budget)
-            budget_return(w->budget, c->pending);
-        c->pending = 0;
-        s->reconnects++;
-        reconnect(c, false);
-        return false;
-    }
-    if (c->pending)
-        http_begin(&c->parser, request_is_head(c->batch, c->batch_depth - c->pending));
-    return true;
-}
-
-static enum cause parse_cause(const struct http_parser *p)
-{
-    switch (p->error) {
-    case HTTP_ERR_HEAD_TOO_LARGE:
-        return CAUSE_HEAD_TOO_LARGE;
-    case HTTP_ERR_TRUNCATED:
-        return CAUSE_TRUNCATED;
-    default:
-        return CAUSE_PARSE;
-    }
-}
-
-/* Feed what one read returned to the parser. Returns whether to go on
- * reading: not when the connection was closed, a new batch went out (its
- * answer cannot be in this read) or the worker is stopping. */
-static bool consume(struct conn *c, const char *buf, size_t len)
-{
-    uint64_t now = clock_us();
-    size_t off = 0;
-    while (off < len) {
-        if (c->state != CONN_ACTIVE || c->pending == 0) {
-            /* Bytes nobody asked for: they cannot answer a later request. */
-            read_failed(c, CAUSE_UNEXPECTED);
-            return false;
-        }
-        size_t used;
-        enum http_result r = http_parse(&c->parser, buf + off, len - off, &used);
-        off += used;
-        if (r == HTTP_MORE)
-            break;
-        if (r == HTTP_ERROR) {
-            read_failed(c, parse_cause(&c->parser));
-            return false;
-        }
-        if (!response_done(c, now))
-            return false;
-        if (c->pending == 0 && off == len) {
-            next_batch(c);
-            return false;
-        }
-    }
-    return !c->worker->stopping;
-}
-
-static void on_eof(struct conn *c)
-{
-    switch (http_eof(&c->parser)) {
-    case HTTP_DONE: /* a body delimited by the close: a complete response */
-        response_done(c, clock_us());
-        break;
-    case HTTP_MORE:
-        if (c->state == CONN_ACTIVE && c->pending) {
-            read_failed(c, CAUSE_CLOSED);
-        } else { /* the server closed an idle keep-alive connection */
-            c->worker->stats.reconnects++;
-            reconnect(c, false);
-        }
-        break;
-    default:
-        read_failed(c, parse_cause(&c->parser));
-        break;
-    }
+    struct conn_env *env = c->env;
+    enum cause cause;
+    enum proto_status st = env->proto->eof(c, clock_us(), &cause);
+    if (env->stopping)
+        return;
+    if (st == PROTO_FAIL)
+        failed(c, &env->stats->errors.read, cause);
+    else
+        closed(c);
 }
 
 static void read_ready(struct conn *c)
 {
-    struct worker *w = c->worker;
+    struct conn_env *env = c->env;
+    size_t burst = 0;
     for (;;) {
-        ssize_t n = w->transport->read(c, w->buf, w->buf_len);
+        ssize_t n = env->transport->read(&c->sock, env->rbuf, env->rbuf_len);
         if (n > 0) {
-            w->stats.bytes += (uint64_t)n;
-            if (!consume(c, w->buf, (size_t)n))
+            enum cause cause;
+            env->stats->bytes += (uint64_t)n;
+            burst += (size_t)n;
+            enum proto_status st = env->proto->input(c, env->rbuf, (size_t)n, clock_us(), &cause);
+            if (env->stopping)
                 return;
+            if (st == PROTO_FAIL) {
+                failed(c, &env->stats->errors.read, cause);
+                return;
+            }
+            if (st == PROTO_CLOSE) {
+                closed(c);
+                return;
+            }
+            bool more = env->transport->pending(&c->sock) > 0;
+            if (env->proto->ready(c)) {
+                /* The batch is done: the next goes out from here, and its
+                 * answer cannot be in the socket yet. */
+                pump(c);
+                if (!more || c->state != CONN_OPEN)
+                    return;
+            }
             /* A short read drained the socket; a full one may have left more. */
-            if ((size_t)n < w->buf_len && !w->transport->pending(c))
+            if ((size_t)n < env->rbuf_len && !more)
                 return;
+            if (burst >= READ_BURST) {
+                /* Bytes held inside the transport raise no event. */
+                if (more)
+                    ev_feed_event(env->loop, &c->rio, EV_READ);
+                return;
+            }
         } else if (n == 0) {
-            on_eof(c);
+            at_eof(c);
             return;
-        } else if (n == IO_WANT_READ || n == IO_WANT_WRITE) {
+        } else if (n == IO_WANT_READ) {
+            return;
+        } else if (n == IO_WANT_WRITE) {
+            /* TLS: the read must first write; resumed from on_write. */
+            c->read_wants_write = true;
+            ev_io_start(env->loop, &c->wio);
             return;
         } else {
-            read_failed(c, errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER);
+            failed(c, &env->stats->errors.read,
+                   errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER);
             return;
         }
     }
@@ -469,23 +598,32 @@ static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
-    if (c->worker->stopping)
+    if (c->env->stopping)
         return;
-    if (c->state == CONN_HANDSHAKE)
+    if (c->state == CONN_HANDSHAKE) {
         handshake(c);
-    else
-        read_ready(c);
+        return;
+    }
+    if (c->state != CONN_OPEN)
+        return;
+    if (c->write_wants_read) {
+        c->write_wants_read = false;
+        flush(c);
+        if (c->state != CONN_OPEN)
+            return;
+    }
+    read_ready(c);
 }
 
 static void on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)revents;
     struct conn *c = io->data;
-    if (c->worker->stopping)
+    if (c->env->stopping)
         return;
     switch (c->state) {
     case CONN_CONNECTING: {
-        int err = net_connect_error(c->fd);
+        int err = net_connect_error(c->sock.fd);
         if (err)
             connect_failed(c, connect_cause(err));
         else
@@ -495,8 +633,16 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
     case CONN_HANDSHAKE:
         handshake(c);
         break;
-    case CONN_ACTIVE:
-        write_batch(c);
+    case CONN_OPEN:
+        if (c->read_wants_write) {
+            c->read_wants_write = false;
+            read_ready(c);
+            if (c->state != CONN_OPEN)
+                break;
+        }
+        flush(c);
+        if (c->state == CONN_OPEN && c->env->proto->ready(c))
+            pump(c);
         break;
     default:
         ev_io_stop(loop, io);
@@ -508,32 +654,29 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = t->data;
-    if (c->worker->stopping)
+    struct conn_env *env = c->env;
+    if (env->stopping)
         return;
     switch (c->state) {
-    case CONN_CLOSED: /* the back-off is over */
-        conn_start(c);
+    case CONN_CLOSED: /* a back-off or a pause is over */
+        pump(c);
         break;
     case CONN_CONNECTING:
     case CONN_HANDSHAKE:
         connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
-    case CONN_ACTIVE: {
-        uint64_t now = clock_us(), deadline = c->sent_at + c->worker->cfg->timeout_us;
-        if (now < deadline) {
-            timer_start(c, deadline - now);
-        } else {
-            /* Every request still unanswered has timed out. */
-            count(c, &c->worker->stats.errors.timeout, CAUSE_RESPONSE_TIMEOUT, c->pending);
-            reconnect(c, false);
+    case CONN_OPEN: {
+        uint64_t oldest = env->proto->oldest(c);
+        if (!oldest) { /* a delay() pause is over */
+            pump(c);
+            break;
         }
+        uint64_t now = clock_us(), deadline = oldest + env->timeout_us;
+        if (now < deadline)
+            timer_start(c, deadline - now);
+        else
+            timed_out(c);
         break;
     }
-    case CONN_IDLE:
-        if (c->delay_until) {
-            c->delay_until = 0;
-            dispatch(c);
-        }
-        break;
     }
 }

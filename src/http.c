@@ -716,12 +716,17 @@ enum http_result http_eof(struct http_parser *p)
 bool http_header_next(const struct buf *head, size_t *pos, const char **name, size_t *name_len,
                       const char **value, size_t *value_len)
 {
-    const char *s = head->data;
-    size_t len = head->len, i = *pos;
-    if (i == 0) { /* skip the status line */
-        const char *nl = find(s, len, '\n');
-        i = nl ? (size_t)(nl - s) + 1 : len;
+    if (*pos == 0) { /* skip the status line */
+        const char *nl = find(head->data, head->len, '\n');
+        *pos = nl ? (size_t)(nl - head->data) + 1 : head->len;
     }
+    return http_field_next(head->data, head->len, pos, name, name_len, value, value_len);
+}
+
+bool http_field_next(const char *s, size_t len, size_t *pos, const char **name, size_t *name_len,
+                     const char **value, size_t *value_len)
+{
+    size_t i = *pos;
     while (i < len) {
         const char *nl = find(s + i, len - i, '\n');
         size_t end = nl ? (size_t)(nl - s) : len, next = nl ? end + 1 : len;
@@ -742,6 +747,17 @@ bool http_header_next(const struct buf *head, size_t *pos, const char **name, si
         i = next;
     }
     *pos = len;
+    return false;
+}
+
+bool http_list_has(const char *value, size_t len, const char *token, size_t token_len)
+{
+    struct list l = {value, value + len, false};
+    const char *e;
+    size_t en;
+    while (list_next(&l, &e, &en))
+        if (en == token_len && strncasecmp(e, token, en) == 0)
+            return true;
     return false;
 }
 
@@ -996,10 +1012,42 @@ static bool rq_body(struct rq *r, const struct rq_head *h)
     return true;
 }
 
-static bool rq_request(struct rq *r, bool *is_head)
+/* The slices of a request that parsed: its request line at `line`, its field
+ * lines at `fields`, its body from `body` to r->off. */
+static void rq_info(const struct rq *r, const struct rq_head *h, size_t line, size_t fields,
+                    size_t body, struct http_request_info *info)
+{
+    const char *b = r->buf;
+    const char *sp = memchr(b + line, ' ', fields - line);
+    info->method = b + line;
+    info->method_len = (size_t)(sp - info->method);
+    info->target = sp + 1;
+    sp = memchr(info->target, ' ', (size_t)(b + fields - info->target));
+    info->target_len = (size_t)(sp - info->target);
+    info->fields = b + fields;
+    /* Less the blank line, which ends in LF or CRLF. */
+    info->fields_len = body - fields - (body - fields >= 2 && b[body - 2] == '\r' ? 2 : 1);
+    info->body = b + body;
+    info->body_len = r->off - body;
+    info->chunked = h->has_te;
+}
+
+/* info: where its parts lie, or NULL. */
+static bool rq_request(struct rq *r, bool *is_head, struct http_request_info *info)
 {
     struct rq_head h = {0};
-    return rq_request_line(r, is_head) && rq_fields(r, &h) && rq_body(r, &h);
+    size_t line = r->off, fields, body;
+    if (!rq_request_line(r, is_head))
+        return false;
+    fields = r->off;
+    if (!rq_fields(r, &h))
+        return false;
+    body = r->off;
+    if (!rq_body(r, &h))
+        return false;
+    if (info)
+        rq_info(r, &h, line, fields, body, info);
+    return true;
 }
 
 /* RFC 9112 §2.2: empty lines before a request line are ignored, as wrk's
@@ -1042,7 +1090,7 @@ size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads
         rq_skip_empty_lines(&r);
         if (r.off == len && count > 0)
             return count;
-        if (!rq_request(&r, &is_head)) {
+        if (!rq_request(&r, &is_head, NULL)) {
             rq_report(&r, err, err_len);
             return 0;
         }
@@ -1058,8 +1106,38 @@ size_t http_request_prefix(const char *buf, size_t len, size_t n)
     bool is_head;
     for (size_t i = 0; i < n && r.off < len; i++) {
         rq_skip_empty_lines(&r);
-        if (!rq_request(&r, &is_head))
+        if (!rq_request(&r, &is_head, NULL))
             break;
     }
     return r.off;
+}
+
+bool http_request_next(const char *buf, size_t len, size_t *pos, struct http_request_info *info)
+{
+    struct rq r = {.buf = buf, .len = len, .off = *pos};
+    bool is_head;
+    rq_skip_empty_lines(&r);
+    if (r.off >= len || !rq_request(&r, &is_head, info))
+        return false;
+    *pos = r.off;
+    return true;
+}
+
+size_t http_request_dechunk(const struct http_request_info *info, char *out, bool *trailers)
+{
+    struct rq r = {.buf = info->body, .len = info->body_len};
+    size_t n = 0;
+    uint64_t size;
+    *trailers = false;
+    while (rq_chunk_size(&r, &size) && size > 0) {
+        if (out)
+            memcpy(out + n, r.buf + r.off, (size_t)size);
+        n += (size_t)size;
+        r.off += (size_t)size;
+        if (!rq_chunk_end(&r))
+            break;
+    }
+    /* After the last chunk: the trailer section, then the blank line. */
+    *trailers = r.off < r.len && r.buf[r.off] != '\r' && r.buf[r.off] != '\n';
+    return n;
 }

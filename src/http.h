@@ -98,6 +98,13 @@ bool http_started(const struct http_parser *p);
  * whitespace removed. */
 bool http_header_next(const struct buf *head, size_t *pos, const char **name, size_t *name_len,
                       const char **value, size_t *value_len);
+/* The same over field lines alone (no start line before them), up to a blank
+ * line or len. */
+bool http_field_next(const char *fields, size_t len, size_t *pos, const char **name,
+                     size_t *name_len, const char **value, size_t *value_len);
+/* Whether a comma-separated field value (Connection, TE) lists token, compared
+ * without regard to case. */
+bool http_list_has(const char *value, size_t len, const char *token, size_t token_len);
 
 const char *http_error_str(enum http_error e);
 
@@ -111,5 +118,25 @@ size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads
                           size_t err_len);
 /* The length of the first n requests of bytes http_request_parse accepted. */
 size_t http_request_prefix(const char *buf, size_t len, size_t n);
+
+/* One request of bytes http_request_parse accepted, as slices of them. */
+struct http_request_info {
+    const char *method, *target;
+    size_t method_len, target_len;
+    const char *fields; /* the field lines (read them with http_field_next) */
+    size_t fields_len;
+    const char *body; /* the message body as framed: with chunked, the chunked coding */
+    size_t body_len;
+    bool chunked; /* Transfer-Encoding: chunked (else Content-Length or no body) */
+};
+
+/* The request that starts at *pos (0 for the first) in bytes http_request_parse
+ * accepted: fills *info and moves *pos past it. False after the last one. */
+bool http_request_next(const char *buf, size_t len, size_t *pos, struct http_request_info *info);
+
+/* The data of a chunked request body (info->chunked) without its framing:
+ * copied to out (info->body_len bytes are always enough) unless out is NULL.
+ * Returns its length; *trailers tells whether trailer fields follow it. */
+size_t http_request_dechunk(const struct http_request_info *info, char *out, bool *trailers);
 
 #endif

@@ -38,10 +38,13 @@ struct run {
     ev_timer deadline;
     ev_signal sigint, sigterm;
     ev_async finished;
+    ev_async settled;
     struct worker **workers;
     size_t nworkers;
     atomic_size_t nfinished;
+    atomic_size_t nsettled;
     atomic_bool failed; /* a worker failed: the run ends without a report */
+    bool over;          /* ended before the deadline: interrupted, or done */
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -133,7 +136,9 @@ static void on_end(struct ev_loop *loop, ev_timer *t, int revents)
 
 static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
-    (void)s, (void)revents;
+    (void)revents;
+    struct run *run = s->data;
+    run->over = true;
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -148,6 +153,22 @@ static void worker_finished(struct worker *w, void *arg)
     ev_async_send(run->loop, &run->finished);
 }
 
+/* Runs on a worker's thread, with -R. */
+static void worker_settled(void *arg)
+{
+    struct run *run = arg;
+    atomic_fetch_add(&run->nsettled, 1);
+    ev_async_send(run->loop, &run->settled);
+}
+
+static void on_settled(struct ev_loop *loop, ev_async *a, int revents)
+{
+    (void)revents;
+    struct run *run = a->data;
+    if (atomic_load(&run->nsettled) == run->nworkers)
+        ev_break(loop, EVBREAK_ALL);
+}
+
 /* Runs on the worker thread that resolved the last request of -n. */
 static void budget_spent(void *arg)
 {
@@ -160,8 +181,10 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
     (void)revents;
     struct run *run = a->data;
     if (atomic_load(&run->failed) || atomic_load(&run->nfinished) == run->nworkers ||
-        (run->budget.spent && atomic_load(&run->budget.unresolved) == 0))
+        (run->budget.spent && atomic_load(&run->budget.unresolved) == 0)) {
+        run->over = true;
         ev_break(loop, EVBREAK_ALL);
+    }
 }
 
 /* A worker's Lua state, in wrk's order: the script's top level runs in it,
@@ -201,8 +224,10 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
             worker_new(i, cfg, worker_share(cfg->connections, cfg->threads, i), addr);
         w->on_finish = worker_finished;
         w->on_finish_arg = run;
+        w->on_settled = worker_settled;
+        w->on_settled_arg = run;
         if (cfg->requests)
-            w->budget = &run->budget;
+            worker_set_budget(w, &run->budget);
         run->workers[i] = w;
         if (main_script) {
             script_worker(w, main_script, &pipeline);
@@ -220,6 +245,23 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
+/* With -R the connections are all opened before the first request is due:
+ * wait until every one has been opened or has failed (within --timeout, the
+ * connect timeout), or the run is interrupted. */
+static void wait_settled(struct run *run, const struct config *cfg)
+{
+    ev_timer limit;
+    ev_async_init(&run->settled, on_settled);
+    run->settled.data = run;
+    ev_async_start(run->loop, &run->settled);
+    ev_timer_init(&limit, on_end, (double)cfg->timeout_us / 1e6, 0.);
+    ev_timer_start(run->loop, &limit);
+    if (atomic_load(&run->nsettled) < run->nworkers && !run->over)
+        ev_run(run->loop, 0);
+    ev_timer_stop(run->loop, &limit);
+    ev_async_stop(run->loop, &run->settled);
+}
+
 /* Start the workers and wait for the end of the run; note its length,
  * volley's CPU time over it (RUSAGE_SELF covers every thread) and how busy
  * the busiest worker thread was. */
@@ -230,12 +272,20 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
+    run->sigint.data = run->sigterm.data = run;
     ev_async_init(&run->finished, on_finished);
     run->finished.data = run;
     ev_signal_start(run->loop, &run->sigint);
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
+    for (size_t i = 0; i < run->nworkers; i++) {
+        if (cfg->rate)
+            worker_set_rate(run->workers[i]);
+        worker_start(run->workers[i]);
+    }
+    if (cfg->rate)
+        wait_settled(run, cfg);
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
@@ -243,13 +293,11 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     /* -n alone runs until its requests are done; with -d, whichever ends first. */
     if (!cfg->requests || cfg->duration_set)
         ev_timer_start(run->loop, &run->deadline);
-    for (size_t i = 0; i < run->nworkers; i++) {
-        if (cfg->rate)
-            worker_set_rate(run->workers[i], start);
-        worker_start(run->workers[i]);
-    }
+    for (size_t i = 0; cfg->rate && i < run->nworkers; i++)
+        worker_go(run->workers[i], start);
     struct progress *progress = progress_start(run->loop, cfg, run->workers, run->nworkers, start);
-    ev_run(run->loop, 0);
+    if (!run->over)
+        ev_run(run->loop, 0);
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
      * action back): a thread stuck in a script hook would never be joined. */

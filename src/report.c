@@ -102,6 +102,10 @@ void report_text(FILE *f, const struct result *r)
 
     fprintf(f, "  Thread Stats%6s%11s%8s%12s\n", "Avg", "Stdev", "Max", "+/- Stdev");
     stat_row(f, "Latency", s->latency, units_time_us);
+    /* Every request has a connection of its own: its set-up, which latency
+     * leaves out, is a figure of the run too (ab's "Connect"). */
+    if (r->cfg->no_keepalive)
+        stat_row(f, "Connect", s->connect, units_time_us);
     stat_row(f, "Req/Sec", s->rps, units_metric);
     if (r->cfg->latency && r->cfg->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
@@ -123,6 +127,8 @@ void report_text(FILE *f, const struct result *r)
                 e->connect, e->read, e->write, e->timeout);
     if (e->status)
         fprintf(f, "  Non-2xx or 3xx responses: %" PRIu64 "\n", e->status);
+    if (s->reopened)
+        fprintf(f, "  Connections reopened: %" PRIu64 "\n", s->reopened);
     fprintf(f, "Requests/sec: %9.2Lf\n", seconds > 0 ? s->requests / seconds : 0);
     fprintf(f, "Transfer/sec: %10sB\n", units_binary(seconds > 0 ? s->bytes / seconds : 0, b));
 }
@@ -142,18 +148,24 @@ static void rate_shortfall(FILE *f, const struct result *r)
     fprintf(f, "Warning: sent %.2f requests/sec, short of the %" PRIu64 " asked for: ", sent,
             cfg->rate);
     /* With one batch outstanding per connection, c connections at a mean
-     * response time of L carry at most c / L batches a second. */
+     * response time of L, each pausing P for delay() between batches, carry
+     * at most c / (L + P) batches a second. */
     double mean = hist_mean(s->u_latency) / 1e6;
-    double capacity = mean > 0 ? (double)(cfg->connections * r->pipeline) / mean : 0;
+    double pause = s->pauses ? (double)s->paused_us / (double)s->pauses / 1e6 : 0;
+    double cycle = mean + pause;
+    double capacity = cycle > 0 ? (double)(cfg->connections * r->pipeline) / cycle : 0;
     uint64_t socket_errors = e->connect + e->read + e->write + e->timeout;
-    char l[UNITS_BUF];
-    if (capacity > 0 && capacity < 1.02 * (double)cfg->rate)
+    char l[UNITS_BUF], p[UNITS_BUF];
+    if (capacity > 0 && capacity < 1.02 * (double)cfg->rate) {
+        fprintf(f, "at a mean response time of %s", units_time_us(mean * 1e6, l));
+        if (pause > 0)
+            fprintf(f, " and a mean delay() pause of %s", units_time_us(pause * 1e6, p));
         fprintf(f,
-                "at a mean response time of %s, %" PRIu64 " connections carry at most %.0f "
-                "requests/sec; raise -c to at least %.0f\n",
-                units_time_us(mean * 1e6, l), cfg->connections, capacity,
-                ceil((double)cfg->rate * mean * 1.25 / (double)r->pipeline));
-    else if (socket_errors)
+                ", %" PRIu64 " connections carry at most %.0f requests/sec; raise -c to at "
+                "least %.0f\n",
+                cfg->connections, capacity,
+                ceil((double)cfg->rate * cycle * 1.25 / (double)r->pipeline));
+    } else if (socket_errors)
         fprintf(f, "%" PRIu64 " socket errors kept connections from sending\n", socket_errors);
     else
         fprintf(f, "the load generator could not keep up (add threads, or check its CPU)\n");

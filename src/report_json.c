@@ -234,8 +234,10 @@ bool report_json(FILE *f, const struct result *r)
     errors(&j, s);
     status_codes(&j, s);
     json_uint(&j, "connects", s->connects);
+    json_uint(&j, "reopened", s->reopened);
     json_uint(&j, "reconnects", s->reconnects);
     tls(&j, r);
+    distribution(&j, "connect_time", s->connect);
 
     distribution(&j, "latency", s->latency);
     distribution(&j, "latency_uncorrected", r->latency_uncorrected);

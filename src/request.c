@@ -55,10 +55,8 @@ bool request_may_have_head(const struct request *r)
      * request check skips). A dynamic script's request() is checked this way
      * on every batch, so the common case does not scan the whole request. */
     if (r->depth == 1) {
-        const char *p = r->data, *end = r->data + r->len;
-        while (p < end && (*p == '\r' || *p == '\n'))
-            p++;
-        return end - p >= 5 && memcmp(p, "HEAD ", 5) == 0;
+        const char *method = r->data + strspn(r->data, "\r\n"); /* data ends with a NUL */
+        return strncmp(method, "HEAD ", 5) == 0;
     }
     return memmem(r->data, r->len, "HEAD", 4) != NULL;
 }

@@ -842,13 +842,16 @@ size_t script_verify(struct script *s)
     return depth;
 }
 
-bool script_has_request(struct script *s)
+static bool has_hook(struct script *s, enum hook h)
 {
-    bool yes = look(s, HOOK_REQUEST);
+    bool yes = look(s, h);
     if (yes)
         lua_pop(s->L, 1);
     return yes;
 }
+
+bool script_has_request(struct script *s) { return has_hook(s, HOOK_REQUEST); }
+bool script_has_delay(struct script *s) { return has_hook(s, HOOK_DELAY); }
 
 bool script_response_wants(const struct script *s, bool *head, bool *body)
 {

@@ -43,8 +43,9 @@ enum script_call {
     SCRIPT_FAILED, /* it raised an error: the worker is stopping (worker_fail) */
 };
 
-/* Whether the thread's script defines request() now. */
+/* Whether the thread's script defines request() / delay() now. */
 bool script_has_request(struct script *s);
+bool script_has_delay(struct script *s);
 /* Whether response() was defined at the last call, and whether it declares
  * the headers / body arguments. */
 bool script_response_wants(const struct script *s, bool *head, bool *body);

@@ -29,6 +29,7 @@ void stats_init(struct stats *s)
     s->latency = hist_new(STATS_LATENCY_MAX);
     s->u_latency = hist_new(STATS_LATENCY_MAX);
     s->lag = hist_new(STATS_LATENCY_MAX);
+    s->connect = hist_new(STATS_LATENCY_MAX);
     s->rps = hist_new(STATS_RPS_MAX);
 }
 
@@ -37,6 +38,7 @@ void stats_free(struct stats *s)
     hist_free(s->latency);
     hist_free(s->u_latency);
     hist_free(s->lag);
+    hist_free(s->connect);
     hist_free(s->rps);
     memset(s, 0, sizeof *s);
 }
@@ -47,10 +49,13 @@ void stats_merge(struct stats *dst, const struct stats *src)
     dst->sent += src->sent;
     dst->bytes += src->bytes;
     dst->connects += src->connects;
+    dst->reopened += src->reopened;
     dst->reconnects += src->reconnects;
     dst->handshakes += src->handshakes;
     dst->resumed += src->resumed;
     dst->handshake_us += src->handshake_us;
+    dst->pauses += src->pauses;
+    dst->paused_us += src->paused_us;
     dst->errors.connect += src->errors.connect;
     dst->errors.read += src->errors.read;
     dst->errors.write += src->errors.write;
@@ -63,6 +68,7 @@ void stats_merge(struct stats *dst, const struct stats *src)
     hist_merge(dst->latency, src->latency);
     hist_merge(dst->u_latency, src->u_latency);
     hist_merge(dst->lag, src->lag);
+    hist_merge(dst->connect, src->connect);
     hist_merge(dst->rps, src->rps);
 }
 

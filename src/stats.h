@@ -46,16 +46,20 @@ struct stats {
     uint64_t sent;         /* requests whose batch went out */
     uint64_t bytes;        /* bytes read, headers included */
     uint64_t connects;     /* successful connections */
-    uint64_t reconnects;   /* normal closes followed by a new connection */
+    uint64_t reopened;     /* of which were not their slot's first */
+    uint64_t reconnects;   /* normal closes (not errors) that ended a connection */
     uint64_t handshakes;   /* completed TLS handshakes */
     uint64_t resumed;      /* of which resumed a session */
     uint64_t handshake_us; /* time spent in them, from TCP connect to done */
+    uint64_t pauses;       /* delay() pauses asked for */
+    uint64_t paused_us;    /* their total length */
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
     struct hist *latency;              /* with -R, from each request's intended send time */
     struct hist *u_latency;            /* -R: from the actual send (uncorrected) */
     struct hist *lag;                  /* -R: actual minus intended send time of each batch */
+    struct hist *connect;              /* connect and TLS handshake time of each connection */
     struct hist *rps;
 };
 

@@ -21,9 +21,7 @@
 
 #include "cli.h"
 #include "clock.h"
-#include "conn.h"
 #include "net.h"
-#include "worker.h"
 #include "xalloc.h"
 
 /* Set up once by tls_setup before the workers start, only read after. */
@@ -36,7 +34,6 @@ static struct {
 struct tls_conn {
     SSL *ssl;             /* the current TCP connection's, or NULL */
     SSL_SESSION *session; /* the newest session the server gave, to resume */
-    uint64_t started;     /* when the handshake began (us) */
     bool failed;          /* a fatal error: no close_notify may follow */
 };
 
@@ -48,6 +45,15 @@ static const char *ssl_reason(void)
 {
     const char *why = ERR_reason_error_string(ERR_peek_last_error());
     return why ? why : "unknown error";
+}
+
+/* SSL_get_error reads the thread's OpenSSL error queue, and the socket's
+ * errno: both must hold only what the call about to be made leaves there
+ * (SSL_get_error(3)), so every call starts with them empty. */
+static void before_call(void)
+{
+    ERR_clear_error();
+    errno = 0;
 }
 
 static bool is_ip_literal(const char *host)
@@ -151,6 +157,11 @@ void tls_setup(const struct config *cfg)
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
     SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
+    /* A load generator has no use for renegotiation, and refusing it keeps
+     * reads from having to write in the middle of a response. */
+#ifdef SSL_OP_NO_RENEGOTIATION
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+#endif
     /* Writes behave like send(); read-ahead takes whole records in one
      * read() instead of a header read and a body read for each. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -220,7 +231,7 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
         die("unable to connect to %s:%s: %s", host, service, strerror(ETIMEDOUT));
     SSL *ssl = new_ssl(fd);
     int rc;
-    while ((rc = SSL_connect(ssl)) != 1) {
+    while (before_call(), (rc = SSL_connect(ssl)) != 1) {
         int err = SSL_get_error(ssl, rc), saved = errno;
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
             if (wait_fd(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
@@ -247,9 +258,7 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
 /* ------------------------------------------------------------------------ */
 
 /* A failed SSL call (err from SSL_get_error) as an io_result. Errors leave
- * errno saying why (the connection classifies the cause by it) and the
- * thread's OpenSSL error queue empty: SSL_get_error reads that queue, so
- * anything left in it would be blamed on the next connection. */
+ * errno saying why (the connection classifies the cause by it). */
 static int failure(struct tls_conn *t, int err)
 {
     int saved = errno;
@@ -271,54 +280,55 @@ static int failure(struct tls_conn *t, int err)
         saved = EPROTO;
         break;
     }
-    ERR_clear_error();
     errno = saved;
     return IO_ERROR;
 }
 
-static int tls_handshake(struct conn *c)
+static int tls_handshake(struct sock *s)
 {
-    struct tls_conn *t = c->tls;
+    struct tls_conn *t = s->state;
     if (!t)
-        t = c->tls = xcalloc(1, sizeof *t);
+        t = s->state = xcalloc(1, sizeof *t);
     if (!t->ssl) {
-        t->ssl = new_ssl(c->fd);
+        t->ssl = new_ssl(s->fd);
         t->failed = false;
-        t->started = clock_us();
         SSL_set_app_data(t->ssl, t);
         if (t->session)
             SSL_set_session(t->ssl, t->session);
     }
+    before_call();
     int rc = SSL_connect(t->ssl);
-    if (rc != 1)
-        return failure(t, SSL_get_error(t->ssl, rc));
-    struct stats *s = &c->worker->stats;
-    s->handshakes++;
-    s->resumed += SSL_session_reused(t->ssl) ? 1 : 0;
-    s->handshake_us += clock_us() - t->started;
-    return IO_OK;
+    return rc == 1 ? IO_OK : failure(t, SSL_get_error(t->ssl, rc));
+}
+
+static bool tls_resumed(struct sock *s)
+{
+    struct tls_conn *t = s->state;
+    return t && t->ssl && SSL_session_reused(t->ssl);
 }
 
 static int clamp(size_t len) { return len > INT_MAX ? INT_MAX : (int)len; }
 
-static ssize_t tls_read(struct conn *c, char *buf, size_t len)
+static ssize_t tls_read(struct sock *s, char *buf, size_t len)
 {
-    struct tls_conn *t = c->tls;
+    struct tls_conn *t = s->state;
+    before_call();
     int n = SSL_read(t->ssl, buf, clamp(len));
     if (n > 0)
         return n;
     int err = SSL_get_error(t->ssl, n);
     /* The end of the stream, with close_notify or without (OpenSSL 1.1.1
-     * says SSL_ERROR_SYSCALL, errno 0 and nothing queued). */
+     * says SSL_ERROR_SYSCALL with nothing queued and errno still 0). */
     if (err == SSL_ERROR_ZERO_RETURN ||
         (err == SSL_ERROR_SYSCALL && errno == 0 && ERR_peek_error() == 0))
         return 0;
     return failure(t, err);
 }
 
-static ssize_t tls_write(struct conn *c, const char *buf, size_t len)
+static ssize_t tls_write(struct sock *s, const char *buf, size_t len)
 {
-    struct tls_conn *t = c->tls;
+    struct tls_conn *t = s->state;
+    before_call();
     int n = SSL_write(t->ssl, buf, clamp(len));
     return n > 0 ? n : failure(t, SSL_get_error(t->ssl, n));
 }
@@ -326,41 +336,47 @@ static ssize_t tls_write(struct conn *c, const char *buf, size_t len)
 /* SSL_pending counts the rest of the record being returned; with read-ahead
  * whole records may also wait in OpenSSL's buffer (SSL_has_pending). The
  * socket will not signal either, so the connection must read on. */
-static size_t tls_pending(struct conn *c)
+static size_t tls_pending(struct sock *s)
 {
-    struct tls_conn *t = c->tls;
+    struct tls_conn *t = s->state;
+    if (!t || !t->ssl)
+        return 0;
     int n = SSL_pending(t->ssl);
     return n > 0 ? (size_t)n : (size_t)SSL_has_pending(t->ssl);
 }
 
-static void tls_close(struct conn *c)
+static void tls_close(struct sock *s)
 {
-    struct tls_conn *t = c->tls;
+    struct tls_conn *t = s->state;
     if (!t || !t->ssl)
         return;
     /* OpenSSL drops the session of a connection freed without close_notify
      * sent, so a clean close sends one (one non-blocking attempt). After a
      * fatal error it may not be sent, and that session is not resumed. */
-    if (!t->failed && SSL_is_init_finished(t->ssl))
+    if (!t->failed && SSL_is_init_finished(t->ssl)) {
+        before_call();
         SSL_shutdown(t->ssl);
+    }
     SSL_free(t->ssl);
     t->ssl = NULL;
     ERR_clear_error();
 }
 
-static void tls_release(struct conn *c)
+static void tls_release(struct sock *s)
 {
-    struct tls_conn *t = c->tls;
+    struct tls_conn *t = s->state;
     if (!t)
         return;
-    tls_close(c);
+    tls_close(s);
     SSL_SESSION_free(t->session);
     free(t);
-    c->tls = NULL;
+    s->state = NULL;
 }
 
 const struct transport transport_tls = {
+    .secure = true,
     .handshake = tls_handshake,
+    .resumed = tls_resumed,
     .read = tls_read,
     .write = tls_write,
     .pending = tls_pending,

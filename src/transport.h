@@ -4,34 +4,47 @@
 #ifndef VOLLEY_TRANSPORT_H
 #define VOLLEY_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
-
-struct conn;
 
 /* Results below zero from the calls below. */
 enum io_result {
     IO_OK = 0,
-    IO_ERROR = -1,      /* failed; errno or the connection's cause says why */
+    IO_ERROR = -1,      /* failed; errno says why */
     IO_WANT_READ = -2,  /* try again when the socket is readable */
     IO_WANT_WRITE = -3, /* try again when the socket is writable */
 };
 
+/* What a transport works on: the socket of the current connection, and the
+ * transport's own state for the connection slot, kept across reconnects
+ * (the TLS session it resumes). */
+struct sock {
+    int fd;
+    void *state;
+};
+
 struct transport {
+    bool secure; /* TLS: handshake() is a TLS handshake */
     /* After the TCP connect: finish setting up (the TLS handshake). IO_OK when
      * ready to send, IO_WANT_* to wait, IO_ERROR when it failed. */
-    int (*handshake)(struct conn *c);
-    /* > 0 bytes read, 0 at end of stream, or an io_result. */
-    ssize_t (*read)(struct conn *c, char *buf, size_t len);
-    /* > 0 bytes written, or an io_result. */
-    ssize_t (*write)(struct conn *c, const char *buf, size_t len);
+    int (*handshake)(struct sock *s);
+    /* Whether the handshake just completed resumed an earlier session. */
+    bool (*resumed)(struct sock *s);
+    /* > 0 bytes read, 0 at end of stream, or an io_result. IO_WANT_WRITE: the
+     * read can go on only once the socket is writable (TLS). */
+    ssize_t (*read)(struct sock *s, char *buf, size_t len);
+    /* > 0 bytes written, or an io_result. IO_WANT_READ: the write can go on
+     * only once the socket is readable (TLS). A write that returned IO_WANT_*
+     * must be retried with the same bytes. */
+    ssize_t (*write)(struct sock *s, const char *buf, size_t len);
     /* Bytes already read from the socket but not yet returned (TLS records). */
-    size_t (*pending)(struct conn *c);
+    size_t (*pending)(struct sock *s);
     /* Before the socket is closed. */
-    void (*close)(struct conn *c);
-    /* When the connection is freed: drop what the transport keeps across
-     * reconnects (the TLS session it resumes). */
-    void (*release)(struct conn *c);
+    void (*close)(struct sock *s);
+    /* When the connection slot is freed: drop what the transport keeps across
+     * reconnects. */
+    void (*release)(struct sock *s);
 };
 
 extern const struct transport transport_plain;

@@ -30,29 +30,6 @@ size_t worker_share(uint64_t connections, uint64_t threads, size_t index)
     return (size_t)(connections / threads + (index < connections % threads ? 1 : 0));
 }
 
-size_t budget_claim(struct budget *b, size_t want)
-{
-    uint64_t left = atomic_load_explicit(&b->unsent, memory_order_relaxed), take;
-    do {
-        take = left < want ? left : want;
-        if (take == 0)
-            return 0;
-    } while (!atomic_compare_exchange_weak_explicit(&b->unsent, &left, left - take,
-                                                    memory_order_relaxed, memory_order_relaxed));
-    return (size_t)take;
-}
-
-void budget_return(struct budget *b, size_t n)
-{
-    atomic_fetch_add_explicit(&b->unsent, n, memory_order_relaxed);
-}
-
-void budget_resolve(struct budget *b, size_t n)
-{
-    if (n && atomic_fetch_sub_explicit(&b->unresolved, n, memory_order_acq_rel) == n)
-        b->spent(b->arg);
-}
-
 /* Req/Sec as wrk samples it: per thread, every 100 ms, only when something
  * completed since the last sample (an idle interval simply grows). */
 static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
@@ -75,8 +52,80 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)a, (void)revents;
     struct worker *w = a->data;
-    w->stopping = true;
+    w->env.stopping = true;
     ev_break(loop, EVBREAK_ALL);
+}
+
+static void on_start(struct ev_loop *loop, ev_async *a, int revents)
+{
+    (void)loop, (void)revents;
+    struct worker *w = a->data;
+    w->pace.start = atomic_load_explicit(&w->start_at, memory_order_acquire);
+    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
+        conn_kick(&w->conns[i]);
+}
+
+/* The script's hooks, as the connections call them. The script's globals
+ * are looked up at every call (as wrk does): a hook defined, replaced or
+ * removed by another hook during the run counts from its next use. */
+static const struct request *static_request(void *arg, struct request *own)
+{
+    (void)own;
+    struct worker *w = arg;
+    return &w->request;
+}
+
+static double hook_delay(void *arg)
+{
+    struct worker *w = arg;
+    double ms = 0;
+    if (script_delay(w->script, &ms) == SCRIPT_NONE)
+        w->env.delay = NULL; /* removed: no pause from the next batch on */
+    return ms;
+}
+
+/* request() if the script defines it, else the static request; NULL when
+ * request() returned nil: as in wrk that connection sends no more (main
+ * says how many did, after the run), and when none of the worker's does,
+ * it is done, as after thread:stop(). */
+static const struct request *hook_request(void *arg, struct request *own)
+{
+    struct worker *w = arg;
+    const struct request *r = NULL;
+    own->depth = w->pipeline;
+    switch (script_request(w->script, own)) {
+    case SCRIPT_NONE:
+        r = &w->request;
+        break;
+    case SCRIPT_DONE:
+        r = own;
+        break;
+    case SCRIPT_NIL:
+        if (++w->retired == w->nconns)
+            worker_finish(w);
+        break;
+    case SCRIPT_FAILED:
+        break;
+    }
+    /* Every batch asks for a request: a delay() a hook defined meanwhile
+     * is noticed here, and pauses the batches after this one. */
+    if (!w->env.delay && script_has_delay(w->script))
+        w->env.delay = hook_delay;
+    return r;
+}
+
+static void hook_response(void *arg, const struct http_parser *p)
+{
+    struct worker *w = arg;
+    script_response(w->script, p);
+    script_response_wants(w->script, &w->env.want_head, &w->env.want_body);
+}
+
+static void settled(void *arg)
+{
+    struct worker *w = arg;
+    if (w->on_settled)
+        w->on_settled(w->on_settled_arg);
 }
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
@@ -85,21 +134,39 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
     w->cfg = cfg;
-    w->transport = cfg->url.tls ? &transport_tls : &transport_plain;
     w->addr = *addr;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
     if (!w->loop)
         die("unable to create an event loop: %s", strerror(errno));
-    w->buf_len = WORKER_BUF;
-    w->buf = xmalloc(w->buf_len);
+    w->buf = xmalloc(WORKER_BUF);
     stats_init(&w->stats);
+    w->env = (struct conn_env){
+        .loop = w->loop,
+        .transport = cfg->url.tls ? &transport_tls : &transport_plain,
+        .proto = &proto_h1,
+        .addr = &w->addr,
+        .timeout_us = cfg->timeout_us,
+        .no_keepalive = cfg->no_keepalive,
+        .stats = &w->stats,
+        .rbuf = w->buf,
+        .rbuf_len = WORKER_BUF,
+        .head_cache = &w->head_cache,
+        .request = static_request,
+        .arg = w,
+        .depth = 1,
+        .settled = settled,
+        .unsettled = nconns,
+    };
     w->nconns = nconns;
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
-        conn_init(&w->conns[i], w);
+        conn_init(&w->conns[i], &w->env, i);
     ev_async_init(&w->stop_watcher, on_stop);
     w->stop_watcher.data = w;
     ev_async_start(w->loop, &w->stop_watcher);
+    ev_async_init(&w->start_watcher, on_start);
+    w->start_watcher.data = w;
+    ev_async_start(w->loop, &w->start_watcher);
     ev_timer_init(&w->sample_timer, on_sample, SAMPLE_INTERVAL, SAMPLE_INTERVAL);
     w->sample_timer.data = w;
     ev_timer_start(w->loop, &w->sample_timer);
@@ -111,67 +178,44 @@ void worker_set_request(struct worker *w, struct request *request)
     request_free(&w->request);
     w->request = *request;
     memset(request, 0, sizeof *request);
+    if (w->env.request == static_request)
+        w->env.depth = w->request.depth;
 }
 
-void worker_set_rate(struct worker *w, uint64_t start)
+void worker_set_budget(struct worker *w, struct budget *budget) { w->env.budget = budget; }
+
+void worker_set_rate(struct worker *w)
 {
     const struct config *cfg = w->cfg;
-    size_t depth = worker_depth(w);
-    w->rate_start = start;
-    w->batch_interval_us = (double)depth * 1e6 / (double)cfg->rate;
-    w->first_conn = 0;
+    struct pace *p = &w->pace;
+    p->interval_us = (double)w->env.depth * 1e6 / (double)cfg->rate;
+    p->total = cfg->connections;
+    p->first = 0;
     for (size_t i = 0; i < w->index; i++)
-        w->first_conn += worker_share(cfg->connections, cfg->threads, i);
-    schedule_init(&w->schedule, w->loop, w->nconns, conn_due);
+        p->first += worker_share(cfg->connections, cfg->threads, i);
+    schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
+    w->env.pace = p;
+}
+
+void worker_go(struct worker *w, uint64_t start)
+{
+    atomic_store_explicit(&w->start_at, start, memory_order_release);
+    ev_async_send(w->loop, &w->start_watcher);
 }
 
 void worker_set_hooks(struct worker *w, size_t pipeline)
 {
+    struct conn_env *env = &w->env;
     w->pipeline = pipeline;
-    w->hooks.request = script_has_request(w->script);
-    w->hooks.response = script_response_wants(w->script, &w->hooks.head, &w->hooks.body);
-}
-
-const struct request *worker_request(struct worker *w, struct request *own, size_t depth)
-{
-    if (!w->script)
-        return &w->request;
-    own->depth = w->pipeline;
-    switch (script_request(w->script, own)) {
-    case SCRIPT_NONE:
-        w->hooks.request = false;
-        return &w->request;
-    case SCRIPT_DONE:
-        w->hooks.request = true;
-        return own;
-    case SCRIPT_NIL:
-        /* main says so once, after the run; when no connection of the
-         * worker sends any more, the worker is done, as after thread:stop(). */
-        if (++w->retired == w->nconns)
-            worker_finish(w);
-        break;
-    case SCRIPT_FAILED:
-        break;
-    }
-    if (w->budget)
-        budget_return(w->budget, depth);
-    return NULL;
-}
-
-bool worker_response(struct worker *w, struct http_parser *p)
-{
-    if (!w->script)
-        return true;
-    script_response(w->script, p);
-    w->hooks.response = script_response_wants(w->script, &w->hooks.head, &w->hooks.body);
-    p->want_head = w->hooks.head;
-    p->want_body = w->hooks.body;
-    return !w->stopping;
-}
-
-bool worker_delay(struct worker *w, double *ms)
-{
-    return w->script && script_delay(w->script, ms) != SCRIPT_NONE;
+    /* Every batch and every response asks the script, which may define
+     * request() or response() later; the depth stays the static request's
+     * until a request() is defined. */
+    env->request = hook_request;
+    if (script_has_request(w->script))
+        env->depth = pipeline;
+    env->delay = script_has_delay(w->script) ? hook_delay : NULL;
+    env->response = hook_response;
+    script_response_wants(w->script, &env->want_head, &env->want_body);
 }
 
 /* A run shorter than one sample interval (a quick -n) would have no Req/Sec
@@ -195,9 +239,11 @@ static void *run(void *arg)
      * on a schedule, send on the microsecond. */
     if (w->cfg->rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    for (size_t i = 0; i < w->nconns && !w->stopping; i++)
-        conn_start(&w->conns[i]);
-    if (!w->stopping)
+    /* In the closed model each connection sends as soon as it is open; with
+     * -R they are all opened first, and the run starts once they are. */
+    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
+        conn_start(&w->conns[i], !w->env.pace);
+    if (!w->env.stopping)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);
     cpu_thread_since(&start, &end, &w->load);
@@ -227,7 +273,7 @@ void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
 void worker_finish(struct worker *w)
 {
-    w->finished = w->stopping = true;
+    w->finished = w->env.stopping = true;
     ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -235,7 +281,7 @@ void worker_fail(struct worker *w, const char *message)
 {
     if (!w->failure)
         w->failure = xstrdup(message);
-    w->stopping = true;
+    w->env.stopping = true;
     ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -246,7 +292,7 @@ void worker_free(struct worker *w)
     free(w->conns);
     free(w->buf);
     request_free(&w->request);
-    schedule_free(&w->schedule);
+    schedule_free(&w->pace.schedule);
     script_free(w->script);
     free(w->failure);
     stats_free(&w->stats);

@@ -3,14 +3,17 @@
 its report.
 SPDX-License-Identifier: MIT
 """
+import glob
 import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -44,6 +47,19 @@ def check_sanitizer(what, stderr):
     if m:
         pytest.fail(f"sanitizer report from {what}:\n{stderr[max(0, m.start() - 200):]}",
                     pytrace=False)
+
+
+def clean_env(**extra):
+    """The environment without the outer make's jobserver and command-line
+    variables (the trees built here are built with their own flags) and
+    without VOLLEY (nor the sanitizer build's VOLLEY_BUILD and
+    VOLLEY_SANITIZED), so that a build or a test run in a copy of the tree
+    uses that copy's own."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VOLLEY",
+                        "VOLLEY_BUILD", "VOLLEY_SANITIZED")}
+    env.update(extra)
+    return env
 
 
 # --------------------------------------------------------------------------
@@ -166,20 +182,19 @@ def parse_report(out):
 # The in-tree test server
 # --------------------------------------------------------------------------
 
-class Testd:
-    """volley-testd started with the given options; see tests/server/testd.c."""
+class StatsServer:
+    """A test server process that prints "port N" (or "unix PATH") once
+    listening and writes its stats JSON to stats_file when sent SIGTERM."""
 
-    def __init__(self, tmp_path, *options, listen="127.0.0.1:0"):
-        self.dir = tmp_path
-        self.stats_file = os.path.join(tmp_path, f"testd-{id(self)}.stats.json")
-        self.log_file = os.path.join(tmp_path, f"testd-{id(self)}.log")
-        cmd = [TESTD, "--listen", listen, "--stats", self.stats_file, "--log", self.log_file,
-               "--max-time", "300"] + [str(o) for o in options]
+    name = "server"
+
+    def __init__(self, cmd, stats_file, listen="127.0.0.1:0"):
+        self.stats_file = stats_file
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True)
         line = self.proc.stdout.readline().split()
         if not line:
-            raise RuntimeError("volley-testd did not start: " + self.proc.stderr.read())
+            raise RuntimeError(f"{self.name} did not start: " + self.proc.stderr.read())
         if line[0] == "port":
             self.port = int(line[1])
             host = "[::1]" if listen.startswith("[") else "127.0.0.1"
@@ -195,7 +210,7 @@ class Testd:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=10)
         if self._stats is None:
-            check_sanitizer("volley-testd", self.proc.stderr.read())
+            check_sanitizer(self.name, self.proc.stderr.read())
             with open(self.stats_file) as f:
                 self._stats = json.load(f)
         return self._stats
@@ -203,14 +218,33 @@ class Testd:
     def stats(self):
         return self.stop()
 
+    def alive(self):
+        return self.proc.poll() is None
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Testd(StatsServer):
+    """volley-testd started with the given options; see tests/server/testd.c."""
+
+    name = "volley-testd"
+
+    def __init__(self, tmp_path, *options, listen="127.0.0.1:0"):
+        self.dir = tmp_path
+        self.log_file = os.path.join(tmp_path, f"testd-{id(self)}.log")
+        stats_file = os.path.join(tmp_path, f"testd-{id(self)}.stats.json")
+        cmd = [TESTD, "--listen", listen, "--stats", stats_file, "--log", self.log_file,
+               "--max-time", "300"] + [str(o) for o in options]
+        super().__init__(cmd, stats_file, listen)
+
     def log(self):
         """Every request the server parsed, as dicts (after stop())."""
         self.stop()
         with open(self.log_file) as f:
             return [json.loads(line) for line in f if line.strip()]
-
-    def alive(self):
-        return self.proc.poll() is None
 
 
 @pytest.fixture
@@ -225,9 +259,7 @@ def testd(tmp_path):
 
     yield start
     for s in servers:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
+        s.kill()
 
 
 # --------------------------------------------------------------------------
@@ -246,19 +278,22 @@ class Nginx:
     server: the body of the server block (listen lines are added unless
     listen=False); http: extra http-level directives. The access log uses
     the format given by log_format (nginx variables), one line per request.
-    tls=True makes the listener HTTPS (server then names the certificate).
+    tls=True makes the listener HTTPS (server then names the certificate);
+    http2=True makes it speak HTTP/2: over TLS (ALPN h2), or cleartext with
+    prior knowledge (h2c) without tls.
     """
 
     def __init__(self, tmp_path, server="", http="", log_format="$request", listen=True,
-                 workers=1, tls=False):
+                 workers=1, tls=False, http2=False, stream=""):
         self.prefix = os.path.join(tmp_path, f"nginx-{id(self)}")
         os.makedirs(os.path.join(self.prefix, "logs"))
         self.port = free_port()
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.access_log = os.path.join(self.prefix, "logs", "access.log")
-        ssl = " ssl" if tls else ""
-        conf = nginx_conf(self.prefix, f"127.0.0.1:{self.port}{ssl}" if listen else None,
-                          server=server, http=http, log_format=log_format, workers=workers)
+        options = (" ssl" if tls else "") + (" http2" if http2 else "")
+        conf = nginx_conf(self.prefix, f"127.0.0.1:{self.port}{options}" if listen else None,
+                          server=server, http=http, log_format=log_format, workers=workers,
+                          stream=stream)
         self.conf = os.path.join(self.prefix, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
@@ -298,6 +333,55 @@ def wait_port(port, proc, host="127.0.0.1", timeout=10):
     raise RuntimeError(f"nothing listens on {host}:{port}")
 
 
+def openssl(*args):
+    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory):
+    """A self-signed server certificate for localhost and 127.0.0.1, and a
+    client certificate issued by a CA nginx trusts for client certificates."""
+    d = tmp_path_factory.mktemp("certs")
+    p = {name: str(d / name) for name in (
+        "server.pem", "server.key", "ca.pem", "ca.key", "client.csr", "client.pem",
+        "client.key", "client-both.pem", "not-pem.txt")}
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    openssl("req", "-x509", *ec, "-keyout", p["server.key"], "-out", p["server.pem"],
+            "-days", "2", "-subj", "/CN=localhost",
+            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+    openssl("req", "-x509", *ec, "-keyout", p["ca.key"], "-out", p["ca.pem"], "-days", "2",
+            "-subj", "/CN=volley test client CA")
+    openssl("req", *ec, "-keyout", p["client.key"], "-out", p["client.csr"],
+            "-subj", "/CN=volley client")
+    openssl("x509", "-req", "-in", p["client.csr"], "-CA", p["ca.pem"], "-CAkey", p["ca.key"],
+            "-CAcreateserial", "-out", p["client.pem"], "-days", "2")
+    with open(p["client-both.pem"], "w") as out:
+        for name in ("client.pem", "client.key"):
+            with open(p[name]) as f:
+                out.write(f.read())
+    with open(p["not-pem.txt"], "w") as f:
+        f.write("not a certificate\n")
+    return p
+
+
+def tls_front(nginx, certs, upstream_port):
+    """nginx terminating TLS in front of a plain server on upstream_port
+    (its stream module: bytes pass through unchanged); returns the nginx with
+    .url set to the https URL."""
+    port = free_port()
+    n = nginx(listen=False, stream=f"""
+        server {{
+            listen 127.0.0.1:{port} ssl;
+            ssl_certificate {certs["server.pem"]};
+            ssl_certificate_key {certs["server.key"]};
+            ssl_protocols TLSv1.2 TLSv1.3;
+            proxy_pass 127.0.0.1:{upstream_port};
+        }}""")
+    wait_port(port, n.proc)
+    n.url = f"https://127.0.0.1:{port}"
+    return n
+
+
 @pytest.fixture
 def nginx(tmp_path):
     """Factory: nginx(server='location / { return 200 "x"; }') starts one."""
@@ -311,3 +395,213 @@ def nginx(tmp_path):
     yield start
     for n in servers:
         n.stop()
+
+
+# --------------------------------------------------------------------------
+# HTTP/2 servers: nginx, nghttpd, Go's net/http and a hostile peer
+# --------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def server_cert(certs):
+    """certs' self-signed P-256 certificate for localhost and 127.0.0.1:
+    {"cert": path, "key": path}."""
+    return {"cert": certs["server.pem"], "key": certs["server.key"]}
+
+
+# What the HTTP/2 nginx logs per request: the protocol first ("HTTP/2.0").
+H2_LOG = "$server_protocol $request_method $request_uri $connection $connection_requests"
+BODY = "Hello world\n"
+
+
+@pytest.fixture
+def nginx_h2(nginx, server_cert):
+    """Factory: nginx_h2(tls=False, max_streams=None) starts nginx speaking
+    HTTP/2 only: h2c with prior knowledge, or over TLS (ALPN h2, TLS 1.2 and
+    1.3) with tls=True. Every request gets 200 "Hello world\n"; the access log
+    has H2_LOG's fields. max_streams: http2_max_concurrent_streams (nginx's
+    default is 128). server: further directives for the server block."""
+    def start(tls=False, max_streams=None, server="", log_format=H2_LOG):
+        directives = [f'location / {{ return 200 "{BODY}"; }}', server]
+        if tls:
+            directives += [f"ssl_certificate {server_cert['cert']};",
+                           f"ssl_certificate_key {server_cert['key']};",
+                           "ssl_protocols TLSv1.2 TLSv1.3;"]
+        if max_streams is not None:
+            directives.append(f"http2_max_concurrent_streams {max_streams};")
+        return nginx(tls=tls, http2=True, log_format=log_format,
+                     server="\n        ".join(directives))
+    return start
+
+
+class Nghttpd:
+    """nghttp2's own server (Debian's nghttp2-server), serving index.html
+    ("Hello world\n") from a directory of its own, h2c with prior knowledge
+    or TLS (ALPN h2). It logs every frame (-v); requests() reads them."""
+
+    def __init__(self, tmp_path, tls=False, cert=None, max_streams=None):
+        self.dir = os.path.join(tmp_path, f"nghttpd-{id(self)}")
+        docroot = os.path.join(self.dir, "htdocs")
+        os.makedirs(docroot)
+        with open(os.path.join(docroot, "index.html"), "w") as f:
+            f.write(BODY)
+        self.port = free_port()
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.log_file = os.path.join(self.dir, "frames.log")
+        cmd = [shutil.which("nghttpd") or "/usr/sbin/nghttpd", "-v", "-a", "127.0.0.1",
+               "-d", docroot]
+        if max_streams is not None:
+            cmd += ["-m", str(max_streams)]
+        cmd += [str(self.port), cert["key"], cert["cert"]] if tls else ["--no-tls",
+                                                                      str(self.port)]
+        with open(self.log_file, "w") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        wait_port(self.port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def requests(self):
+        """Every request nghttpd received (after stop()), as dicts with its
+        connection ("conn", nghttpd's id), stream, method and path."""
+        self.stop()
+        reqs = {}
+        pattern = re.compile(r"^\[id=(\d+)\] \[\s*[\d.]+\] recv \(stream_id=(\d+)\) "
+                             r"(:method|:path): (.*)$")
+        with open(self.log_file, errors="replace") as f:
+            for line in f:
+                m = pattern.match(line)
+                if m:
+                    key = (int(m.group(1)), int(m.group(2)))
+                    req = reqs.setdefault(key, {"conn": key[0], "stream": key[1]})
+                    req[m.group(3)[1:]] = m.group(4)
+        return list(reqs.values())
+
+
+@pytest.fixture
+def nghttpd(tmp_path, server_cert):
+    """Factory: nghttpd(tls=False, max_streams=None) starts one (-m sets its
+    SETTINGS_MAX_CONCURRENT_STREAMS, 100 by default)."""
+    servers = []
+
+    def start(tls=False, max_streams=None):
+        s = Nghttpd(str(tmp_path), tls=tls, cert=server_cert, max_streams=max_streams)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+GO_MIN = (1, 24)  # http.Server's Protocols (SetUnencryptedHTTP2) came in Go 1.24
+GO_H2C_SRC = os.path.join(ROOT, "tests", "server", "h2c")
+GO_H2C = os.path.join(ROOT, "build", "tests", "volley-h2c")
+
+
+def find_go():
+    """The first Go >= GO_MIN where deps/install.sh looks: on PATH, in
+    /usr/local/go or a Debian golang-1.NN-go; (path, None) or (None, why)."""
+    found = []
+    candidates = [shutil.which("go"), "/usr/local/go/bin/go"] + \
+        sorted(glob.glob("/usr/lib/go-1.*/bin/go"), reverse=True)
+    for go in filter(None, candidates):
+        try:
+            v = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
+                               timeout=30).stdout.strip()
+        except OSError:
+            continue
+        m = re.match(r"go(\d+)\.(\d+)", v)
+        if m and (int(m.group(1)), int(m.group(2))) >= GO_MIN:
+            return go, None
+        found.append(f"{go} ({v or '?'})")
+    return None, (f"Go >= {GO_MIN[0]}.{GO_MIN[1]} is needed to build tests/server/h2c "
+                  f"(found: {', '.join(found) or 'none'}); run deps/install.sh --test")
+
+
+@pytest.fixture(scope="session")
+def go_h2c_binary():
+    """build/tests/volley-h2c, built from tests/server/h2c with the Go on this
+    machine (again only when a source is newer)."""
+    sources = [os.path.join(GO_H2C_SRC, f) for f in os.listdir(GO_H2C_SRC)]
+    if os.path.exists(GO_H2C) and \
+            os.path.getmtime(GO_H2C) >= max(os.path.getmtime(f) for f in sources):
+        return GO_H2C
+    go, why = find_go()
+    if not go:
+        pytest.fail(why, pytrace=False)
+    env = dict(os.environ, GOTOOLCHAIN="local")
+    if not env.get("HOME") and not env.get("XDG_CACHE_HOME") and not env.get("GOCACHE"):
+        env["GOCACHE"] = os.path.join(ROOT, "build", "go-cache")
+    os.makedirs(os.path.dirname(GO_H2C), exist_ok=True)
+    cmd = [go, "build", "-o", GO_H2C, "."]
+    p = subprocess.run(cmd, cwd=GO_H2C_SRC, env=env, capture_output=True, text=True,
+                       timeout=600)
+    if p.returncode != 0:
+        pytest.fail(f"{shlex.join(cmd)} failed:\n{p.stdout}{p.stderr}", pytrace=False)
+    return GO_H2C
+
+
+class GoH2c(StatsServer):
+    """tests/server/h2c: Go's net/http serving h2c with prior knowledge only."""
+
+    name = "volley-h2c"
+
+    def __init__(self, binary, tmp_path, max_streams=None):
+        stats_file = os.path.join(tmp_path, f"h2c-{id(self)}.stats.json")
+        cmd = [binary, "--stats", stats_file, "--max-time", "300"]
+        if max_streams is not None:
+            cmd += ["--max-streams", str(max_streams)]
+        super().__init__(cmd, stats_file)
+
+
+@pytest.fixture
+def go_h2c(go_h2c_binary, tmp_path):
+    """Factory: go_h2c(max_streams=None) starts the Go h2c server; .stats()
+    stops it and returns what it saw (see tests/server/h2c/main.go)."""
+    servers = []
+
+    def start(max_streams=None):
+        s = GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.kill()
+
+
+H2PEER = os.path.join(ROOT, "tests", "server", "h2peer.py")
+
+
+class H2Peer(StatsServer):
+    """tests/server/h2peer.py: an h2c server that misbehaves as its mode says."""
+
+    name = "volley-h2peer"
+
+    def __init__(self, tmp_path, mode, *options):
+        stats_file = os.path.join(tmp_path, f"h2peer-{id(self)}.stats.json")
+        cmd = [sys.executable, H2PEER, "--stats", stats_file, "--max-time", "300",
+               "--mode", mode] + [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+
+
+@pytest.fixture
+def h2peer(tmp_path):
+    """Factory: h2peer("goaway", "--after", 5) starts the hostile HTTP/2 peer
+    in that mode; .stats() stops it and returns what it saw."""
+    servers = []
+
+    def start(mode="normal", *options):
+        s = H2Peer(str(tmp_path), mode, *options)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.kill()

@@ -6,14 +6,23 @@ SPDX-License-Identifier: MIT
 """
 
 
-def nginx_conf(prefix, listen=None, server="", http="", log_format="$request", workers=1):
+# Debian packages the stream module on its own (libnginx-mod-stream).
+STREAM_MODULE = "/usr/lib/nginx/modules/ngx_stream_module.so"
+
+
+def nginx_conf(prefix, listen=None, server="", http="", log_format="$request", workers=1,
+               stream=""):
     """The text of nginx.conf. listen: "127.0.0.1:PORT" for the server block's
     listen line (none when None); server: the rest of that block; http: extra
     http-level directives (further server blocks, or "access_log off;", which
     cancels the access log below). The access log uses log_format (nginx
-    variables), one line per request, in PREFIX/logs/access.log."""
+    variables), one line per request, in PREFIX/logs/access.log. stream: the
+    body of a stream block (TCP and TLS proxying), which loads its module."""
     listen_line = f"listen {listen};" if listen else ""
+    stream_block = f"stream {{ {stream} }}" if stream else ""
+    load = f"load_module {STREAM_MODULE};" if stream else ""
     return f"""
+{load}
 worker_processes {workers};
 worker_rlimit_nofile 30000;
 error_log {prefix}/logs/error.log warn;
@@ -37,4 +46,5 @@ http {{
         {server}
     }}
 }}
+{stream_block}
 """

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""make bench: volley side by side with wrk, on this machine, now.
+"""make bench: volley side by side with wrk (and h2load for HTTP/2), on this
+machine, now.
 
 Starts Debian's nginx and volley-testd on 127.0.0.1, runs volley and wrk
-alternately (which one goes first alternates too) and prints, per row, the
-median of each tool's runs and their ratio, the CPU time each tool and the
-server spent per request, and the exact commands, so any row can be rerun
-by hand. A benchmark, not a test: it never fails on a number.
+(h2load in rows G and H) alternately (which one goes first alternates too)
+and prints, per row, the median of each tool's runs and their ratio, the CPU
+time each tool and the server spent per request, and the exact commands, so
+any row can be rerun by hand. A benchmark, not a test: it never fails on a
+number.
 
 On a core shared with other work, requests/s also depends on how the
 scheduler splits the core, so throughput rows also print a cost ratio:
@@ -17,6 +19,8 @@ figure is the sum of both costs):
   A  plain GET, -t1 -c50, against nginx
   B  the same with a request() that changes the path and a header and a
      response() that looks at the status (tests/bench/dynamic.lua)
+  B2 the same with a header set to a number and a path that never repeats
+     (tests/bench/dynamic2.lua)
   C  peak RSS holding 5,000 and 10,000 connections (-t2, /usr/bin/time -f %M)
   D  16 requests pipelined per batch (tests/bench/pipeline16.lua) against
      volley-testd, which answers all the requests one read() brought in
@@ -24,10 +28,15 @@ figure is the sum of both costs):
   E  HTTPS keep-alive, -t1 -c50, against nginx (n/a while volley has no TLS)
   F  busy fraction from row A's runs: mean latency x requests/s / connections
      (1.0: a request is in flight on every connection all the time)
+  G  HTTP/2 cleartext (h2c, prior knowledge), -t1 -c8 -m32 (32 streams per
+     connection), against nginx, volley --http2 beside h2load
+  H  the same over TLS (ALPN h2)
+  Rows G and H run h2load alone, with a note, while volley cannot run
+  --http2 (a one-second probe run decides).
 
 Environment: BENCH_RUNS (runs of each tool per row, default 5), BENCH_DURATION
 (seconds per run, default 3), BENCH_ROWS (e.g. "AF", default all), BENCH_DIR
-(working directory, default build/bench), VOLLEY, WRK (the binaries).
+(working directory, default build/bench), VOLLEY, WRK, H2LOAD (the binaries).
 Standard library only.
 SPDX-License-Identifier: MIT
 """
@@ -50,6 +59,7 @@ from nginx_conf import nginx_conf  # noqa: E402
 
 VOLLEY = os.environ.get("VOLLEY", os.path.join(ROOT, "volley"))
 WRK = os.environ.get("WRK") or shutil.which("wrk") or "/usr/bin/wrk"
+H2LOAD = os.environ.get("H2LOAD") or shutil.which("h2load") or "/usr/bin/h2load"
 TESTD = os.path.join(ROOT, "build", "tests", "volley-testd")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 TIME = "/usr/bin/time"
@@ -59,10 +69,11 @@ CONNS = 50             # rows A, B, D, E
 RSS_CONNS = (5000, 10000)
 RSS_RUNS = 3           # peak RSS hardly varies
 RSS_DURATION = 2
+H2_CONNS, H2_STREAMS = 8, 32  # rows G and H
 BODY = "Hello world\\n"  # nginx's return string, escaped for its config
 
-TARGETS = {"A": ">= 1.05", "B": ">= 1.25", "C5000": "<= 0.35", "D": ">= 1.3",
-           "E": ">= 1.0", "F": ">= 0.97"}
+TARGETS = {"A": ">= 1.05", "B": ">= 1.25", "B2": ">= 1.25", "C5000": "<= 0.35", "D": ">= 1.3",
+           "E": ">= 1.0", "F": ">= 0.97", "G": ">= 1.1", "H": ">= 1.0"}
 
 
 def env_int(name, default, low):
@@ -123,6 +134,13 @@ class Run:
 
 SUMMARY = re.compile(r"^bench: requests (\d+) duration_us (\d+) latency_mean_us ([\d.]+) "
                      r"socket_errors (\d+) status_errors (\d+)$", re.M)
+# h2load's report: its duration, request counts, status classes and mean time per request.
+H2LOAD_FINISHED = re.compile(r"^finished in ([\d.]+)(us|ms|s),", re.M)
+H2LOAD_REQUESTS = re.compile(r"^requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, "
+                             r"(\d+) failed, (\d+) errored, (\d+) timeout$", re.M)
+H2LOAD_STATUS = re.compile(r"^status codes: \d+ 2xx, \d+ 3xx, (\d+) 4xx, (\d+) 5xx$", re.M)
+H2LOAD_MEAN = re.compile(r"^time for request:\s+\S+\s+\S+\s+([\d.]+)(us|ms|s)\s", re.M)
+SECONDS = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 
 
 class Sample:
@@ -138,6 +156,8 @@ class Sample:
             self.error = "timed out"
         elif run.returncode != 0:
             self.error = f"exit {run.returncode}: " + last_line(run.output)
+        elif H2LOAD_FINISHED.search(run.output):
+            self.from_h2load(run.output)
         elif not m:
             m2 = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m)", run.output, re.M)
             if m2:  # no summary script (row C): the text report's count
@@ -152,6 +172,23 @@ class Sample:
             self.socket_errors, self.status_errors = int(m.group(4)), int(m.group(5))
             if self.requests == 0:
                 self.error = "no request completed"
+
+    def from_h2load(self, out):
+        """h2load counts a stream reset or a lost connection as failed, and
+        every request without a 2xx or 3xx status in 4xx and 5xx."""
+        finished, requests = H2LOAD_FINISHED.search(out), H2LOAD_REQUESTS.search(out)
+        status, mean = H2LOAD_STATUS.search(out), H2LOAD_MEAN.search(out)
+        if not (requests and status and mean):
+            self.error = "no h2load report: " + last_line(out)
+            return
+        self.requests = int(requests.group(1))
+        duration_s = float(finished.group(1)) * SECONDS[finished.group(2)]
+        self.rps = self.requests / duration_s if duration_s > 0 else 0.0
+        self.mean_us = float(mean.group(1)) * SECONDS[mean.group(2)] * 1e6
+        self.socket_errors = int(requests.group(2))
+        self.status_errors = int(status.group(1)) + int(status.group(2))
+        if self.requests == 0:
+            self.error = "no request completed"
 
     def cpu_per_million(self):
         return self.run.cpu / self.requests * 1e6 if self.requests else None
@@ -230,24 +267,28 @@ class Servers:
         self.cert, self.key = os.path.join(prefix, "cert.pem"), os.path.join(prefix, "key.pem")
         self.tls = self.make_cert()
         self.http_port, self.https_port = free_port(), free_port()
+        self.h2c_port, self.h2_port = free_port(), free_port()
         location = f'location / {{ return 200 "{BODY}"; }}'
-        tls_server = ""
+        # HTTP/2 with prior knowledge (h2c) on a port of its own.
+        servers = f"server {{ listen 127.0.0.1:{self.h2c_port} http2; {location} }}"
         if self.tls:
             # nginx 1.22 leaves TLS 1.3 out by default; clients today use it.
-            tls_server = (f"server {{ listen 127.0.0.1:{self.https_port} ssl; "
-                          f"ssl_protocols TLSv1.2 TLSv1.3; "
-                          f"ssl_certificate {self.cert}; ssl_certificate_key {self.key}; "
-                          f"{location} }}")
+            tls = (f"ssl_protocols TLSv1.2 TLSv1.3; "
+                   f"ssl_certificate {self.cert}; ssl_certificate_key {self.key}; {location}")
+            servers += (f"\n    server {{ listen 127.0.0.1:{self.https_port} ssl; {tls} }}"
+                        f"\n    server {{ listen 127.0.0.1:{self.h2_port} ssl http2; {tls} }}")
         conf = os.path.join(prefix, "nginx.conf")
         # Row C opens 10,000 connections at once: a short accept queue would
         # drop SYNs and turn them into connect timeouts.
         with open(conf, "w") as f:
             f.write(nginx_conf(prefix, f"127.0.0.1:{self.http_port} backlog=4096", server=location,
-                               http="access_log off;\n    " + tls_server))
+                               http="access_log off;\n    " + servers))
         argv = ["taskset", "-c", "0", NGINX, "-p", rel(prefix), "-c", "nginx.conf"]
         self.nginx = Server(self.start(argv, self.http_port))
         self.http = f"http://127.0.0.1:{self.http_port}/"
         self.https = f"https://127.0.0.1:{self.https_port}/" if self.tls else None
+        self.h2c = f"http://127.0.0.1:{self.h2c_port}/"
+        self.h2 = f"https://127.0.0.1:{self.h2_port}/" if self.tls else None
 
         self.testd_port = self.testd_server = None
         if os.access(TESTD, os.X_OK):
@@ -302,11 +343,13 @@ class Servers:
 # --------------------------------------------------------------------------
 
 class Row:
-    """One line of the table: the median of each tool's runs and their ratio."""
+    """One line of the table: the median of each tool's runs and their ratio
+    to the rival's (wrk, or h2load for HTTP/2)."""
 
-    def __init__(self, key, title, unit, commands):
-        self.key, self.title, self.unit = key, title, unit
-        self.commands = commands  # tool name -> argv template with {tool}
+    def __init__(self, key, title, unit, commands, rival="wrk"):
+        self.key, self.title, self.unit, self.rival = key, title, unit, rival
+        # An argv template with {tool} for both, or {tool: argv} when they differ.
+        self.commands = commands
         self.samples = {}      # tool -> [Sample], throughput rows
         self.value = {}        # tool -> median of what the row measures
         self.cpu = {}          # tool -> median CPU seconds per million requests
@@ -315,15 +358,15 @@ class Row:
         self.notes = []
 
     def ratio(self):
-        v, w = self.value.get("volley"), self.value.get("wrk")
+        v, w = self.value.get("volley"), self.value.get(self.rival)
         return v / w if v is not None and w else None
 
     def cost_ratio(self):
-        """wrk's client + server CPU per request over volley's: the ratio of
-        requests/s on a core nothing else uses."""
+        """The rival's client + server CPU per request over volley's: the
+        ratio of requests/s on a core nothing else uses."""
         if len(self.cpu) < 2 or len(self.server) < 2:
             return None
-        return ((self.cpu["wrk"] + self.server["wrk"]) /
+        return ((self.cpu[self.rival] + self.server[self.rival]) /
                 (self.cpu["volley"] + self.server["volley"]))
 
 
@@ -331,7 +374,7 @@ class Bench:
     def __init__(self):
         self.runs = env_int("BENCH_RUNS", 5, 1)
         self.duration = env_int("BENCH_DURATION", 3, 1)
-        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEF").upper()
+        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEFGH").upper()
         self.dir = os.path.abspath(os.environ.get("BENCH_DIR", os.path.join(ROOT, "build",
                                                                               "bench")))
         os.makedirs(self.dir, exist_ok=True)
@@ -346,11 +389,11 @@ class Bench:
         note(f"{key} {tool} run {i + 1}/{self.runs}")
         return Run(argv, timeout, os.path.join(self.dir, f"{key}-{tool}-{i + 1}.out"), server)
 
-    def alternate(self, key, runs, timeout, argv_of, server=None):
+    def alternate(self, key, runs, timeout, argv_of, server=None, tools=("volley", "wrk")):
         """runs runs of each tool, alternating which goes first: tool -> [Run]."""
-        done = {"volley": [], "wrk": []}
+        done = {tool: [] for tool in tools}
         for i in range(runs):
-            for tool in ("volley", "wrk") if i % 2 == 0 else ("wrk", "volley"):
+            for tool in tools if i % 2 == 0 else tools[::-1]:
                 done[tool].append(self.client(key, tool, argv_of(tool), i, timeout, server))
         return done
 
@@ -362,6 +405,15 @@ class Bench:
         self.rows.append(row)
         runs = self.alternate(key, self.runs, d + 30, lambda t: fill(template, self.tools[t]),
                               server)
+        self.collect(row, runs)
+        if len(row.value) < 2:
+            row.na = "runs failed (see notes)"
+        return row
+
+    @staticmethod
+    def collect(row, runs):
+        """The medians of each tool's runs (tool -> [Run]), and notes on
+        failed runs and errors."""
         row.samples = {t: [Sample(r) for r in rs] for t, rs in runs.items()}
         for tool, samples in row.samples.items():
             good = [s for s in samples if not s.error]
@@ -375,9 +427,45 @@ class Bench:
                 row.value[tool] = statistics.median(s.rps for s in good)
                 row.cpu[tool] = statistics.median(s.cpu_per_million() for s in good)
                 row.server[tool] = statistics.median(s.server_per_million() for s in good)
-        if len(row.value) < 2:
+
+    def http2(self, key, title, url):
+        """Rows G and H: volley --http2 beside h2load, the same connections
+        and streams, pinned like the other throughput rows."""
+        if not url:
+            return self.na_row(key, title, f"no certificate ({OPENSSL} failed)")
+        if not os.access(H2LOAD, os.X_OK):
+            return self.na_row(key, title, f"{H2LOAD} not found (deps/install.sh --test)")
+        d, conns = self.duration, [f"-c{H2_CONNS}", f"-m{H2_STREAMS}"]
+        commands = {
+            "volley": ["taskset", "-c", "0", self.tools["volley"], "--http2", "-t1", *conns,
+                       f"-d{d}s", "-s", rel(os.path.join(HERE, "summary.lua")), url],
+            "h2load": ["taskset", "-c", "0", H2LOAD, "-t1", *conns, "-D", str(d), url],
+        }
+        row = Row(key, title, "req/s", commands, rival="h2load")
+        self.rows.append(row)
+        why = self.http2_probe(key, url)
+        if why:
+            row.notes.append(f"volley: {why}; h2load alone")
+        tools = ("h2load",) if why else ("volley", "h2load")
+        runs = self.alternate(key, self.runs, d + 30, commands.get, self.servers.nginx, tools)
+        self.collect(row, runs)
+        if "h2load" not in row.value:
             row.na = "runs failed (see notes)"
-        return row
+
+    def http2_probe(self, key, url):
+        """Why volley cannot run an HTTP/2 row, or None: a one-second
+        --http2 run must end cleanly with answers and no errors."""
+        s = self.probe(key, url, "--http2")
+        run = s.run
+        if run.returncode:  # what it said first: the usage text follows a bad option
+            lines = [line for line in run.output.splitlines() if line.strip()]
+            return f"no HTTP/2 run (exit {run.returncode}: {lines[0] if lines else 'no output'})"
+        if s.error:
+            return f"no HTTP/2 run ({s.error})"
+        if s.socket_errors or s.status_errors:
+            return (f"HTTP/2 run with {s.socket_errors} socket errors and {s.status_errors} "
+                    f"error statuses")
+        return None
 
     def rss(self, conns):
         key = f"C{conns}"
@@ -425,15 +513,20 @@ class Bench:
         """Why volley cannot run row E, or None: a short HTTPS run must get
         200 answers without errors (a client without TLS gets 400 from nginx
         for plain HTTP on its TLS port, or errors)."""
-        run = Run([VOLLEY, "-t1", "-c1", "-d1s", "-s", os.path.join(HERE, "summary.lua"),
-                   self.servers.https], 30, os.path.join(self.dir, "E-probe.out"))
-        s = Sample(run)
+        s = self.probe("E", self.servers.https)
         if s.error:
             return f"volley has no working HTTPS ({s.error})"
         if s.socket_errors or s.status_errors:
             return (f"volley does not speak TLS yet ({s.socket_errors} socket errors, "
                     f"{s.status_errors} error statuses from nginx's TLS port)")
         return None
+
+    def probe(self, key, url, *options):
+        """A one-second run of volley with options against url, to see
+        whether it can run row key."""
+        return Sample(Run([VOLLEY, *options, "-t1", "-c1", "-d1s", "-s",
+                           os.path.join(HERE, "summary.lua"), url], 30,
+                          os.path.join(self.dir, f"{key}-probe.out")))
 
     def na_row(self, key, title, why):
         row = Row(key, title, "", None)
@@ -469,6 +562,8 @@ class Bench:
             if "B" in want:
                 self.throughput("B", "request() + response() in Lua, one core, nginx",
                                 self.servers.http, "dynamic.lua", self.servers.nginx)
+                self.throughput("B2", "a new path and a number header every call, nginx",
+                                self.servers.http, "dynamic2.lua", self.servers.nginx)
             if "D" in want:
                 title = "pipelined depth 16, one core, volley-testd"
                 if self.servers.testd:
@@ -483,6 +578,12 @@ class Bench:
                     self.rss(n)
             if "F" in want:
                 self.busy(a)
+            if "G" in want:
+                self.http2("G", f"HTTP/2 h2c, -t1 -c{H2_CONNS} -m{H2_STREAMS}, one core, nginx",
+                           self.servers.h2c)
+            if "H" in want:
+                self.http2("H", f"HTTP/2 TLS, -t1 -c{H2_CONNS} -m{H2_STREAMS}, one core, nginx",
+                           self.servers.h2)
             if "A" not in want:
                 self.rows = [r for r in self.rows if r.key != "A"]
         finally:
@@ -510,49 +611,37 @@ class Bench:
             pass
         self.versions = [version([VOLLEY, "-v"], 3), version([WRK, "-v"], 2),
                          version([NGINX, "-v"], 3)[len("nginx version: "):]]
+        if set("GH") & set(self.rows_wanted) and os.access(H2LOAD, os.X_OK):
+            self.versions.insert(2, version([H2LOAD, "--version"], 2))
         self.machine = f"{os.cpu_count()} CPUs ({cpu}), load {os.getloadavg()[0]:.2f} at start"
 
     def report(self):
         out = []
-        out.append("volley vs wrk, side by side on 127.0.0.1")
+        out.append("volley vs wrk (and h2load for HTTP/2), side by side on 127.0.0.1")
         out.append("  " + "; ".join(self.versions))
         out.append(f"  {self.machine}")
         out.append(f"  medians of {self.runs} alternating runs of {self.duration}s per tool "
                    f"(row C: {min(self.runs, RSS_RUNS)} runs of {RSS_DURATION}s)")
-        out.append("")
-        w = 46  # row titles
-        out.append(f"{'':{w + 2}}{'volley':>10}{'wrk':>10}{'ratio':>7}{'target':>8}"
-                   f"   {'CPU us/request, client+server':^29}{'cost':>7}")
-        out.append(f"{'':{w + 2}}{'':>10}{'':>10}{'':>7}{'':>8}"
-                   f"   {'volley':>13}{'wrk':>14}  {'ratio':>7}")
         self.rows.sort(key=lambda r: (r.key[0], int(r.key[1:] or 0)))
-        for row in self.rows:
-            label = f"{row.key[0]} {row.title}"
-            if row.na:
-                out.append(f"{label:{w + 2}}n/a: {row.na}")
-                continue
-            ratio = row.ratio()
-            line = (f"{label:{w + 2}}{fmt(row.value.get('volley'), row.unit):>10}"
-                    f"{fmt(row.value.get('wrk'), row.unit):>10}"
-                    f"{f'{ratio:.3f}' if ratio else '-':>7}{TARGETS.get(row.key, ''):>8}")
-            if row.cpu:
-                cpu = "".join(f"{f'{row.cpu[t]:.2f}+{row.server[t]:.2f}':>14}"
-                              if t in row.cpu else f"{'-':>14}" for t in ("volley", "wrk"))
-                cost = row.cost_ratio()
-                line += f"  {cpu}  {f'{cost:.3f}' if cost else '-':>7}"
-            out.append(line.rstrip())
+        for rival in ("wrk", "h2load"):
+            rows = [r for r in self.rows if r.rival == rival]
+            if rows:
+                out.append("")
+                out += self.table(rows, rival)
         out.append("")
-        out.append("Ratios are volley / wrk: higher is better, except row C (peak RSS in MiB). "
-                   "Row F's target is")
-        out.append("on volley's own value. CPU: the client's user + system time per request "
-                   "+ the server's in the")
-        out.append("same runs (/proc/PID/schedstat). Cost ratio: wrk's sum / volley's, the "
-                   "requests/s ratio on a")
-        out.append("core nothing else uses; on a shared machine it is the steadier figure.")
+        out.append("Ratios are volley / wrk (or h2load): higher is better, except row C (peak "
+                   "RSS in MiB). Row F's")
+        out.append("target is on volley's own value. CPU: the client's user + system time per "
+                   "request + the server's")
+        out.append("in the same runs (/proc/PID/schedstat). Cost ratio: the other tool's sum / "
+                   "volley's, the requests/s")
+        out.append("ratio on a core nothing else uses; on a shared machine it is the steadier "
+                   "figure.")
         notes = [(r.key, n) for r in self.rows for n in r.notes]
         spread = [(r.key, pair_spread(r)) for r in self.rows if not r.na and r.commands]
         out.append("")
-        out.append("Ratio of each alternation (volley run i / wrk run i), lowest to highest:")
+        out.append("Ratio of each alternation (volley run i / the other's run i), lowest to "
+                   "highest:")
         for key, s in spread:
             if s:
                 out.append(f"  {key:6} {s}")
@@ -566,12 +655,40 @@ class Bench:
         for c in self.servers.commands:
             out.append(f"  server  {c}")
         for row in self.rows:
-            if row.commands:
+            if isinstance(row.commands, dict):
+                for argv in row.commands.values():
+                    out.append(f"  {row.key:6}  {' '.join(argv)}")
+            elif row.commands:
                 out.append(f"  {row.key:6}  {' '.join(fill(row.commands, 'TOOL'))}")
         if any(r.key == "F" for r in self.rows):
             out.append("  F       row A's runs: latency_mean_us / 1e6 x requests/s / "
                        f"{CONNS} (both from tests/bench/summary.lua's done())")
         print("\n".join(out))
+
+    @staticmethod
+    def table(rows, rival):
+        """The lines of the table of the rows that compare volley with rival."""
+        w = 46  # row titles
+        out = [f"{'':{w + 2}}{'volley':>10}{rival:>10}{'ratio':>7}{'target':>8}"
+               f"   {'CPU us/request, client+server':^29}{'cost':>7}",
+               f"{'':{w + 2}}{'':>10}{'':>10}{'':>7}{'':>8}"
+               f"   {'volley':>13}{rival:>14}  {'ratio':>7}"]
+        for row in rows:
+            label = f"{row.key[0]} {row.title}"
+            if row.na:
+                out.append(f"{label:{w + 2}}n/a: {row.na}")
+                continue
+            ratio = row.ratio()
+            line = (f"{label:{w + 2}}{fmt(row.value.get('volley'), row.unit):>10}"
+                    f"{fmt(row.value.get(rival), row.unit):>10}"
+                    f"{f'{ratio:.3f}' if ratio else '-':>7}{TARGETS.get(row.key, ''):>8}")
+            if row.cpu:
+                cpu = "".join(f"{f'{row.cpu[t]:.2f}+{row.server[t]:.2f}':>14}"
+                              if t in row.cpu else f"{'-':>14}" for t in ("volley", rival))
+                cost = row.cost_ratio()
+                line += f"  {cpu}  {f'{cost:.3f}' if cost else '-':>7}"
+            out.append(line.rstrip())
+        return out
 
 
 def fill(template, tool):
@@ -590,7 +707,7 @@ def fmt(v, unit):
 
 def pair_spread(row):
     """The per-alternation ratios, to judge the noise."""
-    vs, ws = row.samples.get("volley", []), row.samples.get("wrk", [])
+    vs, ws = row.samples.get("volley", []), row.samples.get(row.rival, [])
     ratios = []
     for v, w in zip(vs, ws):
         if not v.error and not w.error and w.rps:

@@ -9,14 +9,14 @@
 # `make check` runs over the seed corpus and the regressions.
 # SPDX-License-Identifier: MIT
 
-FUZZ_TARGETS  = response url units request
+FUZZ_TARGETS  = response url units request h2req
 FUZZ_TIME    ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   ?= -g -O1 -fno-omit-frame-pointer
 FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
-# What the targets exercise: the parsers and what they need, nothing that
-# needs the system libraries.
-FUZZ_SRCS     = src/http.c src/url.c src/units.c src/request.c src/buf.c src/xalloc.c
+# What the targets exercise: the parsers and what they need; of the system
+# libraries only libnghttp2 (its header checks, for the HTTP/2 conversion).
+FUZZ_SRCS     = src/http.c src/url.c src/units.c src/request.c src/h2req.c src/buf.c src/xalloc.c
 FUZZ_BINS     = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 REPLAY_BINS   = $(FUZZ_TARGETS:%=build/tests/fuzz_%-replay)
 
@@ -28,8 +28,8 @@ build/fuzz:
 	mkdir -p $@
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_SRCS) $(wildcard src/*.h) | build/fuzz
-	$(FUZZ_CC) -Isrc -D_GNU_SOURCE -std=gnu11 -Wall -Wextra $(FUZZ_FLAGS) $(FUZZ_SANITIZE) \
-	    -o $@ $< $(FUZZ_SRCS)
+	$(FUZZ_CC) -Isrc -D_GNU_SOURCE -std=gnu11 -Wall -Wextra $(NGHTTP2_CFLAGS) $(FUZZ_FLAGS) \
+	    $(FUZZ_SANITIZE) -o $@ $< $(FUZZ_SRCS) $(NGHTTP2_LIBS)
 
 # Each run starts from the seeds and what earlier runs found; -print_final_stats
 # shows the number of executions.

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "fuzz.h"
+#include "xalloc.h"
 
 static size_t run_file(const char *path)
 {
@@ -19,17 +20,17 @@ static size_t run_file(const char *path)
         exit(2);
     }
     size_t cap = 4096, len = 0, n;
-    uint8_t *data = malloc(cap);
-    while (data && (n = fread(data + len, 1, cap - len, f)) > 0)
+    uint8_t *data = xmalloc(cap);
+    while ((n = fread(data + len, 1, cap - len, f)) > 0)
         if ((len += n) == cap)
-            data = realloc(data, cap *= 2);
-    if (!data || ferror(f)) {
+            data = xrealloc(data, cap *= 2);
+    if (ferror(f)) {
         perror(path);
         exit(2);
     }
     fclose(f);
     /* An exact-size copy, so that a read past the input is caught. */
-    uint8_t *exact = malloc(len ? len : 1);
+    uint8_t *exact = xmalloc(len);
     memcpy(exact, data, len);
     free(data);
     printf("%s\n", path);
@@ -62,8 +63,7 @@ static size_t run_path(const char *path)
     size_t count = 0;
     for (int i = 0; i < n; i++) {
         if (names[i]->d_name[0] != '.') {
-            char *child = malloc(strlen(path) + strlen(names[i]->d_name) + 2);
-            sprintf(child, "%s/%s", path, names[i]->d_name);
+            char *child = xasprintf("%s/%s", path, names[i]->d_name);
             count += run_path(child);
             free(child);
         }

@@ -13,13 +13,18 @@ from conftest import ROOT, VOLLEY
 BENCH = os.path.join(ROOT, "tests", "bench", "bench.py")
 
 
-def test_bench_runs_row_a_and_f(tmp_path):
-    env = dict(os.environ, BENCH_ROWS="AF", BENCH_RUNS="1", BENCH_DURATION="1",
+def bench(tmp_path, rows):
+    """What make bench prints for these rows, one 1-second run per tool."""
+    env = dict(os.environ, BENCH_ROWS=rows, BENCH_RUNS="1", BENCH_DURATION="1",
                BENCH_DIR=str(tmp_path), VOLLEY=VOLLEY)
     p = subprocess.run([sys.executable, BENCH], env=env, capture_output=True, text=True,
                        timeout=90)
     assert p.returncode == 0, p.stderr
-    out = p.stdout
+    return p.stdout
+
+
+def test_bench_runs_row_a_and_f(tmp_path):
+    out = bench(tmp_path, "AF")
     a = re.search(r"^A plain GET.*?\s([\d,]+)\s+([\d,]+)\s+([\d.]+) >= 1\.05\s+"
                   r"([\d.]+)\+([\d.]+)\s+([\d.]+)\+([\d.]+)\s+([\d.]+)$", out, re.M)
     assert a, out
@@ -40,3 +45,30 @@ def test_bench_runs_row_a_and_f(tmp_path):
     for tool in ("volley", "wrk"):
         with open(os.path.join(tmp_path, f"A-{tool}-1.out")) as fh:
             assert re.search(r"^bench: requests \d+ ", fh.read(), re.M)
+
+
+def test_bench_runs_http2_rows_g_and_h(tmp_path):
+    """Rows G and H: h2load against nginx over h2c and TLS; volley beside it
+    once it can run --http2, else a note saying why not."""
+    out = bench(tmp_path, "GH")
+    assert re.search(r"^\s+volley\s+h2load\s+ratio\s+target", out, re.M), out
+    for key, title, target, scheme, alpn in (("G", "h2c", "1.1", "http", "h2c"),
+                                             ("H", "TLS", "1.0", "https", "h2")):
+        m = re.search(rf"^{key} HTTP/2 {title}, -t1 -c8 -m32, one core, nginx\s+(\S+)\s+"
+                      rf"([\d,]+)\s+(\S+)\s+>= {target}\s+(\S+)\s+([\d.]+)\+([\d.]+)\s+(\S+)$",
+                      out, re.M)
+        assert m, out
+        assert int(m.group(2).replace(",", "")) > 1000, out
+        assert float(m.group(5)) > 0 and float(m.group(6)) > 0, out  # h2load + nginx CPU
+        if m.group(1) == "-":
+            assert re.search(rf"^  {key}\s+volley: no HTTP/2 run \(.+\); h2load alone$", out,
+                             re.M), out
+        else:
+            assert int(m.group(1).replace(",", "")) > 1000, out
+        assert re.search(rf"^  {key}\s+taskset -c 0 \S*h2load -t1 -c8 -m32 -D 1 "
+                         rf"{scheme}://127\.0\.0\.1:\d+/$", out, re.M), out
+        assert re.search(rf"^  {key}\s+taskset -c 0 \S*volley --http2 -t1 -c8 -m32 -d1s "
+                         rf"-s tests/bench/summary\.lua {scheme}://127\.0\.0\.1:\d+/$", out,
+                         re.M), out
+        with open(os.path.join(tmp_path, f"{key}-h2load-1.out")) as fh:
+            assert re.search(rf"^Application protocol: {alpn}$", fh.read(), re.M)

@@ -5,7 +5,6 @@ SPDX-License-Identifier: MIT
 import os
 import re
 import resource
-import socket
 import subprocess
 
 import pytest
@@ -35,7 +34,8 @@ def test_version_names_libraries_and_exits_0():
         run = volley(flag)
         assert run.returncode == 0, run
         assert re.fullmatch(r"volley \d+\.\d+\.\d+ \[(epoll|kqueue|evport|poll|select)\] "
-                            r"\((LuaJIT|Lua) [^,]+, OpenSSL [^)]+\)\n", run.stdout), run
+                            r"\((LuaJIT|Lua) [^,]+, OpenSSL [^,]+, nghttp2 \d+\.\d+\.\d+\)\n",
+                            run.stdout), run
 
 
 @pytest.mark.parametrize("args,message", [

@@ -3,7 +3,7 @@ the options --help lists and man finds nothing to warn about; the release
 tarball holds the tracked files, builds in parallel without .git, passes its
 own tests there and gives the same tarball and the same binary again; make
 install and uninstall honour DESTDIR and the directory variables and leave
-nothing behind; make static links LuaJIT, OpenSSL and libev in; user flags
+nothing behind; make static links LuaJIT, OpenSSL, libev and libnghttp2 in; user flags
 reach every compile and link; PUC Lua 5.1 can stand in for LuaJIT.
 SPDX-License-Identifier: MIT
 """
@@ -15,7 +15,7 @@ import tarfile
 
 import pytest
 
-from conftest import ROOT, volley
+from conftest import ROOT, clean_env, volley
 
 MAN_SOURCE = os.path.join(ROOT, "docs", "volley.1")
 
@@ -50,18 +50,6 @@ function done(summary, latency, requests)
                                          latency.max))
 end
 """
-
-
-def clean_env(**extra):
-    """The environment without the outer make's jobserver and command-line
-    variables (the trees built here are built with their own flags) and
-    without VOLLEY (nor the sanitizer build's VOLLEY_BUILD and
-    VOLLEY_SANITIZED), so a nested test run tests its own binary."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VOLLEY",
-                        "VOLLEY_BUILD", "VOLLEY_SANITIZED")}
-    env.update(extra)
-    return env
 
 
 def make(cwd, *args, timeout=300):
@@ -201,9 +189,10 @@ def test_man_page_formats_without_warnings():
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory):
-    """make dist in the source tree; the tarball's path and its file list."""
-    make(ROOT, "dist")
-    name = f"volley-{version()}"
+    """make dist in the source tree; the tarball's path and its name as make
+    dist wrote it (volley-X.Y.Z, without .tar.gz)."""
+    proc = make(ROOT, "dist")
+    name = re.findall(r"> (volley-\S+)\.tar\.gz$", proc.stdout, re.M)[-1]
     tarball = tmp_path_factory.mktemp("dist") / f"{name}.tar.gz"
     shutil.copy(os.path.join(ROOT, f"{name}.tar.gz"), tarball)
     return str(tarball), name
@@ -289,6 +278,37 @@ def test_same_sources_give_the_same_binary_elsewhere(dist, built, tmp_path):
 
 
 # --------------------------------------------------------------------------
+# The version
+# --------------------------------------------------------------------------
+
+def news_version():
+    """The newest release NEWS.md describes."""
+    with open(os.path.join(ROOT, "NEWS.md")) as f:
+        m = re.search(r"^## (\d+\.\d+\.\d+) ", f.read(), re.M)
+    assert m, "NEWS.md names no release"
+    return m.group(1)
+
+
+def test_one_version_in_news_version_man_page_and_tarball(dist, built):
+    """The Makefile's VERSION is the only place the version is written: the
+    tarball's name, volley --version and the manual page built from that
+    tarball all say it, and it is the newest release in NEWS.md."""
+    v = version()
+    assert news_version() == v
+    _, name = dist
+    assert name == f"volley-{v}"
+    tree, _ = built
+    line = subprocess.run([os.path.join(tree, "volley"), "--version"], capture_output=True,
+                          text=True, check=True, timeout=60).stdout
+    assert line.startswith(f"volley {v} "), line
+    page = subprocess.run(["man", "-l", os.path.join(tree, "build", "volley.1")],
+                          capture_output=True, text=True, check=True, timeout=60,
+                          env=clean_env(MANWIDTH="80", MANPAGER="cat", LC_ALL="C.UTF-8"))
+    footer = page.stdout.rstrip().splitlines()[-1]
+    assert re.match(rf"volley {re.escape(v)} +\S+ +VOLLEY\(1\)$", footer), footer
+
+
+# --------------------------------------------------------------------------
 # make install / uninstall
 # --------------------------------------------------------------------------
 
@@ -340,7 +360,7 @@ def test_static_binary_runs_scripts_without_the_shared_libraries(built, testd, t
     ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, check=True,
                          timeout=60).stdout
     assert "libc.so" in ldd, ldd  # glibc stays shared (see the Makefile)
-    assert not re.search(r"lua|libssl|libcrypto|libev|libgcc", ldd), ldd
+    assert not re.search(r"lua|libssl|libcrypto|libev|libgcc|nghttp2", ldd), ldd
     shared = subprocess.run([os.path.join(tree, "volley"), "-v"], capture_output=True,
                             text=True, check=True, timeout=60).stdout
     static = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,

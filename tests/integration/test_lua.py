@@ -8,11 +8,10 @@ SPDX-License-Identifier: MIT
 import os
 import re
 import subprocess
-import time
 
 import pytest
 
-from conftest import ROOT, VOLLEY, WRK_SCRIPTS, max_open_is, parse_report, volley, free_port
+from conftest import ROOT, WRK_SCRIPTS, max_open_is, volley, free_port
 
 OUR_SCRIPTS = os.path.join(ROOT, "scripts")
 EXAMPLES = {"wrk": WRK_SCRIPTS, "volley": OUR_SCRIPTS}
@@ -89,7 +88,7 @@ def test_addr_ipv6(example, testd):
 
 def test_auth(example, testd):
     srv = testd()
-    run = ok(volley("-t2", "-c6", "-d500ms", "-s", example("auth"), srv.url))
+    ok(volley("-t2", "-c6", "-d500ms", "-s", example("auth"), srv.url))
     log = srv.log()
     auth = [r for r in log if r["target"] == "/authenticate"]
     resource = [r for r in log if r["target"] == "/resource"]

@@ -125,7 +125,12 @@ def test_endless_recursion(testd, tmp_path, where):
     path = script(tmp_path, text)
     run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
     assert run.returncode == 1, run
-    assert run.stderr.splitlines()[0] == f"volley: {path}:1: stack overflow", run
+    # LuaJIT names the line when the overflow happens in compiled code, not
+    # when it happens in the interpreter (and has no stack left for a
+    # traceback then, at times).
+    lines = run.stderr.splitlines()
+    assert lines[0] in (f"volley: {path}:1: stack overflow", "volley: stack overflow"), run
+    assert lines[1:2] in ([], ["stack traceback:"]), run
 
 
 def test_huge_request_from_request_hook(testd, tmp_path):

@@ -6,12 +6,10 @@ errors and no CPU.
 SPDX-License-Identifier: MIT
 """
 import json
-import os
 import resource
 import socket
 import ssl
 import struct
-import subprocess
 import threading
 
 import pytest
@@ -21,37 +19,6 @@ from conftest import parse_report, volley
 # What nginx logs for every request; "-" for an empty variable.
 LOG = "$ssl_protocol $ssl_alpn_protocol $ssl_server_name $ssl_session_reused " \
       "$ssl_client_verify $connection"
-
-
-def openssl(*args):
-    subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=30)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory):
-    """A self-signed server certificate for localhost and 127.0.0.1, and a
-    client certificate issued by a CA nginx trusts for client certificates."""
-    d = tmp_path_factory.mktemp("certs")
-    p = {name: str(d / name) for name in (
-        "server.pem", "server.key", "ca.pem", "ca.key", "client.csr", "client.pem",
-        "client.key", "client-both.pem", "not-pem.txt")}
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    openssl("req", "-x509", *ec, "-keyout", p["server.key"], "-out", p["server.pem"],
-            "-days", "2", "-subj", "/CN=localhost",
-            "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
-    openssl("req", "-x509", *ec, "-keyout", p["ca.key"], "-out", p["ca.pem"], "-days", "2",
-            "-subj", "/CN=volley test client CA")
-    openssl("req", *ec, "-keyout", p["client.key"], "-out", p["client.csr"],
-            "-subj", "/CN=volley client")
-    openssl("x509", "-req", "-in", p["client.csr"], "-CA", p["ca.pem"], "-CAkey", p["ca.key"],
-            "-CAcreateserial", "-out", p["client.pem"], "-days", "2")
-    with open(p["client-both.pem"], "w") as out:
-        for name in ("client.pem", "client.key"):
-            with open(p[name]) as f:
-                out.write(f.read())
-    with open(p["not-pem.txt"], "w") as f:
-        f.write("not a certificate\n")
-    return p
 
 
 def https_nginx(nginx, certs, extra="", protocols="TLSv1.2 TLSv1.3"):

@@ -64,6 +64,13 @@
  *                        "HTTP/1.1 103 Early Hints" with a Link field (not to HTTP/1.0
  *                        requests, RFC 9110 §15.2).
  *   --never              read and count requests, never answer them.
+ *   --rcvbuf N           SO_RCVBUF of the listening socket, inherited by accepted ones.
+ *   --early              a request with a body is answered as soon as its head is read, before
+ *                        its body (as servers answer 401 or 413); the body is then read and
+ *                        discarded as usual and the connection kept (unless the response
+ *                        closes it). Bytes sent where the next request must start that do not
+ *                        parse as one are a bad request, so a client that wrote its next
+ *                        request into the rest of a body shows up in bad_requests.
  *   --trickle-ms MS      byte interval for --hostile trickle (default 10).
  *   Rules that always apply:
  *   - Closing: a request with "Connection: close", or an HTTP/1.0 request without
@@ -198,9 +205,9 @@ enum hostile {
 struct config {
     const char *listen, *stats_path, *log_path;
     double max_time; /* seconds */
-    uint64_t body_size, chunk_size, close_after, every_n;
+    uint64_t body_size, chunk_size, close_after, every_n, rcvbuf;
     bool body_size_set, chunked, close_delimited, connection_close, http10, http10_keepalive;
-    bool interim, never;
+    bool interim, never, early;
     int status, every_code;
     double idle_close, delay, freeze_len, freeze_period, trickle, die_after; /* seconds */
     enum hostile hostile;
@@ -272,6 +279,7 @@ struct req {
     uint8_t route;
     bool head, http10, close, keepalive, has_cl, chunked, has_host, token_ok, expect;
     bool bad, closes, say_close, say_keepalive;
+    bool answered; /* --early: the response went out before the body was read */
 };
 
 /* A request waiting for its response to be rendered, or rendered and not yet fully written. */
@@ -595,6 +603,18 @@ static void decide_close(struct conn *c, struct req *r)
     r->say_keepalive = !r->closes && (g_cfg.http10_keepalive || r->http10);
 }
 
+/* Queues the response to the current request. */
+static void answer(struct conn *c)
+{
+    struct req *r = &c->cur;
+    decide_close(c, r);
+    struct pending *p = q_push(c);
+    p->due = g_cfg.delay > 0 ? ev_now(g_loop) + g_cfg.delay : 0;
+    p->r = *r;
+    if (r->closes)
+        c->parse_done = true;
+}
+
 static void request_done(struct conn *c)
 {
     struct req *r = &c->cur;
@@ -603,18 +623,15 @@ static void request_done(struct conn *c)
     count_request(r);
     if (g_log)
         log_finish(c);
+    if (r->answered)
+        return;
     if (g_cfg.hostile == HOSTILE_RESET) {
         c->rst = true;
         return;
     }
     if (g_cfg.never)
         return;
-    decide_close(c, r);
-    struct pending *p = q_push(c);
-    p->due = g_cfg.delay > 0 ? ev_now(g_loop) + g_cfg.delay : 0;
-    p->r = *r;
-    if (r->closes)
-        c->parse_done = true;
+    answer(c);
 }
 
 /* Length of the header block up to and including its empty line, 0 if incomplete. A bare LF
@@ -826,6 +843,10 @@ static void begin_body(struct conn *c)
     struct req *r = &c->cur;
     if (g_log)
         buf_str(&c->log, "], \"body\": \"");
+    if (g_cfg.early && !g_cfg.never && (r->chunked || r->content_length > 0)) {
+        answer(c);
+        r->answered = true;
+    }
     if (r->chunked) {
         c->ps = PS_CHUNK_SIZE;
         c->trailer_bytes = 0;
@@ -1745,6 +1766,12 @@ static int listen_on(const char *spec)
         if (ss.ss_family == AF_INET6)
             setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
     }
+    /* Accepted sockets inherit it: a small one makes the client's writes of a
+     * large request block, so its response arrives while it is still writing. */
+    if (g_cfg.rcvbuf) {
+        int size = (int)g_cfg.rcvbuf;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    }
     if (bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 4096) < 0)
         die("listen %s: %s", spec, strerror(errno));
     return fd;
@@ -1972,7 +1999,8 @@ static void usage(void)
          "         [--body-size N] [--chunked] [--chunk-size N] [--close-delimited]\n"
          "         [--connection-close] [--http10] [--http10-keepalive] [--close-after N]\n"
          "         [--idle-close MS] [--status CODE] [--status-every N:CODE] [--delay MS]\n"
-         "         [--freeze MS:PERIOD_MS] [--interim] [--never] [--trickle-ms MS]\n"
+         "         [--freeze MS:PERIOD_MS] [--interim] [--never] [--early]\n"
+         "         [--rcvbuf N] [--trickle-ms MS]\n"
          "         [--hostile garbage|short-body|reset|trickle|huge-header|bad-chunk|\n"
          "                    huge-body|die-after:MS|no-read|interim-flood]\n"
          "The comment at the top of tests/server/testd.c documents every option.");
@@ -1998,6 +2026,8 @@ enum opt {
     OPT_FREEZE,
     OPT_INTERIM,
     OPT_NEVER,
+    OPT_EARLY,
+    OPT_RCVBUF,
     OPT_TRICKLE_MS,
     OPT_HOSTILE,
 };
@@ -2083,6 +2113,12 @@ static void apply_option(int opt, const char *name, const char *v)
     case OPT_NEVER:
         g_cfg.never = true;
         break;
+    case OPT_EARLY:
+        g_cfg.early = true;
+        break;
+    case OPT_RCVBUF:
+        g_cfg.rcvbuf = opt_size(name, v);
+        break;
     case OPT_TRICKLE_MS:
         g_cfg.trickle = opt_number(name, v, 0, 1e9) / 1000;
         break;
@@ -2126,6 +2162,8 @@ static void parse_args(int argc, char **argv)
         {"freeze", required_argument, 0, OPT_FREEZE},
         {"interim", no_argument, 0, OPT_INTERIM},
         {"never", no_argument, 0, OPT_NEVER},
+        {"early", no_argument, 0, OPT_EARLY},
+        {"rcvbuf", required_argument, 0, OPT_RCVBUF},
         {"trickle-ms", required_argument, 0, OPT_TRICKLE_MS},
         {"hostile", required_argument, 0, OPT_HOSTILE},
         {"help", no_argument, 0, 'h'},

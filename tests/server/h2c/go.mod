@@ -1,0 +1,3 @@
+module volley/tests/server/h2c
+
+go 1.24

@@ -1,0 +1,570 @@
+/* The connection machine (conn.c with the HTTP/1.1 session, h1.c) driven
+ * without a worker: a real event loop, a real Unix socket whose other end
+ * the test plays, and a transport over it that returns the results a test
+ * scripts (EAGAIN, short writes, resets, TLS wants) at chosen calls.
+ * SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "budget.h"
+#include "clock.h"
+#include "conn.h"
+#include "hist.h"
+#include "http.h"
+#include "net.h"
+#include "request.h"
+#include "unit.h"
+#include "xalloc.h"
+
+/* ---- a transport whose results a test scripts ------------------------------------------ */
+
+#define FAULTS 8
+struct fault {
+    unsigned call;  /* the call it replaces, counting from 1 */
+    ssize_t result; /* an io_result, or 0 for the end of the stream */
+    int err;        /* errno with IO_ERROR */
+};
+
+static struct {
+    unsigned reads, writes;
+    struct fault read_faults[FAULTS], write_faults[FAULTS];
+    size_t write_cap; /* short writes: at most this much per call, 0 for no cap */
+} io;
+
+static bool injected(const struct fault *f, unsigned call, ssize_t *result)
+{
+    for (int i = 0; i < FAULTS; i++)
+        if (f[i].call == call) {
+            errno = f[i].err;
+            *result = f[i].result;
+            return true;
+        }
+    return false;
+}
+
+static ssize_t scripted_read(struct sock *s, char *buf, size_t len)
+{
+    ssize_t r;
+    if (injected(io.read_faults, ++io.reads, &r))
+        return r;
+    return transport_plain.read(s, buf, len);
+}
+
+static ssize_t scripted_write(struct sock *s, const char *buf, size_t len)
+{
+    ssize_t r;
+    if (injected(io.write_faults, ++io.writes, &r))
+        return r;
+    if (io.write_cap && len > io.write_cap)
+        len = io.write_cap;
+    return transport_plain.write(s, buf, len);
+}
+
+static struct transport scripted;
+
+static void inject_read(unsigned call, ssize_t result, int err)
+{
+    for (int i = 0; i < FAULTS; i++)
+        if (!io.read_faults[i].call) {
+            io.read_faults[i] = (struct fault){call, result, err};
+            return;
+        }
+}
+
+static void inject_write(unsigned call, ssize_t result, int err)
+{
+    for (int i = 0; i < FAULTS; i++)
+        if (!io.write_faults[i].call) {
+            io.write_faults[i] = (struct fault){call, result, err};
+            return;
+        }
+}
+
+/* ---- the rig: a loop, a listening socket, one connection --------------------------------- */
+
+struct rig {
+    char dir[64], path[96];
+    int listener, peer; /* the test's end of the connection, -1 until accepted */
+    struct net_addr addr;
+    struct stats stats;
+    struct budget budget;
+    bool spent;
+    struct request request;
+    unsigned responses_seen; /* response() calls */
+    double delay_ms;         /* delay(), when set */
+    char rbuf[64 * 1024];
+    struct http_head_cache cache;
+    struct conn_env env;
+    struct conn conn;
+};
+
+static const struct request *rig_request(void *arg, struct request *own)
+{
+    (void)own;
+    struct rig *r = arg;
+    return &r->request;
+}
+
+static double rig_delay(void *arg)
+{
+    struct rig *r = arg;
+    return r->delay_ms;
+}
+
+static void rig_response(void *arg, const struct http_parser *p)
+{
+    (void)p;
+    struct rig *r = arg;
+    r->responses_seen++;
+}
+
+static void on_spent(void *arg)
+{
+    struct rig *r = arg;
+    r->spent = true;
+}
+
+/* The request bytes: n copies of text (a whole request each). */
+static void rig_requests(struct rig *r, const char *text, size_t n)
+{
+    size_t len = strlen(text);
+    char *data = xmalloc(len * n + 1), err[128];
+    for (size_t i = 0; i < n; i++)
+        memcpy(data + i * len, text, len);
+    data[len * n] = '\0';
+    request_free(&r->request);
+    if (!request_set(&r->request, data, len * n, err, sizeof err))
+        UNIT_FAIL("request_set: %s", err);
+    r->env.depth = n;
+}
+
+static struct rig *rig_new(void)
+{
+    struct rig *r = xcalloc(1, sizeof *r);
+    memset(&io, 0, sizeof io);
+    scripted = transport_plain;
+    scripted.read = scripted_read;
+    scripted.write = scripted_write;
+    strcpy(r->dir, "/tmp/volley-conn-XXXXXX");
+    if (!mkdtemp(r->dir))
+        abort();
+    snprintf(r->path, sizeof r->path, "%s/s", r->dir);
+    net_unix_addr(r->path, &r->addr);
+    r->listener = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (bind(r->listener, (struct sockaddr *)&r->addr.sa, r->addr.len) != 0 ||
+        listen(r->listener, 16) != 0)
+        abort();
+    r->peer = -1;
+    stats_init(&r->stats);
+    r->env = (struct conn_env){
+        .loop = ev_loop_new(EVFLAG_AUTO),
+        .transport = &scripted,
+        .proto = &proto_h1,
+        .addr = &r->addr,
+        .timeout_us = 2000000,
+        .stats = &r->stats,
+        .rbuf = r->rbuf,
+        .rbuf_len = sizeof r->rbuf,
+        .head_cache = &r->cache,
+        .request = rig_request,
+        .response = rig_response,
+        .arg = r,
+        .depth = 1,
+        .unsettled = 1,
+    };
+    rig_requests(r, "GET / HTTP/1.1\r\nHost: t\r\n\r\n", 1);
+    conn_init(&r->conn, &r->env, 0);
+    return r;
+}
+
+static void rig_budget(struct rig *r, uint64_t n)
+{
+    atomic_init(&r->budget.unsent, n);
+    atomic_init(&r->budget.unresolved, n);
+    r->budget.spent = on_spent;
+    r->budget.arg = r;
+    r->env.budget = &r->budget;
+}
+
+static void rig_free(struct rig *r)
+{
+    conn_free(&r->conn);
+    ev_loop_destroy(r->env.loop);
+    if (r->peer >= 0)
+        close(r->peer);
+    close(r->listener);
+    unlink(r->path);
+    rmdir(r->dir);
+    request_free(&r->request);
+    stats_free(&r->stats);
+    free(r);
+}
+
+/* Turns of the loop, without waiting for events that are not ready. */
+static void spin(struct rig *r, int turns)
+{
+    for (int i = 0; i < turns; i++)
+        ev_run(r->env.loop, EVRUN_NOWAIT);
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+}
+
+/* Runs the loop (waiting for its timers) until cond holds or ms pass. */
+#define RUN_UNTIL(r, cond, ms)                                                                     \
+    do {                                                                                           \
+        uint64_t unit_end_ = clock_us() + (ms)*1000ULL;                                            \
+        while (!(cond) && clock_us() < unit_end_) {                                                \
+            ev_run((r)->env.loop, EVRUN_NOWAIT);                                                   \
+            nap();                                                                                 \
+        }                                                                                          \
+    } while (0)
+
+/* The test's end: the next connection accepted (closing the earlier one). */
+static bool accept_peer(struct rig *r)
+{
+    struct pollfd p = {.fd = r->listener, .events = POLLIN};
+    for (int i = 0; i < 100; i++) {
+        spin(r, 1);
+        if (poll(&p, 1, 10) == 1) {
+            if (r->peer >= 0)
+                close(r->peer);
+            r->peer = accept4(r->listener, NULL, NULL, SOCK_CLOEXEC);
+            return r->peer >= 0;
+        }
+    }
+    return false;
+}
+
+/* Reads what the connection sent until want bytes arrived (or a second passed). */
+static size_t peer_read(struct rig *r, char *buf, size_t want)
+{
+    size_t got = 0;
+    uint64_t end = clock_us() + 1000000;
+    while (got < want && clock_us() < end) {
+        spin(r, 1);
+        struct pollfd p = {.fd = r->peer, .events = POLLIN};
+        if (poll(&p, 1, 1) != 1)
+            continue;
+        ssize_t n = read(r->peer, buf + got, want - got);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    return got;
+}
+
+static void peer_write(struct rig *r, const char *s)
+{
+    size_t len = strlen(s), off = 0;
+    while (off < len) {
+        ssize_t n = write(r->peer, s + off, len - off);
+        if (n <= 0)
+            abort();
+        off += (size_t)n;
+    }
+}
+
+static const char OK[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+#define GET "GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+
+/* ---- the cases --------------------------------------------------------------------------- */
+
+TEST(one_request_one_response)
+{
+    struct rig *r = rig_new();
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256] = {0};
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    CHECK_STR(buf, GET);
+    CHECK_U64(r->stats.sent, 1);
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->stats.requests == 1 && r->stats.sent == 2, 1000);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->responses_seen, 1);
+    CHECK_U64(hist_count(r->stats.latency), 1);
+    CHECK_U64(r->stats.connects, 1);
+    CHECK_U64(hist_count(r->stats.connect), 1);
+    /* The next request went out from the read path, on the same connection. */
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    CHECK_U64(r->stats.sent, 2);
+    rig_free(r);
+}
+
+TEST(short_writes_and_would_block_deliver_the_request_whole)
+{
+    struct rig *r = rig_new();
+    io.write_cap = 5;
+    inject_write(2, IO_WANT_WRITE, 0);
+    inject_write(4, IO_WANT_WRITE, 0);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256] = {0};
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    CHECK_STR(buf, GET);
+    /* Nothing more is written until the response comes. */
+    spin(r, 20);
+    CHECK_U64(r->stats.sent, 1);
+    CHECK(io.writes >= strlen(GET) / 5 + 2);
+    rig_free(r);
+}
+
+TEST(write_reset_counts_one_error_per_request_in_flight)
+{
+    struct rig *r = rig_new();
+    rig_requests(r, GET, 3);
+    inject_write(1, IO_ERROR, ECONNRESET);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    RUN_UNTIL(r, r->stats.errors.write > 0, 500);
+    CHECK_U64(r->stats.errors.write, 3);
+    CHECK_U64(r->stats.causes[CAUSE_RESET], 3);
+    /* It failed before carrying a request: the next attempt backs off. */
+    CHECK(ev_is_active(&r->conn.timer));
+    CHECK_U64(r->conn.state, CONN_CLOSED);
+    RUN_UNTIL(r, r->stats.connects == 2, 500);
+    CHECK_U64(r->stats.connects, 2);
+    CHECK_U64(r->stats.reopened, 1);
+    rig_free(r);
+}
+
+TEST(read_reset_with_pipelining_counts_each_request)
+{
+    struct rig *r = rig_new();
+    rig_requests(r, GET, 3);
+    rig_budget(r, 3);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, 3 * strlen(GET)), 3 * strlen(GET));
+    inject_read(io.reads + 1, IO_ERROR, ECONNRESET);
+    peer_write(r, "H"); /* makes the socket readable */
+    RUN_UNTIL(r, r->spent, 500);
+    CHECK(r->spent);
+    CHECK_U64(r->stats.errors.read, 3);
+    CHECK_U64(r->stats.causes[CAUSE_RESET], 3);
+    CHECK_U64(r->stats.requests, 0);
+    rig_free(r);
+}
+
+TEST(write_wanting_read_waits_for_the_peer_without_spinning)
+{
+    struct rig *r = rig_new();
+    inject_write(1, IO_WANT_READ, 0);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    spin(r, 50);
+    /* Waiting on a writable socket would call write on every turn. */
+    CHECK_U64(io.writes, 1);
+    CHECK(!ev_is_active(&r->conn.wio));
+    /* The peer's bytes arrive (here: an early answer): the write goes on. */
+    peer_write(r, OK);
+    char buf[256] = {0};
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    RUN_UNTIL(r, r->stats.requests == 1, 500);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.errors.read, 0);
+    rig_free(r);
+}
+
+TEST(read_wanting_write_resumes_when_writable)
+{
+    struct rig *r = rig_new();
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    inject_read(io.reads + 1, IO_WANT_WRITE, 0);
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->stats.requests == 1, 500);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK(!r->conn.read_wants_write);
+    rig_free(r);
+}
+
+TEST(early_response_lets_the_body_finish_before_the_next_request)
+{
+    struct rig *r = rig_new();
+    char req[8192];
+    int head =
+        snprintf(req, sizeof req, "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4000\r\n\r\n");
+    memset(req + head, 'x', 4000);
+    req[head + 4000] = '\0';
+    rig_requests(r, req, 1);
+    io.write_cap = 100;
+    inject_write(2, IO_WANT_WRITE, 0);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[16384];
+    /* The head is in: answer at once, before reading the body. */
+    CHECK_U64(peer_read(r, buf, 100), 100);
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->stats.requests == 1, 500);
+    CHECK_U64(r->stats.requests, 1);
+    /* The rest of the body, then the next request, in order. */
+    size_t total = 2 * strlen(req);
+    CHECK_U64(peer_read(r, buf + 100, total - 100), total - 100);
+    CHECK(memcmp(buf, req, strlen(req)) == 0);
+    CHECK(memcmp(buf + strlen(req), req, strlen(req)) == 0);
+    CHECK_U64(r->stats.sent, 2);
+    CHECK_U64(r->stats.errors.write + r->stats.errors.read, 0);
+    rig_free(r);
+}
+
+TEST(early_response_that_closes_stops_the_body)
+{
+    struct rig *r = rig_new();
+    char req[70000];
+    int head =
+        snprintf(req, sizeof req, "POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 60000\r\n\r\n");
+    memset(req + head, 'x', 60000);
+    req[head + 60000] = '\0';
+    rig_requests(r, req, 1);
+    rig_budget(r, 2);
+    io.write_cap = 100;
+    inject_write(2, IO_WANT_WRITE, 0);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, 100), 100);
+    peer_write(r, "HTTP/1.1 413 Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    RUN_UNTIL(r, r->stats.requests == 1 && r->stats.connects == 2, 500);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.status[413], 1);
+    CHECK_U64(r->stats.reconnects, 1);
+    CHECK_U64(r->stats.errors.write + r->stats.errors.read, 0);
+    CHECK_U64(r->stats.connects, 2);
+    rig_free(r);
+}
+
+TEST(idle_close_during_a_pause_reopens_only_when_it_ends)
+{
+    struct rig *r = rig_new();
+    r->env.delay = rig_delay;
+    r->delay_ms = 0;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    r->delay_ms = 150;
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->stats.requests == 1, 500);
+    close(r->peer); /* the server closes the idle connection */
+    r->peer = -1;
+    RUN_UNTIL(r, r->stats.reconnects == 1, 500);
+    uint64_t closed_at = clock_us();
+    CHECK_U64(r->stats.reconnects, 1);
+    spin(r, 20);
+    CHECK_U64(r->stats.connects, 1); /* not reopened while the pause runs */
+    CHECK(accept_peer(r));
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    CHECK_U64(r->stats.connects, 2);
+    CHECK(clock_us() - closed_at >= 100000);
+    CHECK_U64(r->stats.errors.read, 0);
+    rig_free(r);
+}
+
+TEST(timeout_counts_every_request_in_flight)
+{
+    struct rig *r = rig_new();
+    rig_requests(r, GET, 2);
+    r->env.timeout_us = 50000;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    RUN_UNTIL(r, r->stats.errors.timeout > 0, 1000);
+    CHECK_U64(r->stats.errors.timeout, 2);
+    CHECK_U64(r->stats.causes[CAUSE_RESPONSE_TIMEOUT], 2);
+    rig_free(r);
+}
+
+TEST(bytes_nobody_asked_for_are_an_error)
+{
+    struct rig *r = rig_new();
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    peer_write(r, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA");
+    RUN_UNTIL(r, r->stats.errors.read > 0, 500);
+    CHECK_U64(r->stats.requests, 1);
+    /* The next request was in flight when the stray bytes came: its error. */
+    CHECK_U64(r->stats.errors.read, 1);
+    CHECK_U64(r->stats.causes[CAUSE_UNEXPECTED], 1);
+    rig_free(r);
+}
+
+TEST(failed_connects_under_n_are_outcomes_and_end_the_run)
+{
+    struct rig *r = rig_new();
+    rig_budget(r, 5);
+    close(r->listener);
+    unlink(r->path);
+    r->listener = socket(AF_UNIX, SOCK_STREAM, 0); /* closed at the end */
+    conn_start(&r->conn, true);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK(r->spent);
+    CHECK_U64(r->stats.errors.connect, 5);
+    CHECK_U64(r->stats.causes[CAUSE_REFUSED], 5);
+    /* Nothing is left to send: no further attempt. */
+    spin(r, 20);
+    CHECK_U64(r->stats.errors.connect, 5);
+    CHECK_U64(r->conn.state, CONN_CLOSED);
+    rig_free(r);
+}
+
+TEST(failed_connects_without_n_back_off)
+{
+    struct rig *r = rig_new();
+    close(r->listener);
+    unlink(r->path);
+    r->listener = socket(AF_UNIX, SOCK_STREAM, 0);
+    conn_start(&r->conn, true);
+    RUN_UNTIL(r, false, 200);
+    /* 1 ms doubling: about 8 attempts in 200 ms, not thousands. */
+    CHECK(r->stats.errors.connect >= 3 && r->stats.errors.connect <= 10);
+    rig_free(r);
+}
+
+TEST(stop_hands_requests_in_flight_back_to_the_budget)
+{
+    struct rig *r = rig_new();
+    rig_requests(r, GET, 2);
+    rig_budget(r, 10);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, 2 * strlen(GET)), 2 * strlen(GET));
+    CHECK_U64(atomic_load(&r->budget.unsent), 8);
+    conn_stop(&r->conn);
+    CHECK_U64(atomic_load(&r->budget.unsent), 10);
+    CHECK_U64(atomic_load(&r->budget.unresolved), 10);
+    rig_free(r);
+}
+
+TEST(one_read_event_reads_a_bounded_amount)
+{
+    struct rig *r = rig_new();
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    int big = 4 << 20;
+    setsockopt(r->peer, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+    peer_write(r, "HTTP/1.1 200 OK\r\nContent-Length: 2000000\r\n\r\n");
+    static char body[1000000];
+    memset(body, 'b', sizeof body - 1);
+    peer_write(r, body);
+    unsigned before = io.reads;
+    ev_run(r->env.loop, EVRUN_NOWAIT);
+    /* One turn reads at most 256 KiB (64 KiB at a time) from one socket. */
+    CHECK(io.reads - before <= 5);
+    CHECK(io.reads - before >= 1);
+    rig_free(r);
+}
