@@ -207,15 +207,20 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
 {
     struct conn_env *env = &w->env;
     w->pipeline = pipeline;
-    /* Every batch and every response asks the script, which may define
-     * request() or response() later; the depth stays the static request's
-     * until a request() is defined. */
+    bool request = script_has_request(w->script), delay = script_has_delay(w->script);
+    bool response = script_response_wants(w->script, &env->want_head, &env->want_body);
+    /* Only a hook can define another during the run: a script with none now
+     * never will, and its connections need not ask it anything. */
+    if (!request && !delay && !response)
+        return;
+    /* Otherwise every batch and every response asks the script, which may
+     * define request() or response() later; the depth stays the static
+     * request's until a request() is defined. */
     env->request = hook_request;
-    if (script_has_request(w->script))
+    if (request)
         env->depth = pipeline;
-    env->delay = script_has_delay(w->script) ? hook_delay : NULL;
+    env->delay = delay ? hook_delay : NULL;
     env->response = hook_response;
-    script_response_wants(w->script, &env->want_head, &env->want_body);
 }
 
 /* A run shorter than one sample interval (a quick -n) would have no Req/Sec
