@@ -46,7 +46,8 @@ def test_request_returning_nil_during_the_run_stops_that_connection(testd, tmp_p
     assert lines == [f"volley: {path}: request() returned nil on 2 connections, which then "
                      "sent no more requests"], run
     stats = srv.stop()
-    assert stats["max_open_connections"] <= 4 and stats["requests"] >= run.report["requests"]
+    # the four connections (and the start-up probe, which may still be open)
+    assert stats["max_open_connections"] <= 5 and stats["requests"] >= run.report["requests"]
 
 
 def test_request_returning_nil_everywhere_ends_the_run(testd, tmp_path):
