@@ -102,12 +102,14 @@ fi
 
 # The test suite decodes volley's HdrHistogram output with an independent
 # implementation, the hdrhistogram package from PyPI; its HTTP/2 test peer
-# encodes and decodes header blocks with hpack.
+# encodes and decodes header blocks with hpack; pytest-xdist runs test files
+# side by side (tests/run.py).
 if [ "$test" = 1 ]; then
     py=${PYTHON:-python3}
-    if ! "$py" -c 'import hdrh, hpack, pytest' >/dev/null 2>&1; then
-        run "$py" -m pip install --quiet hdrhistogram hpack pytest ||
-            run "$py" -m pip install --quiet --break-system-packages hdrhistogram hpack pytest
+    if ! "$py" -c 'import hdrh, hpack, pytest, xdist' >/dev/null 2>&1; then
+        run "$py" -m pip install --quiet hdrhistogram hpack pytest pytest-xdist ||
+            run "$py" -m pip install --quiet --break-system-packages hdrhistogram hpack pytest \
+                pytest-xdist
     fi
 fi
 

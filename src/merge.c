@@ -442,8 +442,11 @@ static void whole_config(struct config *cfg, const struct part *parts, size_t n,
         rate = (double)cfg->rate;
     cfg->shard =
         (struct shard){.connections = cfg->connections, .requests = cfg->requests, .rate = rate};
-    cfg->duration_us = need_u64(first, o, "duration_us");
-    cfg->duration_set = !first->counted;
+    /* null: no time limit (-n without -d, or -d 0) */
+    const struct jdoc *limit = jdoc_get(o, "duration_us");
+    cfg->duration_us = is_null(limit) ? 0 : need_u64(first, o, "duration_us");
+    cfg->duration_set = !first->counted || !is_null(limit);
+    cfg->time_limit_us = cfg->duration_us;
     cfg->timeout_us = need_u64(first, o, "timeout_us");
     cfg->latency = latency;
     cfg->no_keepalive = jdoc_get(o, "keepalive") && jdoc_get(o, "keepalive")->type == JDOC_FALSE;
