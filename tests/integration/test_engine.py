@@ -313,7 +313,9 @@ def test_fixed_delay_gives_p50_near_20ms_and_littles_law(testd):
     r = run.report
     p50 = r["percentiles"][50] / 1000
     assert 20.0 <= p50 <= 22.0, run
-    assert 20000 <= r["latency_avg"] <= 22500, run
+    # The mean moves with the few responses a busy machine holds back for
+    # tens of milliseconds; the median is the figure that sits at the delay.
+    assert 20000 <= r["latency_avg"] <= 26000, run
     assert all(20000 <= v for v in r["percentiles"].values()), run
     # Little's law: connections = throughput x mean latency
     ratio = r["rps"] * r["latency_avg"] / 1e6 / 10
