@@ -188,7 +188,9 @@ def test_abort_on_fail_stops_within_an_interval_and_the_timeout_of_a_stall(testd
     assert aborted["first_interval"] == aborted["last_interval"]
     assert aborted["to_us"] == (aborted["last_interval"] + 1) * 500000
     assert stall <= aborted["to_us"] / 1e6 <= stall + interval + timeout
-    assert doc["errors"]["timeout"] == 4  # every connection's request in the stall
+    # the requests caught in the stall time out, those of the interval that
+    # ended the run at least (the others may fall in the next)
+    assert 1 <= doc["errors"]["timeout"] <= 4
     assert doc["thresholds"][0]["passed"] is False
     # the full report of what ran, then why it stopped
     assert run.report["requests"] == doc["requests"] > 0
