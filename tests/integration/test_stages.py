@@ -107,10 +107,11 @@ def test_warmup_is_left_out_but_the_server_sees_it(testd, tmp_path):
     assert "  1s warm-up first, left out of the results" in run.stdout.splitlines()
     # The report covers the 2 s after it.
     assert run.report["duration"] == "2s"
-    assert abs(run.report["runtime_us"] - 2e6) < 0.1e6
-    assert abs(doc["duration_us"] - 2e6) < 0.1e6
-    assert 380 <= doc["requests"] <= 420 and run.report["requests"] == doc["requests"]
-    assert 190 <= warm["requests"] <= 210 and warm["duration_us"] == 1000000
+    assert abs(run.report["runtime_us"] - 2e6) < 0.25e6
+    assert abs(doc["duration_us"] - 2e6) < 0.25e6
+    # 200/s: about 400 measured, 200 in the warm-up (a busy machine may miss a few)
+    assert 340 <= doc["requests"] <= 420 and run.report["requests"] == doc["requests"]
+    assert 170 <= warm["requests"] <= 210 and warm["duration_us"] == 1000000
     assert len(records) == 2 and sum(r["requests"] for r in records) == doc["requests"]
     assert doc["latency"]["count"] == doc["requests"]
     # The server answered both.
