@@ -38,7 +38,9 @@ struct timeline {
     int failed_errno;
     struct server_cpu *server;
     struct server_times server_start, server_last;
-    timeline_interval_fn *on_interval;
+    /* called with each interval written (--abort-on-fail) */
+    void (*on_interval)(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
+                        uint64_t length_us);
     void *on_interval_arg;
     struct stats *held; /* taken, not yet written: it may be the last */
     uint64_t held_index;
@@ -438,7 +440,10 @@ struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size
     return t->intervals;
 }
 
-void timeline_on_interval(struct timeline *t, timeline_interval_fn *fn, void *arg)
+void timeline_on_interval(struct timeline *t,
+                          void (*fn)(void *arg, const struct stats *s, uint64_t index,
+                                     uint64_t start_us, uint64_t length_us),
+                          void *arg)
 {
     t->on_interval = fn;
     t->on_interval_arg = arg;

@@ -31,10 +31,11 @@ struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size
 /* fn is called with each interval as it is written, on main's thread:
  * its statistics, its index, and its start and length in us from the
  * start of the run. */
-typedef void timeline_interval_fn(void *arg, const struct stats *s, uint64_t index,
-                                  uint64_t start_us, uint64_t length_us);
-void timeline_on_interval(struct timeline *t, timeline_interval_fn *fn, void *arg);
-/* The run starts (clock_us) and started (wall clock). */
+void timeline_on_interval(struct timeline *t,
+                          void (*fn)(void *arg, const struct stats *s, uint64_t index,
+                                     uint64_t start_us, uint64_t length_us),
+                          void *arg);
+/* The run starts at start (clock_us) and started (wall clock). */
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started);
 /* After the workers are joined: writes the intervals left, the last one
  * ending at runtime_us, and closes the files. */
