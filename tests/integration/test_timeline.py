@@ -102,7 +102,8 @@ def test_intervals_add_up_to_the_totals_and_the_final_histogram(testd, tmp_path)
                         "--timeline", timeline, "--hdr-log", hlog, srv.url + "/")
     head, records = read_jsonl(timeline)
     assert head == {"type": "run", "volley": doc["volley"]["version"],
-                    "start_time": doc["start_time"], "url": srv.url + "/", "threads": 2,
+                    "start_time": doc["start_time"], "start_time_us": doc["start_time_us"],
+                    "shard": None, "url": srv.url + "/", "threads": 2,
                     "connections": 4, "duration_us": 1500000, "requests": None, "rate": None,
                     "script": None, "interval_us": 250000}
     check_intervals(records, 250000, doc["duration_us"])
@@ -172,7 +173,9 @@ def test_csv_has_the_same_columns_and_the_rate_figures(testd, tmp_path):
     run, doc = run_json(tmp_path, "-t1", "-c4", "-d1s", "-R", "400", "--interval", "200ms",
                         "--timeline", csv, srv.url + "/")
     params, header, rows = read_csv(csv)
-    assert params == {"start_time": doc["start_time"], "threads": "1", "connections": "4",
+    assert params == {"start_time": doc["start_time"],
+                      "start_time_us": str(doc["start_time_us"]), "shard": "",
+                      "threads": "1", "connections": "4",
                       "duration_us": "1000000", "requests": "", "rate": "400",
                       "interval_us": "200000", "script": "", "url": srv.url + "/"}
     assert sum(int(r["requests"]) for r in rows) == doc["requests"]
