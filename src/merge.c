@@ -222,17 +222,20 @@ static void place_series(struct inputs *in, int64_t start)
         s->offset = ((uint64_t)(s->start_us - start) + T / 2) / T;
     }
     qsort(order, in->nseries, sizeof *order, by_offset);
-    for (size_t i = 0; i < in->nseries; i++) {
+    const struct series *late = NULL;
+    for (size_t i = 0; i < in->nseries && !late; i++) {
         const struct series *s = order[i];
         if (s->n && s->offset > end)
-            merge_bad(s->file,
-                      "it starts %" PRIu64 " intervals after the other timelines end: not part "
-                      "of the same run",
-                      s->offset - end);
-        if (s->n && s->offset + s->n > end)
+            late = s;
+        else if (s->n && s->offset + s->n > end)
             end = s->offset + s->n;
     }
     free(order);
+    if (late)
+        merge_bad(late->file,
+                  "it starts %" PRIu64 " intervals after the other timelines end: not part of "
+                  "the same run",
+                  late->offset - end);
 }
 
 /* Every part has its timeline, or none has. */

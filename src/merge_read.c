@@ -106,23 +106,33 @@ static void distribution(struct part *p, const struct jdoc *d, const char *name,
     char path[64];
     const char *why;
     snprintf(path, sizeof path, "%s.hdr_histogram", name);
+    uint64_t count = need_u64(p->file, d, "count"), min = 0, max = 0;
+    double mean = 0, stdev = 0;
+    if (count) {
+        min = need_u64(p->file, d, "min");
+        max = need_u64(p->file, d, "max");
+        mean = need_number(p->file, d, "mean");
+        stdev = need_number(p->file, d, "stdev");
+    }
     struct hist *h = hist_decode(need_string(p->file, d, "hdr_histogram"), &why);
     if (!h)
         merge_bad(p->file, "%s: %s", path, why);
-    uint64_t count = need_u64(p->file, d, "count");
-    if (hist_highest(h) != hist_highest(dst))
+    uint64_t highest = hist_highest(h), held = hist_count(h);
+    bool fits = highest == hist_highest(dst) && held == count &&
+                (!count || hist_set_summary(h, min, max, mean, stdev));
+    if (fits)
+        hist_merge(dst, h);
+    /* freed before saying why: exit 1 leaves nothing behind */
+    hist_free(h);
+    if (highest != hist_highest(dst))
         merge_bad(p->file,
                   "%s: tracks values up to %" PRIu64 ", not up to %" PRIu64 " as volley does", path,
-                  hist_highest(h), hist_highest(dst));
-    if (hist_count(h) != count)
-        merge_bad(p->file, "%s: holds %" PRIu64 " samples, but %s.count says %" PRIu64, path,
-                  hist_count(h), name, count);
-    if (count &&
-        !hist_set_summary(h, need_u64(p->file, d, "min"), need_u64(p->file, d, "max"),
-                          need_number(p->file, d, "mean"), need_number(p->file, d, "stdev")))
+                  highest, hist_highest(dst));
+    if (held != count)
+        merge_bad(p->file, "%s: holds %" PRIu64 " samples, but %s.count says %" PRIu64, path, held,
+                  name, count);
+    if (!fits)
         merge_bad(p->file, "%s: min, max, mean and stdev do not fit its histogram", name);
-    hist_merge(dst, h);
-    hist_free(h);
 }
 
 static void read_distributions(struct part *p)
@@ -381,15 +391,21 @@ struct hist *merge_read_latency(const char *where, const struct slice_latency *l
     struct hist *h = hist_decode(l->hdr, &why);
     if (!h)
         merge_bad(where, "hdr_histogram: %s", why);
-    if (hist_highest(h) != STATS_LATENCY_MAX)
-        merge_bad(where,
-                  "hdr_histogram: tracks values up to %" PRIu64 ", not up to %llu as volley does",
-                  hist_highest(h), STATS_LATENCY_MAX);
-    if (hist_count(h) != l->count)
-        merge_bad(where, "hdr_histogram: holds %" PRIu64 " samples, but count says %" PRIu64,
-                  hist_count(h), l->count);
-    if (l->count && !hist_set_summary(h, hist_min(h), l->max, l->mean, 0))
+    uint64_t highest = hist_highest(h), count = hist_count(h);
+    /* freed before saying why: exit 1 leaves nothing behind */
+    if (highest != STATS_LATENCY_MAX || count != l->count ||
+        (count && !hist_set_summary(h, hist_min(h), l->max, l->mean, 0))) {
+        hist_free(h);
+        if (highest != STATS_LATENCY_MAX)
+            merge_bad(where,
+                      "hdr_histogram: tracks values up to %" PRIu64 ", not up to %llu as volley "
+                      "does",
+                      highest, STATS_LATENCY_MAX);
+        if (count != l->count)
+            merge_bad(where, "hdr_histogram: holds %" PRIu64 " samples, but count says %" PRIu64,
+                      count, l->count);
         merge_bad(where, "mean and max do not fit its histogram");
+    }
     return h;
 }
 
