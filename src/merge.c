@@ -207,19 +207,24 @@ static int by_offset(const void *a, const void *b)
     return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-/* Each part's interval k goes into merged interval offset + k: its start's
- * distance from the whole run's, in intervals, rounded. Parts started with
- * --start-at are within milliseconds of each other, so their k-th
- * intervals coincide; parts started apart are placed on the nearest
- * interval. The parts cover one stretch of time: one that starts after the
- * others have ended is not part of the same run. */
-static void place_series(struct inputs *in, int64_t start)
+/* Each part's interval k goes into merged interval offset + k: where its
+ * intervals start, after the earliest part's, in intervals, rounded. Parts
+ * started with --start-at count their intervals from the same instant (or
+ * within milliseconds of it), so their k-th intervals coincide; parts
+ * started apart are placed on the nearest interval. The parts cover one
+ * stretch of time: one that starts after the others have ended is not part
+ * of the same run. */
+static void place_series(struct inputs *in)
 {
     uint64_t T = in->series[0].interval_us, end = 0;
     struct series **order = xcalloc(in->nseries, sizeof *order);
+    in->origin_us = INT64_MAX;
+    for (size_t i = 0; i < in->nseries; i++)
+        if (in->series[i].origin_us < in->origin_us)
+            in->origin_us = in->series[i].origin_us;
     for (size_t i = 0; i < in->nseries; i++) {
         struct series *s = order[i] = &in->series[i];
-        s->offset = ((uint64_t)(s->start_us - start) + T / 2) / T;
+        s->offset = ((uint64_t)(s->origin_us - in->origin_us) + T / 2) / T;
     }
     qsort(order, in->nseries, sizeof *order, by_offset);
     const struct series *late = NULL;
@@ -241,7 +246,6 @@ static void place_series(struct inputs *in, int64_t start)
 /* Every part has its timeline, or none has. */
 static void check_timelines(struct inputs *in)
 {
-    int64_t start = INT64_MAX;
     for (size_t i = 0; i < in->nseries; i++) {
         struct series *s = &in->series[i];
         check_same_timeline(s, &in->series[0], &in->parts[0]);
@@ -251,13 +255,11 @@ static void check_timelines(struct inputs *in)
     }
     if (!in->nseries)
         return;
-    for (size_t i = 0; i < in->nparts; i++) {
+    for (size_t i = 0; i < in->nparts; i++)
         if (!in->parts[i].series)
             merge_bad(in->parts[i].file, "its timeline is not among the files: merge the "
                                          "timelines of every part, or of none");
-        start = in->parts[i].start_us < start ? in->parts[i].start_us : start;
-    }
-    place_series(in, start);
+    place_series(in);
 }
 
 /* ---- the whole ----------------------------------------------------------- */
@@ -524,9 +526,10 @@ static void add_slice(struct stats *acc, const struct series *s, size_t k)
 
 /* Merged interval j: every part's interval placed there, added up. It is
  * of full length but for the last, which ends with the whole run (and is at
- * least as long as the longest placed there). */
+ * least as long as the longest placed there); span_us is from the start of
+ * the first to the end of the run. */
 static void merge_interval(struct timeline *t, const struct inputs *in, struct stats *acc,
-                           uint64_t j, uint64_t count, uint64_t runtime_us, bool server)
+                           uint64_t j, uint64_t count, uint64_t span_us, bool server)
 {
     uint64_t T = in->series[0].interval_us, longest = 0, length = T;
     double server_s = server ? 0 : NAN;
@@ -542,7 +545,7 @@ static void merge_interval(struct timeline *t, const struct inputs *in, struct s
             server_s += sl->server_s;
     }
     if (j + 1 == count) {
-        length = runtime_us > j * T ? runtime_us - j * T : 0;
+        length = span_us > j * T ? span_us - j * T : 0;
         length = longest > length ? longest : length;
     }
     /* whole microseconds of CPU time, without the noise of adding decimals */
@@ -557,9 +560,13 @@ static void merge_intervals(struct timeline *t, const struct inputs *in, const s
     for (size_t i = 0; i < in->nseries; i++)
         if (in->series[i].n && in->series[i].offset + in->series[i].n > count)
             count = in->series[i].offset + in->series[i].n;
+    /* the run ends at its start + runtime_us; the intervals start at origin_us */
+    int64_t end =
+        (int64_t)(r->started.tv_sec * 1000000 + r->started.tv_nsec / 1000) + (int64_t)r->runtime_us;
+    uint64_t span = end > in->origin_us ? (uint64_t)(end - in->origin_us) : 0;
     stats_init(&acc);
     for (uint64_t j = 0; j < count; j++)
-        merge_interval(t, in, &acc, j, count, r->runtime_us, server);
+        merge_interval(t, in, &acc, j, count, span, server);
     stats_free(&acc);
 }
 
@@ -576,7 +583,7 @@ static struct timeline *whole_timeline(const struct result *r, struct inputs *in
         timeline_set_server(t, pids, npids, &cpu);
     free(pids);
     if (in->nseries) {
-        timeline_start(t, 0, &r->started);
+        timeline_start_merged(t, &r->started, in->origin_us);
         merge_intervals(t, in, r, server);
         timeline_close(t);
     }

@@ -353,6 +353,10 @@ static void read_run_line(struct series *s, const struct jdoc *run)
     if (start > INT64_MAX / 2)
         merge_bad(file, "start_time_us: out of range");
     s->start_us = (int64_t)start;
+    uint64_t origin = need_u64(file, run, "intervals_start_us");
+    if (origin > INT64_MAX / 2)
+        merge_bad(file, "intervals_start_us: out of range");
+    s->origin_us = (int64_t)origin;
     s->interval_us = need_u64(file, run, "interval_us");
     /* intervals are at least 10ms; a longer one than 2^61 us is no run's */
     if (s->interval_us < CLI_INTERVAL_MIN_US || s->interval_us > INT64_MAX / 4)

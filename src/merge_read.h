@@ -68,7 +68,8 @@ struct slice {
 struct series {
     const char *file;
     char *url;
-    int64_t start_us;
+    int64_t start_us;  /* the run's, as its result's start_time_us */
+    int64_t origin_us; /* when its interval 0 starts */
     struct shard shard;
     bool open_model;
     uint64_t interval_us;
@@ -84,7 +85,8 @@ struct inputs {
     size_t nparts;
     struct series *series;
     size_t nseries;
-    bool *seen; /* for shards: which of them are there */
+    bool *seen;        /* for shards: which of them are there */
+    int64_t origin_us; /* when merged interval 0 starts: the earliest part's */
 };
 
 /* Reads the file name ("-": standard input) into a new part or series of

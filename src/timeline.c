@@ -31,7 +31,8 @@ struct timeline {
     ev_async ready;
     uint64_t start; /* clock_us */
     struct timespec started;
-    FILE *out; /* --timeline */
+    int64_t origin_us; /* when interval 0 starts, Unix time in us */
+    FILE *out;         /* --timeline */
     bool csv;
     FILE *hlog;         /* --hdr-log */
     const char *failed; /* the first file a write to failed, reported after the report */
@@ -191,6 +192,7 @@ static void json_run(struct timeline *t)
         json_null(&j, "rate");
     json_string(&j, "script", cfg->script);
     json_uint(&j, "interval_us", cfg->interval_us);
+    json_uint(&j, "intervals_start_us", (uint64_t)t->origin_us);
     json_object_end(&j);
     json_finish(&j);
 }
@@ -284,8 +286,8 @@ static void csv_header(struct timeline *t)
     fprintf(f, " rate=");
     if (cfg->rate)
         fprintf(f, "%" PRIu64, cfg->rate);
-    fprintf(f, " interval_us=%" PRIu64 " script=%s url=%s\n", cfg->interval_us,
-            cfg->script ? cfg->script : "", cfg->url_arg);
+    fprintf(f, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=%s url=%s\n",
+            cfg->interval_us, t->origin_us, cfg->script ? cfg->script : "", cfg->url_arg);
     fputs("interval,start_us,length_us,short,requests,requests_per_sec,bytes,"
           "status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,status_other,"
           "errors_connect,errors_read,errors_write,errors_timeout,errors_status,"
@@ -352,7 +354,8 @@ static void hlog_header(struct timeline *t)
     fprintf(f, "#[Histogram log format version 1.3]\n");
     fprintf(f, "#[StartTime: %.3f (seconds since epoch), %s]\n", start,
             units_utc_time(&t->started, date));
-    fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", start);
+    /* the intervals' starts are relative to where they count from */
+    fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", (double)t->origin_us / 1e6);
     fprintf(f, "#[volley %s: latency of %s in microseconds; Interval_Max in milliseconds]\n",
             VOLLEY_VERSION, t->cfg->url_arg);
     fprintf(f, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\","
@@ -474,14 +477,9 @@ struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size
     return t->intervals;
 }
 
-void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
+/* The first lines of the files: the run's parameters. */
+static void write_headers(struct timeline *t)
 {
-    t->start = start;
-    t->started = *started;
-    if (t->server) {
-        server_cpu_read(t->server, &t->server_start);
-        t->server_last = t->server_start;
-    }
     if (t->out) {
         if (t->csv)
             csv_header(t);
@@ -493,6 +491,30 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
         hlog_header(t);
         check(t, t->hlog, t->cfg->hdr_log);
     }
+}
+
+void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
+{
+    struct timespec now;
+    t->start = start;
+    t->started = *started;
+    /* start on the wall clock: with -R and --start-at, the instant asked
+     * for, before started when the process woke late */
+    clock_gettime(CLOCK_REALTIME, &now);
+    t->origin_us =
+        (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - (int64_t)(clock_us() - start);
+    if (t->server) {
+        server_cpu_read(t->server, &t->server_start);
+        t->server_last = t->server_start;
+    }
+    write_headers(t);
+}
+
+void timeline_start_merged(struct timeline *t, const struct timespec *started, int64_t origin_us)
+{
+    t->started = *started;
+    t->origin_us = origin_us;
+    write_headers(t);
 }
 
 static void close_output(struct timeline *t, FILE *f, const char *path)

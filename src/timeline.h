@@ -30,15 +30,20 @@ void timeline_free(struct timeline *t);
 /* Before the workers start: the hand-off through which the intervals of
  * nworkers workers arrive, to be written from loop. */
 struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size_t nworkers);
-/* The run starts at start (clock_us) and started (wall clock). */
+/* The run starts at started (wall clock); its intervals count from start
+ * (clock_us), which is earlier with -R and --start-at when the process woke
+ * late. */
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started);
 /* After the workers are joined: writes the intervals left, the last one
  * ending at runtime_us, and closes the files. */
 void timeline_finish(struct timeline *t, uint64_t runtime_us);
 
-/* volley merge, instead of attaching: after timeline_start, writes interval
- * index (s, of length_us, with the server's CPU time in it, NaN when not
- * measured) as a run's own; then timeline_close closes the files. */
+/* volley merge, instead of attaching and starting: the run started at
+ * started, its intervals at origin_us (Unix time in us); then
+ * timeline_add writes interval index (s, of length_us, with the server's
+ * CPU time in it, NaN when not measured) as a run's own, and timeline_close
+ * closes the files. */
+void timeline_start_merged(struct timeline *t, const struct timespec *started, int64_t origin_us);
 void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
                   double server_s);
 void timeline_close(struct timeline *t);

@@ -250,14 +250,19 @@ def hist_sum(texts, highest=DAY_US):
     return total
 
 
-def offsets(docs, interval_us):
-    """Where each part's first interval goes: its start's distance from the
-    earliest, in intervals, rounded."""
-    start = min(d["start_time_us"] for d in docs)
-    return [(d["start_time_us"] - start + interval_us // 2) // interval_us for d in docs]
+def offsets(timelines, interval_us):
+    """Where each part's first interval goes: where its intervals start
+    after the earliest part's, in intervals, rounded."""
+    starts = [read_jsonl(t)[0]["intervals_start_us"] for t in timelines]
+    return [(s - min(starts) + interval_us // 2) // interval_us for s in starts]
 
 
-def check_merged_intervals(merged, parts, places, interval_us, duration_us):
+def span(doc, head):
+    """From the start of the merged intervals to the end of the merged run."""
+    return doc["start_time_us"] + doc["duration_us"] - head["intervals_start_us"]
+
+
+def check_merged_intervals(merged, parts, places, interval_us, span_us):
     """Merged interval j holds what the parts' intervals placed there hold:
     counts summed, histograms added bucket by bucket (by hdrh), the figures
     of the sum."""
@@ -269,7 +274,7 @@ def check_merged_intervals(merged, parts, places, interval_us, duration_us):
         if j + 1 < len(merged):
             assert m["length_us"] == interval_us and m["short"] is False
         else:
-            assert m["length_us"] == max([duration_us - j * interval_us] +
+            assert m["length_us"] == max([span_us - j * interval_us] +
                                          [r["length_us"] for r in here])
         for key in ("requests", "bytes", "connects", "reconnects"):
             assert m[key] == sum(r[key] for r in here), (j, key)
@@ -337,9 +342,11 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
         (srv.url, 250000, 3, 6)
     # --start-at: the shards' k-th intervals coincide (but for a shard that
     # woke more than half an interval late on a busy machine)
-    places = offsets(docs, 250000)
+    places = offsets(timelines, 250000)
     assert places.count(0) >= 2, [d["start_time_us"] for d in docs]
-    check_merged_intervals(merged, parts, places, 250000, m["duration_us"])
+    assert head["intervals_start_us"] == min(read_jsonl(t)[0]["intervals_start_us"]
+                                             for t in timelines)
+    check_merged_intervals(merged, parts, places, 250000, span(m, head))
     assert sum(m["status"]["5xx"] for m in merged) > 0
     check_totals(m, merged)
     check_summary(m["intervals"], merged, 250000)
@@ -352,8 +359,26 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
         h = reader.get_next_interval_histogram()
         assert buckets(h) == buckets(hdr(r["latency"]["hdr_histogram"]))
         assert h.get_start_time_stamp() == pytest.approx(
-            m["start_time_us"] / 1000 + r["start_us"] / 1000, abs=1)
+            head["intervals_start_us"] / 1000 + r["start_us"] / 1000, abs=1)
     assert reader.get_next_interval_histogram() is None
+
+    # A shard under -R with --start-at that woke late counts its intervals
+    # from the instant asked for all the same: they are placed from there,
+    # not from its start, here a little more than half an interval later.
+    late = []
+    for path in (files[1], timelines[1]):
+        with open(path) as f:
+            text = f.read()
+        old_start = str(docs[1]["start_time_us"])
+        late.append(os.path.join(tmp_path, "late-" + os.path.basename(path)))
+        with open(late[-1], "w") as f:
+            f.write(text.replace(old_start, str(docs[1]["start_time_us"] + 130000), 1))
+    again = os.path.join(tmp_path, "late.jsonl")
+    merge("--timeline", again, files[0], late[0], files[2], timelines[0], late[1], timelines[2])
+    _, placed = read_jsonl(again)
+    # the same but for the length of the last, which ends with the later end
+    assert placed[:-1] == merged[:-1] and len(placed) == len(merged)
+    assert placed[-1]["latency"] == merged[-1]["latency"]
 
     # Merged again, alone, the merged result and timeline are what they were.
     again = os.path.join(tmp_path, "again.jsonl")
@@ -368,14 +393,14 @@ def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, t
     srv = testd()
     docs, files, timelines, parts = with_timelines(
         3, ["-t1", "-c3", "-d1200ms", "--interval", "500ms"], srv.url, tmp_path, apart=0.55)
-    places = offsets(docs, 500000)
+    places = offsets(timelines, 500000)
     assert places == [0, 1, 2], [d["start_time_us"] for d in docs]
     out, tl = os.path.join(tmp_path, "m.json"), os.path.join(tmp_path, "m.jsonl")
     merge("--json", out, "--timeline", tl, *files, *timelines)
     with open(out) as f:
         m = json.load(f)
-    _, merged = read_jsonl(tl)
-    check_merged_intervals(merged, parts, places, 500000, m["duration_us"])
+    head, merged = read_jsonl(tl)
+    check_merged_intervals(merged, parts, places, 500000, span(m, head))
     check_totals(m, merged)
     check_summary(m["intervals"], merged, 500000)
     assert srv.stats()["responses"] >= m["requests"] > 0
@@ -445,7 +470,8 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
     merge("--timeline", csv, *files, *timelines)
     with open(out) as f:
         m = json.load(f)
-    _, merged = read_jsonl(tl)
+    run_line, merged = read_jsonl(tl)
+    places = offsets(timelines, 250000)
     assert srv.stats()["requests"] >= m["requests"] > 0
     seconds = m["duration_us"] / 1e6
     start = min(d["start_time_us"] for d in docs)
@@ -511,7 +537,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         elif head == "intervals":
             once(head, lambda: check_summary(m["intervals"], merged, 250000))
         elif head == "server":
-            once(head, lambda: check_server(m, docs, merged, parts))
+            once(head, lambda: check_server(m, docs, merged, parts, places))
         else:
             return None
         return True
@@ -523,8 +549,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
     assert m["options"]["keepalive"] is False and m["options"]["rate"] == 150
 
     # The timeline: the -R figures too, and the CSV of the same records.
-    places = offsets(docs, 250000)
-    check_merged_intervals(merged, parts, places, 250000, m["duration_us"])
+    check_merged_intervals(merged, parts, places, 250000, span(m, run_line))
     for j, r in enumerate(merged):
         here = [p[j - o] for p, o in zip(parts, places) if 0 <= j - o < len(p)]
         sent = sum(round(h["sent_per_sec"] * h["length_us"] / 1e6) for h in here)
@@ -546,7 +571,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         assert float(cells["server_cpu_s"]) == pytest.approx(r["server_cpu_s"], abs=0.0005)
 
 
-def check_server(m, docs, merged, parts):
+def check_server(m, docs, merged, parts, places):
     """Shards 0 and 1 measured one server (the same PID): it counts once,
     as the one that measured more; shard 2 measured another: added."""
     cpu = [d["server"]["user_s"] + d["server"]["system_s"] for d in docs]
@@ -557,7 +582,6 @@ def check_server(m, docs, merged, parts):
         assert server[key] == pytest.approx(sum(docs[i]["server"][key] for i in chosen))
     assert server["cpu_s"] == pytest.approx(server["user_s"] + server["system_s"])
     assert server["cpu_us_per_request"] == pytest.approx(server["cpu_s"] * 1e6 / m["requests"])
-    places = offsets(docs, 250000)
     for j, r in enumerate(merged):
         expected = sum(parts[i][j - places[i]]["server_cpu_s"] for i in chosen
                        if 0 <= j - places[i] < len(parts[i]))
@@ -647,8 +671,9 @@ def test_timelines_that_cannot_be_merged_are_refused_with_one_line(testd, tmp_pa
         with open(out, "w") as f:
             json.dump(d, f)
         return out
-    late = variant("late.jsonl", timelines[1],
-                   lambda i, r: i == 0 and r.update(start_time_us=r["start_time_us"] + later))
+    late = variant("late.jsonl", timelines[1], lambda i, r: i == 0 and r.update(
+        start_time_us=r["start_time_us"] + later,
+        intervals_start_us=r["intervals_start_us"] + later))
     one_line_error(volley("merge", files[0], moved("late.json", files[1]), timelines[0], late),
                    f"volley: {late}: it starts ")
 
