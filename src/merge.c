@@ -5,7 +5,6 @@
  * SPDX-License-Identifier: MIT */
 #include "merge.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -14,6 +13,7 @@
 
 #include "cli.h"
 #include "merge_read.h"
+#include "output.h"
 #include "report.h"
 #include "timeline.h"
 #include "units.h"
@@ -618,22 +618,6 @@ static void describe(FILE *f, const struct inputs *in)
     fputc('\n', f);
 }
 
-/* Opened before anything is written, as a run opens it before it starts. */
-static FILE *open_json(const char *path)
-{
-    FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-    if (!f)
-        die("cannot open %s: %s", path, strerror(errno));
-    return f;
-}
-
-static void write_json(FILE *f, const char *path, const struct result *r)
-{
-    bool ok = report_json(f, r);
-    if ((f == stdout ? fflush(f) : fclose(f)) != 0 || !ok)
-        die("cannot write %s: %s", f == stdout ? "JSON to stdout" : path, strerror(errno));
-}
-
 static void read_inputs(struct inputs *in, const struct merge_config *mc)
 {
     in->parts = xcalloc(mc->nfiles, sizeof *in->parts);
@@ -674,25 +658,27 @@ int merge_main(int argc, char **argv)
     struct config cfg;
     struct result result = {.cfg = &cfg};
     struct inputs in = {0};
+    struct output_json json;
     cli_parse_merge(argc, argv, &mc);
     read_inputs(&in, &mc);
     struct result_input *list = xcalloc(in.nparts, sizeof *list);
     whole_config(&cfg, &in, &mc);
     whole_result(&result, &in, list);
-    FILE *json = mc.json ? open_json(mc.json) : NULL;
+    /* as a run's: with the JSON on stdout, the report goes to stderr */
+    if (mc.json)
+        output_json_open(&json, mc.json);
     struct timeline *timeline = whole_timeline(&result, &in);
     result.timeline = timeline;
 
-    /* With the JSON on stdout, the report goes to stderr, as for a run. */
-    FILE *text = json == stdout ? stderr : stdout;
-    report_header(text, &cfg);
-    describe(text, &in);
-    report_text(text, &result);
-    report_warnings(text, &result);
-    fflush(text);
-    if (json)
-        write_json(json, mc.json, &result);
+    report_header(stdout, &cfg);
+    describe(stdout, &in);
+    report_text(stdout, &result);
+    output_flush_stdout();
+    report_warnings(stderr, &result);
+    if (mc.json)
+        output_json_write(&json, &result);
     timeline_check(timeline);
+    output_check_stdout();
 
     free_inputs(&in);
     free(list);
