@@ -503,7 +503,8 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         elif path == "cpu.busiest_thread":
             assert flat[path] == max(d["cpu"]["busiest_thread"] for d in docs)
         elif path == "cpu.saturated":
-            assert flat[path] == (m["cpu"]["busiest_thread"] > 0.9)
+            # no verdict on a run shorter than 250 ms
+            assert flat[path] == (m["cpu"]["busiest_thread"] > 0.9 and seconds >= 0.25)
         elif path == "cpu.utilisation":
             cpu = m["cpu"]["user_s"] + m["cpu"]["system_s"]
             assert flat[path] == pytest.approx(cpu / seconds / m["options"]["threads"])
