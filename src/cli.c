@@ -18,7 +18,7 @@
 
 static const char usage_text[] =
     "Usage: volley <options> <url>\n"
-    "       volley merge [--json <F>] [--latency] <file>...\n"
+    "       volley merge <options> <file>...\n"
     "  Options:\n"
     "    -c, --connections <N>  Connections to keep open\n"
     "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
@@ -510,12 +510,17 @@ const struct header *cli_header(const struct config *cfg, const char *name)
 /* ---- volley merge -------------------------------------------------------- */
 
 static const char merge_usage_text[] =
-    "Usage: volley merge [--json <F>] [--latency] <file>...\n"
+    "Usage: volley merge <options> <file>...\n"
     "  Merges the --json results of the parts of one run (shards, machines)\n"
     "  into the result of the whole: prints its report and, with --json, its\n"
-    "  JSON document. A file '-' is standard input.\n"
+    "  JSON document. Their --timeline files (JSON Lines), given among the\n"
+    "  files, are merged interval by interval. A file '-' is standard input.\n"
     "    -L, --latency          Print latency statistics\n"
     "        --json        <F>  Write the merged result as JSON to F (- for stdout)\n"
+    "        --timeline    <F>  Write the merged intervals to F: JSON Lines, CSV if F\n"
+    "                           ends in .csv (- for stdout)\n"
+    "        --hdr-log     <F>  Write each merged interval's latency histogram to F\n"
+    "                           (HdrHistogram interval log)\n"
     "    -h, --help             Print this help\n";
 
 static void merge_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -535,6 +540,8 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
     static const struct option options[] = {
         {"latency", no_argument, NULL, 'L'},
         {"json", required_argument, NULL, OPT_JSON},
+        {"timeline", required_argument, NULL, OPT_TIMELINE},
+        {"hdr-log", required_argument, NULL, OPT_HDR_LOG},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -550,6 +557,12 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
             break;
         case OPT_JSON:
             set_string(&mc->json, optarg);
+            break;
+        case OPT_TIMELINE:
+            set_string(&mc->timeline, optarg);
+            break;
+        case OPT_HDR_LOG:
+            set_string(&mc->hdr_log, optarg);
             break;
         case 'h':
             fputs(merge_usage_text, stdout);
@@ -570,6 +583,8 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
     }
     if (stdin_uses > 1)
         merge_usage_error("standard input ('-') can be read only once");
+    if (to_stdout(mc->json) + to_stdout(mc->timeline) + to_stdout(mc->hdr_log) > 1)
+        merge_usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
 }
 
 void cli_free_merge(struct merge_config *mc)
@@ -578,5 +593,7 @@ void cli_free_merge(struct merge_config *mc)
         free(mc->files[i]);
     free(mc->files);
     free(mc->json);
+    free(mc->timeline);
+    free(mc->hdr_log);
     memset(mc, 0, sizeof *mc);
 }

@@ -91,7 +91,9 @@ void cli_free(struct config *cfg);
 struct merge_config {
     char **files; /* "-" is stdin */
     size_t nfiles;
-    char *json; /* --json OUT, "-" for stdout */
+    char *json;     /* --json OUT, "-" for stdout */
+    char *timeline; /* --timeline OUT: the merged intervals */
+    char *hdr_log;  /* --hdr-log OUT */
     bool latency;
 };
 

@@ -218,7 +218,7 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
 {
     double seconds = (double)r->runtime_us / 1e6;
     double cpu = r->cpu.user_s + r->cpu.system_s;
-    load->cpus = usable_cpus();
+    load->cpus = r->cpu.cpus ? r->cpu.cpus : usable_cpus();
     load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
     load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
 }

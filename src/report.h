@@ -17,7 +17,8 @@ struct timeline;
 /* One of the results volley merge added up, as the merged document lists it. */
 struct result_input {
     const char *file;
-    int64_t start_us; /* wall-clock start, Unix time in us */
+    const char *timeline; /* the timeline merged with it, or NULL */
+    int64_t start_us;     /* wall-clock start, Unix time in us */
     uint64_t duration_us, requests;
     bool sharded;
     uint64_t shard; /* its index, when sharded */
@@ -35,6 +36,7 @@ struct result {
         double wait_s;           /* worker threads runnable but waiting for a CPU */
         bool has_wait;           /* wait_s is known (Linux) */
         double busiest;          /* highest share of its run a worker thread was busy */
+        long cpus;               /* CPUs the run had; 0: those this process may use */
     } cpu;
     /* With -R: latency from the actual send, and how late requests were sent
      * after their intended time; NULL in the closed model. */

@@ -102,6 +102,7 @@ static void inputs(struct json *j, const struct result *r)
         const struct result_input *in = &r->inputs[i];
         json_object_begin(j, NULL);
         json_string(j, "file", in->file);
+        json_string(j, "timeline", in->timeline);
         if (in->sharded)
             json_uint(j, "shard", in->shard);
         else

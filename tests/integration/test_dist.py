@@ -104,9 +104,9 @@ def check_script_run(proc, srv):
 # The manual page
 # --------------------------------------------------------------------------
 
-def help_options():
+def help_options(*command):
     """(group, short, long, argument) for every option line of --help."""
-    run = volley("--help")
+    run = volley(*command, "--help")
     assert run.returncode == 0, run
     options, group = [], None
     for line in run.stdout.splitlines():
@@ -129,10 +129,10 @@ def unescape(roff):
     return re.sub(r"\\f[BIRP]", "", roff).replace("\\-", "-")
 
 
-def man_options():
-    """(group, short, long, argument) for every tag under OPTIONS."""
+def man_options(name="OPTIONS"):
+    """(group, short, long, argument) for every tag under the section name."""
     text = man_text()
-    section = text[text.index("\n.SH OPTIONS\n"):]
+    section = text[text.index(f"\n.SH {name}\n"):]
     section = section[:section.index("\n.SH ", 1)]
     options, group, lines = [], None, section.splitlines()
     for i, line in enumerate(lines):
@@ -150,6 +150,12 @@ def test_man_page_documents_exactly_the_options_of_help():
     listed = help_options()
     assert len(listed) >= 21, listed
     assert man_options() == listed
+
+
+def test_man_page_documents_exactly_the_options_of_merge_help():
+    listed = help_options("merge")
+    assert len(listed) == 5, listed
+    assert man_options("MERGING RESULTS") == listed
 
 
 def test_man_page_names_no_option_volley_lacks():
