@@ -354,7 +354,7 @@ int main(int argc, char **argv)
     FILE *json = cfg.json ? open_json(cfg.json) : NULL;
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (cfg.verify)
+    if (cfg.verify || (cfg.http2 && cfg.url.tls))
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);

@@ -16,10 +16,14 @@
 void report_header(FILE *f, const struct config *cfg)
 {
     char d[UNITS_BUF];
+    /* wrk's line, naming the protocol when it is not wrk's. */
+    const char *proto = cfg->http2 ? " over HTTP/2" : "";
     if (cfg->requests && !cfg->duration_set)
-        fprintf(f, "Running %" PRIu64 " requests test @ %s\n", cfg->requests, cfg->url_arg);
+        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", cfg->requests, cfg->url_arg,
+                proto);
     else
-        fprintf(f, "Running %s test @ %s\n", units_duration(cfg->duration_us, d), cfg->url_arg);
+        fprintf(f, "Running %s test @ %s%s\n", units_duration(cfg->duration_us, d), cfg->url_arg,
+                proto);
     fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
             cfg->connections);
 }
@@ -147,10 +151,12 @@ static void rate_shortfall(FILE *f, const struct result *r)
         return;
     fprintf(f, "Warning: sent %.2f requests/sec, short of the %" PRIu64 " asked for: ", sent,
             cfg->rate);
-    /* With one batch outstanding per connection, c connections at a mean
-     * response time of L carry at most c / L batches a second. */
+    /* With d requests outstanding per connection (a pipelined batch, or
+     * HTTP/2 streams), c connections at a mean response time of L carry at
+     * most c d / L requests a second. */
     double mean = hist_mean(s->u_latency) / 1e6;
-    double capacity = mean > 0 ? (double)(cfg->connections * r->pipeline) / mean : 0;
+    double depth = (double)report_inflight(r);
+    double capacity = mean > 0 ? (double)cfg->connections * depth / mean : 0;
     uint64_t socket_errors = e->connect + e->read + e->write + e->timeout;
     char l[UNITS_BUF];
     if (capacity > 0 && capacity < 1.02 * (double)cfg->rate)
@@ -158,7 +164,7 @@ static void rate_shortfall(FILE *f, const struct result *r)
                 "at a mean response time of %s, %" PRIu64 " connections carry at most %.0f "
                 "requests/sec; raise -c to at least %.0f\n",
                 units_time_us(mean * 1e6, l), cfg->connections, capacity,
-                ceil((double)cfg->rate * mean * 1.25 / (double)r->pipeline));
+                ceil((double)cfg->rate * mean * 1.25 / depth));
     else if (socket_errors)
         fprintf(f, "%" PRIu64 " socket errors kept connections from sending\n", socket_errors);
     else
@@ -183,9 +189,30 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
     load->saturated = r->cpu.busiest > REPORT_SATURATED;
 }
 
+size_t report_inflight(const struct result *r)
+{
+    const struct h2_stats *h2 = &r->stats.h2;
+    if (!r->cfg->http2)
+        return r->pipeline;
+    return h2->settings && h2->streams < r->cfg->streams ? (size_t)h2->streams
+                                                         : (size_t)r->cfg->streams;
+}
+
+/* HTTP/2: -m asked for more streams than the server lets a connection open. */
+static void streams_capped(FILE *f, const struct result *r)
+{
+    const struct h2_stats *h2 = &r->stats.h2;
+    if (r->cfg->http2 && h2->settings && h2->streams < r->cfg->streams)
+        fprintf(f,
+                "Note: the server allows %" PRIu64 " concurrent streams per connection: "
+                "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
+                h2->streams, r->cfg->streams, h2->streams);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
+    streams_capped(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)
         fprintf(f,

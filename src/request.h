@@ -32,6 +32,9 @@ static inline bool request_is_head(const struct request *r, size_t i)
     return r->heads && i < r->depth && r->heads[i];
 }
 
+/* n copies of the batch, one after the other (a pipeline n times as deep). */
+void request_repeat(struct request *r, size_t n);
+
 /* The bytes of the batch's first n requests. */
 size_t request_prefix(const struct request *r, size_t n);
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 struct config;
-struct http_parser;
+struct proto_response;
 struct request;
 struct result;
 struct worker;
@@ -44,8 +44,8 @@ bool script_response_wants(const struct script *s, bool *head, bool *body);
 void script_request(struct script *s, struct request *r);
 /* delay(): milliseconds to wait before the next request. */
 double script_delay(struct script *s);
-/* response(status, headers, body) for the response p just completed. */
-void script_response(struct script *s, const struct http_parser *p);
+/* response(status, headers, body) for the response r just completed. */
+void script_response(struct script *s, const struct proto_response *r);
 
 /* After the report, in the main state: done(summary, latency, requests). */
 void script_done(struct script *main, const struct result *r);

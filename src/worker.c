@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
+#include "h2req.h"
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
@@ -87,10 +88,10 @@ static double hook_delay(void *arg)
     return script_delay(w->script);
 }
 
-static void hook_response(void *arg, const struct http_parser *p)
+static void hook_response(void *arg, const struct proto_response *r)
 {
     struct worker *w = arg;
-    script_response(w->script, p);
+    script_response(w->script, r);
 }
 
 static void settled(void *arg)
@@ -115,8 +116,10 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->env = (struct conn_env){
         .loop = w->loop,
         .transport = cfg->url.tls ? &transport_tls : &transport_plain,
-        .proto = &proto_h1,
+        .proto = cfg->http2 ? &proto_h2 : &proto_h1,
         .addr = &w->addr,
+        .tls = cfg->url.tls,
+        .streams = (size_t)cfg->streams,
         .timeout_us = cfg->timeout_us,
         .no_keepalive = cfg->no_keepalive,
         .stats = &w->stats,
@@ -147,9 +150,23 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
 
 void worker_set_request(struct worker *w, struct request *request)
 {
+    const struct config *cfg = w->cfg;
+    char err[256];
     request_free(&w->request);
     w->request = *request;
     memset(request, 0, sizeof *request);
+    if (cfg->http2) {
+        /* Checked once here, so that the run never starts with a request
+         * it cannot send. */
+        struct h2req check = {0};
+        bool ok = h2req_build(&check, &w->request, cfg->url.tls, err, sizeof err);
+        h2req_free(&check);
+        if (!ok)
+            die("the request cannot be sent over HTTP/2: %s", err);
+    } else if (cfg->streams > 1) {
+        /* -m over HTTP/1.1: the request pipelined that deep. */
+        request_repeat(&w->request, (size_t)cfg->streams);
+    }
     if (w->env.request == static_request)
         w->env.depth = w->request.depth;
 }
@@ -180,6 +197,9 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
     struct conn_env *env = &w->env;
     w->pipeline = pipeline;
     if (script_has_request(w->script)) {
+        if (!w->cfg->http2 && w->cfg->streams > 1)
+            die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
+                "pipelines by returning several requests at once");
         env->request = hook_request;
         env->depth = pipeline;
     }
