@@ -23,6 +23,7 @@
 #include "conn.h"
 #include "h2req.h"
 #include "http.h"
+#include "pool.h"
 #include "proto.h"
 #include "request.h"
 #include "xalloc.h"
@@ -69,14 +70,18 @@ struct h2 {
     nghttp2_session *ng; /* while the connection is open */
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *option;
+    struct pool pool; /* nghttp2's memory, reused across streams and reconnects */
+    nghttp2_mem mem;
     struct h2_stream *head, *tail; /* in flight */
     size_t inflight;
-    size_t limit;         /* streams it may have open: -m, capped by the server */
-    uint64_t settings_at; /* its SETTINGS went out unacknowledged, or 0 */
-    uint64_t now;         /* of the input or output being handled */
-    size_t batches;       /* sent on this connection */
-    bool draining;        /* no new stream: GOAWAY, or out of stream ids */
-    bool failed;          /* the connection failed, for the reason in why */
+    size_t limit;           /* streams it may have open: -m, capped by the server */
+    uint64_t settings_at;   /* its SETTINGS went out unacknowledged, or 0 */
+    uint64_t now;           /* of the input or output being handled */
+    struct h2_stream *last; /* stream_of's: the record of stream last_id */
+    int32_t last_id;
+    size_t batches; /* sent on this connection */
+    bool draining;  /* no new stream: GOAWAY, or out of stream ids */
+    bool failed;    /* the connection failed, for the reason in why */
     enum cause why;
     struct buf out; /* gathered output; out_off of it written */
     size_t out_off;
@@ -131,6 +136,8 @@ static void batch_put(struct h2 *s, struct h2_batch *b)
  * stream of it is done, can be reused. */
 static void stream_put(struct h2 *s, struct h2_stream *st)
 {
+    if (s->last == st)
+        s->last_id = 0;
     if (st->batch && --st->batch->open == 0)
         batch_put(s, st->batch);
     buf_reset(&st->fields, H2_KEEP);
@@ -205,22 +212,15 @@ static enum cause goaway_cause(uint32_t code)
 /* nghttp2's callbacks (user_data is the connection)                          */
 /* ------------------------------------------------------------------------ */
 
-static struct h2_stream *stream_of(nghttp2_session *ng, int32_t id)
+/* The record of stream id. The callbacks of one frame, and of one response,
+ * come one after the other: the last one found is kept. */
+static struct h2_stream *stream_of(struct h2 *s, int32_t id)
 {
-    return nghttp2_session_get_stream_user_data(ng, id);
-}
-
-static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
-{
-    (void)user_data;
-    struct h2_stream *st = stream_of(ng, frame->hd.stream_id);
-    /* A final head after 1xx interim ones starts afresh; trailers after
-     * the final head are not the hook's. */
-    if (st && !st->final) {
-        st->status = 0;
-        buf_clear(&st->fields);
+    if (id != s->last_id) {
+        s->last = nghttp2_session_get_stream_user_data(s->ng, id);
+        s->last_id = id;
     }
-    return 0;
+    return s->last;
 }
 
 static int status_of(const uint8_t *v, size_t n)
@@ -235,16 +235,23 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user_data)
 {
-    (void)flags;
+    (void)ng, (void)flags;
     struct conn *c = user_data;
-    struct h2_stream *st = stream_of(ng, frame->hd.stream_id);
+    bool status = namelen == 7 && memcmp(name, ":status", 7) == 0;
+    if (!status && !c->env->want_head)
+        return 0;
+    struct h2_stream *st = stream_of(session_of(c), frame->hd.stream_id);
     if (!st || st->final || st->ended)
         return 0;
-    if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
+    if (status) {
         st->status = status_of(value, valuelen);
-    } else if (c->env->want_head && namelen && name[0] != ':') {
-        /* nghttp2 lets no CR, LF or NUL into a field (RFC 9113 §8.2.1):
-         * lines are the fields, whole. */
+    } else if (name[0] != ':') {
+        /* The hook gets the fields as lines: a field that would not be one
+         * line (RFC 9113 §8.2.1 allows no CR, LF or NUL, nor capitals in
+         * names) makes the response malformed, and its stream is reset. */
+        if (!nghttp2_check_header_name(name, namelen) ||
+            !nghttp2_check_header_value(value, valuelen))
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
         buf_append(&st->fields, name, namelen);
         buf_append(&st->fields, ": ", 2);
         buf_append(&st->fields, value, valuelen);
@@ -256,11 +263,11 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user_data)
 {
-    (void)flags;
+    (void)ng, (void)flags;
     struct conn *c = user_data;
     if (!c->env->want_body)
         return 0;
-    struct h2_stream *st = stream_of(ng, id);
+    struct h2_stream *st = stream_of(session_of(c), id);
     if (st && !st->ended)
         buf_append(&st->body, data, len);
     return 0;
@@ -298,6 +305,7 @@ static void on_goaway(struct conn *c, const nghttp2_goaway *g)
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
+    (void)ng;
     struct conn *c = user_data;
     struct h2_stream *st;
     if (c->env->stopping)
@@ -305,11 +313,16 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
-        st = stream_of(ng, frame->hd.stream_id);
+        st = stream_of(session_of(c), frame->hd.stream_id);
         if (!st || st->ended)
             break;
-        if (frame->hd.type == NGHTTP2_HEADERS && st->status >= 200)
-            st->final = true;
+        if (frame->hd.type == NGHTTP2_HEADERS && st->status >= 200) {
+            st->final = true; /* trailers after it are not the hook's */
+        } else if (frame->hd.type == NGHTTP2_HEADERS) {
+            /* A 1xx interim head: the final one starts afresh. */
+            st->status = 0;
+            buf_clear(&st->fields);
+        }
         if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
             answered(c, st);
         break;
@@ -322,7 +335,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     case NGHTTP2_RST_STREAM: {
         uint32_t code = frame->rst_stream.error_code;
         c->env->stats->h2.resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
-        if ((st = stream_of(ng, frame->hd.stream_id)) != NULL)
+        if ((st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
             st->reset = true;
         break;
     }
@@ -335,8 +348,9 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user_data)
 {
+    (void)ng;
     struct conn *c = user_data;
-    struct h2_stream *st = stream_of(ng, id);
+    struct h2_stream *st = stream_of(session_of(c), id);
     if (!st)
         return 0;
     if (!st->ended && !c->env->stopping) {
@@ -355,11 +369,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
 
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
+    (void)ng;
     struct conn *c = user_data;
     struct h2 *s = session_of(c);
     struct h2_stream *st;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
-        (st = stream_of(ng, frame->hd.stream_id)) != NULL)
+        (st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
         st->sent_at = s->now;
     else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
         fail(s, goaway_cause(frame->goaway.error_code)); /* nghttp2 ended it */
@@ -373,11 +388,13 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 {
     (void)ng, (void)id, (void)buf, (void)user_data;
     struct h2_stream *st = source->ptr;
-    size_t left = st->msg->body_len - st->body_off, n = left < length ? left : length;
-    st->body_off += n;
+    size_t n = st->msg->body_len - st->body_off;
     *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
-    if (n == left)
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (n <= length)
+        *flags |= NGHTTP2_DATA_FLAG_EOF; /* the rest fits in this frame */
+    else
+        n = length;
+    st->body_off += n;
     return (ssize_t)n;
 }
 
@@ -399,6 +416,15 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
 /* The operations                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* nghttp2's allocator: the session's pool. */
+static void *mem_malloc(size_t size, void *pool) { return pool_alloc(pool, size); }
+static void mem_free(void *ptr, void *pool) { pool_put(pool, ptr); }
+static void *mem_calloc(size_t n, size_t size, void *pool) { return pool_calloc(pool, n, size); }
+static void *mem_realloc(void *ptr, size_t size, void *pool)
+{
+    return pool_realloc(pool, ptr, size);
+}
+
 static void *h2_new(struct conn *c)
 {
     (void)c;
@@ -406,7 +432,6 @@ static void *h2_new(struct conn *c)
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");
-    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
@@ -416,6 +441,8 @@ static void *h2_new(struct conn *c)
     s->callbacks = cb;
     /* Closed streams are not kept for a priority tree volley never uses. */
     nghttp2_option_set_no_closed_streams(s->option, 1);
+    nghttp2_option_set_no_http_messaging(s->option, 1);
+    s->mem = (nghttp2_mem){&s->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
     return s;
 }
 
@@ -440,6 +467,7 @@ static void h2_free(void *session)
     buf_free(&s->out);
     nghttp2_session_callbacks_del(s->callbacks);
     nghttp2_option_del(s->option);
+    pool_clear(&s->pool);
     free(s);
 }
 
@@ -451,12 +479,13 @@ static void h2_open(struct conn *c)
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_session_client_new2(&s->ng, s->callbacks, c, s->option) != 0 ||
+    if (nghttp2_session_client_new3(&s->ng, s->callbacks, c, s->option, &s->mem) != 0 ||
         nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, settings,
                                 sizeof settings / sizeof settings[0]) != 0 ||
         nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0, H2_WINDOW) != 0)
         die("out of memory");
     s->settings_at = clock_us();
+    s->last_id = 0;
     s->limit = c->env->streams;
     s->batches = 0;
     s->draining = s->failed = false;
@@ -687,6 +716,7 @@ static void h2_abort(struct conn *c)
     }
     s->head = s->tail = NULL;
     s->inflight = 0;
+    s->last_id = 0;
     s->free_streams = NULL;
     for (size_t i = 0; i < s->nstreams; i++) {
         struct h2_stream *st = s->streams[i];

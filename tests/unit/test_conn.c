@@ -989,3 +989,24 @@ TEST(h2_request_body_goes_out_in_data_frames)
     srv_free(h);
     rig_free(r);
 }
+
+TEST(h2_interim_responses_are_skipped)
+{
+    struct rig *r = rig_h2(1, 1);
+    r->env.want_head = true;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 1000);
+    nghttp2_nv hints[] = {NV(":status", "103"), NV("link", "</s.css>; rel=preload")};
+    nghttp2_submit_headers(h->ng, NGHTTP2_FLAG_NONE, h->requests[0], NULL, hints, 2, NULL);
+    nghttp2_session_send(h->ng);
+    srv_answer(h, h->requests[0]);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.status[200], 1);
+    CHECK_U64(r->stats.status[103], 0);
+    CHECK_STR(r->fields_seen, "content-type: text/plain\r\nx-volley: Yes: really\r\n");
+    srv_free(h);
+    rig_free(r);
+}
