@@ -107,7 +107,7 @@ def help_options():
         if m:
             group = m.group(1)
             continue
-        m = re.match(r" {4}(?:-(\w), | {4})--([a-z_-]+) *(?:<(\w)>)? {2,}\S", line)
+        m = re.match(r" {4}(?:-(\w), | {4})--([a-z][a-z0-9_-]*) *(?:<(\w)>)? {2,}\S", line)
         if m:
             options.append((group,) + m.groups())
     return options
@@ -133,7 +133,7 @@ def man_options():
             group = line[4:].strip()
         elif line == ".TP":
             tag = unescape(lines[i + 1])
-            m = re.fullmatch(r"(?:-(\w), )?--([a-z_-]+)(?: (\w))?", tag)
+            m = re.fullmatch(r"(?:-(\w), )?--([a-z][a-z0-9_-]*)(?: (\w))?", tag)
             assert m, f"unexpected option tag: {lines[i + 1]!r}"
             options.append((group,) + m.groups())
     return options
@@ -147,7 +147,7 @@ def test_man_page_documents_exactly_the_options_of_help():
 
 def test_man_page_names_no_option_volley_lacks():
     known = {o[2] for o in help_options()}
-    named = set(re.findall(r"(?<![\w-])--([a-z][a-z_-]*)", unescape(man_text())))
+    named = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_-]*)", unescape(man_text())))
     assert named and named <= known, named - known
 
 

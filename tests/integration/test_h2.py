@@ -281,14 +281,12 @@ def test_wrk_counter_over_http2(h2_front):
 
 def test_wrk_pipeline_over_http2_is_concurrent_streams(h2_front):
     front = h2_front()
-    run = ok(volley("--http2", "-t1", "-c2", "-m6", "-d300ms", "-s", wrk_script("pipeline"),
-                    front.url))
+    ok(volley("--http2", "-t1", "-c2", "-m6", "-d300ms", "-s", wrk_script("pipeline"), front.url))
     counts = {}
     for r in front.upstream.log():
         counts[r["target"]] = counts.get(r["target"], 0) + 1
     assert set(counts) == {"/?foo", "/?bar", "/?baz"}, counts
     assert max(counts.values()) - min(counts.values()) <= 2 * 6, counts
-    assert run.report["requests"] % 3 == 0
     # the three requests of a batch are streams of one connection
     log = h2_log(front)
     assert {(p, u) for p, _, u, _ in log} <= {("HTTP/2.0", "/?foo"), ("HTTP/2.0", "/?bar"),
