@@ -34,7 +34,7 @@ TESTD     := build/tests/volley-testd
 .PHONY: all check test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
-all: volley build/volley.1
+all: volley build/volley.1 build/volley-sweep.1
 
 volley: build/main.o build/libvolley.a
 	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(VOLLEY_LIBS)
@@ -95,21 +95,21 @@ distclean: clean
 # Installing and distributing
 # ---------------------------------------------------------------------------
 
-.PHONY: install uninstall dist distcheck static
+.PHONY: install uninstall dist distcheck static deb rpm pkg-sums
 
 MAN1DIR ?= $(MANDIR)/man1
 DOCS     = $(wildcard README.md SCRIPTING.md docs/*.md)
 EXAMPLES = $(wildcard scripts/*.lua)
 SWEEP    = $(wildcard scripts/volley-sweep)
 
-build/volley.1: docs/volley.1 Makefile | build
-	sed 's/@VERSION@/$(VERSION)/g' docs/volley.1 > $@
+build/%.1: docs/%.1 Makefile | build
+	sed 's/@VERSION@/$(VERSION)/g' $< > $@
 
 # Never strips: packagers split debug information themselves.
-install: volley build/volley.1
+install: volley build/volley.1 build/volley-sweep.1
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(DOCDIR)
 	$(INSTALL) -m 755 volley $(SWEEP) $(DESTDIR)$(BINDIR)/
-	$(INSTALL) -m 644 build/volley.1 $(DESTDIR)$(MAN1DIR)/volley.1
+	$(INSTALL) -m 644 build/volley.1 build/volley-sweep.1 $(DESTDIR)$(MAN1DIR)/
 	$(if $(DOCS),$(INSTALL) -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/)
 	$(if $(EXAMPLES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/scripts)
 	$(if $(EXAMPLES),$(INSTALL) -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/scripts/)
@@ -117,7 +117,8 @@ install: volley build/volley.1
 # Removes exactly what install put there; directories only when empty.
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/volley $(DESTDIR)$(BINDIR)/volley-sweep \
-	      $(DESTDIR)$(MAN1DIR)/volley.1 $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
+	      $(DESTDIR)$(MAN1DIR)/volley.1 $(DESTDIR)$(MAN1DIR)/volley-sweep.1 \
+	      $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/scripts/,$(notdir $(EXAMPLES)))
 	rmdir $(DESTDIR)$(DOCDIR)/scripts $(DESTDIR)$(DOCDIR) 2>/dev/null || true
 
@@ -165,5 +166,46 @@ static: volley-static
 
 volley-static: build/main.o build/libvolley.a
 	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(STATIC_LDFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(STATIC_LIBS)
+
+# The Debian source and binary packages, built from the release tarball as a
+# distribution builds them: the tarball becomes the .orig.tar.gz, the tree's
+# packaging/debian/ its debian/ directory. The results land in build/deb/ and
+# lintian must find no error and no warning in them. The outer make's flags
+# and command-line variables stay out: the package uses dpkg-buildflags'.
+# DEB_BUILD_OPTIONS=nocheck skips the build-time tests (see debian/rules).
+DEB_VERSION = $(shell dpkg-parsechangelog -l packaging/debian/changelog -S Version 2>/dev/null)
+
+deb: dist
+	rm -rf build/deb
+	mkdir -p build/deb
+	cp $(DIST).tar.gz build/deb/volley_$(VERSION).orig.tar.gz
+	tar -xzf $(DIST).tar.gz -C build/deb
+	cp -R packaging/debian build/deb/$(DIST)/debian
+	cd build/deb/$(DIST) && env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+	    dpkg-buildpackage -us -uc -jauto
+	lintian --fail-on error,warning --info --display-info \
+	    build/deb/volley_$(DEB_VERSION)_$$(dpkg-architecture -qDEB_HOST_ARCH).changes
+
+# The RPM source and binary packages from the release tarball, into
+# build/rpm/. RPMBUILD_FLAGS: e.g. --nodeps where the build dependencies come
+# from another package manager, --nocheck to leave out %check.
+RPMBUILD_FLAGS ?=
+
+rpm: dist
+	rm -rf build/rpm
+	mkdir -p build/rpm/SOURCES
+	cp $(DIST).tar.gz build/rpm/SOURCES/
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u MAKEOVERRIDES \
+	    rpmbuild -ba $(RPMBUILD_FLAGS) --define '_topdir $(CURDIR)/build/rpm' packaging/rpm/volley.spec
+
+# The Arch, Alpine and Homebrew files name the release tarball with its
+# checksum. A tarball cannot hold its own checksum, so these are written when
+# a release is made: make pkg-sums on the release commit, after make dist.
+pkg-sums: dist
+	sha256=$$(sha256sum $(DIST).tar.gz | cut -d' ' -f1); \
+	sha512=$$(sha512sum $(DIST).tar.gz | cut -d' ' -f1); \
+	sed -i "s/^sha256sums=.*/sha256sums=('$$sha256')/" packaging/arch/PKGBUILD && \
+	sed -i "s/^  sha256 \".*\"$$/  sha256 \"$$sha256\"/" packaging/homebrew/volley.rb && \
+	sed -i "s/^[0-9a-f]*  volley-.*\.tar\.gz$$/$$sha512  $(DIST).tar.gz/" packaging/alpine/APKBUILD
 
 -include $(OBJS:.o=.d)

@@ -3,8 +3,10 @@
 # and libnghttp2 (with a C compiler, make and pkg-config). With --test, also
 # what the tests and `make bench` use: Python 3 with pytest, hdrhistogram and
 # hpack, nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang
-# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, and make lint's
-# clang-format, cppcheck, shellcheck and pyflakes.
+# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
+# clang-format, cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu
+# what builds and checks the packages under packaging/ (debhelper, lintian,
+# autopkgtest, rpm and ruby to parse the spec and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -19,7 +21,7 @@ for arg in "$@"; do
     --test) test=1 ;;
     --dry-run) dry=1 ;;
     -h | --help)
-        sed -n '2,11s/^# \{0,1\}//p' "$0"
+        sed -n '2,13s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -44,6 +46,7 @@ if command -v apt-get >/dev/null 2>&1; then
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
+    tests="$tests debhelper lintian autopkgtest rpm ruby"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"

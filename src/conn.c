@@ -426,8 +426,10 @@ static bool paused(struct conn *c, uint64_t now)
             return true;
         /* Converting a delay past the range of uint64_t (1e300, inf) is
          * undefined, and NaN compares false: both would give no pause. */
-        c->delay_until =
-            now + (ms > 0 ? (uint64_t)((ms < DELAY_MAX_MS ? ms : DELAY_MAX_MS) * 1000) : 0);
+        uint64_t us = ms > 0 ? (uint64_t)((ms < DELAY_MAX_MS ? ms : DELAY_MAX_MS) * 1000) : 0;
+        c->delay_until = now + us;
+        env->stats->pauses++;
+        env->stats->paused_us += us;
     }
     if (c->delay_until > now) {
         uint64_t oldest = c->state == CONN_OPEN ? env->proto->oldest(c) : 0;

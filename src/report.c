@@ -152,20 +152,25 @@ static void rate_shortfall(FILE *f, const struct result *r)
     fprintf(f, "Warning: sent %.2f requests/sec, short of the %" PRIu64 " asked for: ", sent,
             cfg->rate);
     /* With d requests outstanding per connection (a pipelined batch, or
-     * HTTP/2 streams), c connections at a mean response time of L carry at
-     * most c d / L requests a second. */
+     * HTTP/2 streams), c connections at a mean response time of L, each
+     * pausing P for delay() between batches, carry at most c d / (L + P)
+     * requests a second. */
     double mean = hist_mean(s->u_latency) / 1e6;
+    double pause = s->pauses ? (double)s->paused_us / (double)s->pauses / 1e6 : 0;
+    double cycle = mean + pause;
     double depth = (double)report_inflight(r);
-    double capacity = mean > 0 ? (double)cfg->connections * depth / mean : 0;
+    double capacity = cycle > 0 ? (double)cfg->connections * depth / cycle : 0;
     uint64_t socket_errors = e->connect + e->read + e->write + e->timeout;
-    char l[UNITS_BUF];
-    if (capacity > 0 && capacity < 1.02 * (double)cfg->rate)
+    char l[UNITS_BUF], p[UNITS_BUF];
+    if (capacity > 0 && capacity < 1.02 * (double)cfg->rate) {
+        fprintf(f, "at a mean response time of %s", units_time_us(mean * 1e6, l));
+        if (pause > 0)
+            fprintf(f, " and a mean delay() pause of %s", units_time_us(pause * 1e6, p));
         fprintf(f,
-                "at a mean response time of %s, %" PRIu64 " connections carry at most %.0f "
-                "requests/sec; raise -c to at least %.0f\n",
-                units_time_us(mean * 1e6, l), cfg->connections, capacity,
-                ceil((double)cfg->rate * mean * 1.25 / depth));
-    else if (socket_errors)
+                ", %" PRIu64 " connections carry at most %.0f requests/sec; raise -c to at "
+                "least %.0f\n",
+                cfg->connections, capacity, ceil((double)cfg->rate * cycle * 1.25 / depth));
+    } else if (socket_errors)
         fprintf(f, "%" PRIu64 " socket errors kept connections from sending\n", socket_errors);
     else
         fprintf(f, "the load generator could not keep up (add threads, or check its CPU)\n");

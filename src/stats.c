@@ -79,6 +79,8 @@ void stats_merge(struct stats *dst, const struct stats *src)
     dst->handshakes += src->handshakes;
     dst->resumed += src->resumed;
     dst->handshake_us += src->handshake_us;
+    dst->pauses += src->pauses;
+    dst->paused_us += src->paused_us;
     dst->errors.connect += src->errors.connect;
     dst->errors.read += src->errors.read;
     dst->errors.write += src->errors.write;

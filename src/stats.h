@@ -73,6 +73,8 @@ struct stats {
     uint64_t handshakes;   /* completed TLS handshakes */
     uint64_t resumed;      /* of which resumed a session */
     uint64_t handshake_us; /* time spent in them, from TCP connect to done */
+    uint64_t pauses;       /* delay() pauses asked for */
+    uint64_t paused_us;    /* their total length */
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */

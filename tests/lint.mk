@@ -15,7 +15,7 @@ PYFLAKES     ?= $(if $(shell command -v pyflakes3),pyflakes3,pyflakes)
 LINT_C = $(wildcard src/*.[ch] tests/unit/*.[ch] tests/fuzz/*.[ch] tests/server/*.[ch])
 # Scripts are found by their first line as well as by their suffix, so that
 # one without a suffix (.ci/run, scripts/volley-sweep) is checked too.
-lint_first_line = $(shell find .ci deps scripts tests -name __pycache__ -prune -o -type f \
+lint_first_line = $(shell find .ci deps packaging scripts tests -name __pycache__ -prune -o -type f \
                     -exec awk 'FNR == 1 && /^#!.*$(1)/ { print FILENAME }' {} + 2>/dev/null)
 LINT_SH = $(sort $(wildcard deps/*.sh scripts/*.sh tests/*.sh tests/*/*.sh) \
                  $(call lint_first_line,[/ ](ba|da)?sh( |$$)))

@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 
 import pytest
@@ -18,6 +19,8 @@ import pytest
 from conftest import ROOT, clean_env, volley
 
 MAN_SOURCE = os.path.join(ROOT, "docs", "volley.1")
+SWEEP_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-sweep.1")
+SWEEP_SOURCE = os.path.join(ROOT, "scripts", "volley-sweep")
 
 # Exercises the whole hook and thread API; the checks below read its output.
 SCRIPT = r"""
@@ -169,18 +172,53 @@ def test_man_page_has_the_sections_and_the_scripting_api():
         assert name in plain, name
 
 
-def man_warnings(page):
-    """What man prints on stderr when formatting page the way lintian does."""
+def man_warnings(page, length=10000):
+    """What man prints on stderr when formatting page the way lintian does
+    (which must be at least length bytes of output: the whole page)."""
     env = clean_env(LC_ALL="C.UTF-8", MANROFFSEQ="", MANWIDTH="80")
     proc = subprocess.run(["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z", page],
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert len(proc.stdout) > 10000  # the whole page was formatted
+    assert len(proc.stdout) > length
     return proc.stderr
 
 
 def test_man_page_formats_without_warnings():
     assert man_warnings(MAN_SOURCE) == ""
+
+
+def sweep_help_options(*command):
+    """(short, long) for every option volley-sweep's argparse help lists."""
+    proc = subprocess.run([sys.executable, SWEEP_SOURCE, *command, "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    options = []
+    for line in proc.stdout.splitlines():
+        m = re.match(r"  (?:-(\w)(?: [A-Z]+)?, )?--([a-z0-9-]+)", line)
+        if m:
+            options.append(m.groups())
+    return options
+
+
+def test_sweep_man_page_documents_exactly_the_options_of_its_help():
+    with open(SWEEP_MAN_SOURCE) as f:
+        text = f.read()
+    section = text[text.index("\n.SH OPTIONS\n"):]
+    section = section[:section.index("\n.SH ", 1)]
+    groups, group, lines = {}, None, section.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(".SS "):
+            group = groups.setdefault(line[4:], [])
+        elif line == ".TP":
+            m = re.fullmatch(r"\.B (?:-(\w), )?--([a-z0-9-]+)(?: [a-z]+)?", unescape(lines[i + 1]))
+            assert m, f"unexpected option tag: {lines[i + 1]!r}"
+            group.append(m.groups())
+    assert len(groups["Sweep"]) == 7, groups
+    assert groups == {"Sweep": sweep_help_options(), "Diff": sweep_help_options("diff")}
+
+
+def test_sweep_man_page_formats_without_warnings():
+    assert man_warnings(SWEEP_MAN_SOURCE, length=5000) == ""
 
 
 # --------------------------------------------------------------------------
@@ -290,9 +328,10 @@ def news_version():
 
 
 def test_one_version_in_news_version_man_page_and_tarball(dist, built):
-    """The Makefile's VERSION is the only place the version is written: the
-    tarball's name, volley --version and the manual page built from that
-    tarball all say it, and it is the newest release in NEWS.md."""
+    """The Makefile's VERSION is the only place the build takes the version
+    from: the tarball's name, volley --version and the manual page built from
+    that tarball all say it, and it is the newest release in NEWS.md (the
+    packaging files name it too: test_packaging.py checks them)."""
     v = version()
     assert news_version() == v
     _, name = dist
@@ -326,6 +365,7 @@ def test_install_and_uninstall_with_destdir(built, tmp_path):
     expected = {"usr/bin/volley": 0o755, "usr/share/man/man1/volley.1": 0o644}
     if os.path.exists(os.path.join(scripts, "volley-sweep")):
         expected["usr/bin/volley-sweep"] = 0o755
+        expected["usr/share/man/man1/volley-sweep.1"] = 0o644
     expected.update({f"{docdir}/{f}": 0o644 for f in docs})
     expected.update({f"{docdir}/scripts/{f}": 0o644 for f in examples})
     installed = {f: os.stat(os.path.join(dest, f)).st_mode & 0o777 for f in tree_files(dest)}

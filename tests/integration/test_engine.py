@@ -404,12 +404,15 @@ def test_100_continue_before_the_response(testd, tmp_path):
 
 
 def test_server_closing_idle_connections_is_not_an_error(testd, tmp_path):
-    # delay() leaves every connection idle for 100 ms before each request, and
-    # the server closes connections idle for 60 ms: the pause goes on over the
-    # new connection, and the request goes out on it
+    # delay() leaves every connection idle for 250 ms before each request, and
+    # the server closes connections idle for 50 ms (a wide margin: a server
+    # starved of CPU for longer than the gap would close a connection the
+    # request had just gone out on, a race no client can avoid): the
+    # connection is reopened when the pause ends, and the request goes out
+    # on the new one
     script = tmp_path / "pause.lua"
-    script.write_text("function delay() return 100 end\n")
-    srv = testd("--idle-close", 60)
+    script.write_text("function delay() return 250 end\n")
+    srv = testd("--idle-close", 50)
     run = volley("-t1", "-c2", "-d1s", "-s", script, srv.url)
     stats = served(run, srv, 2)
     assert stats["idle_closed"] >= run.report["requests"] - 2, stats

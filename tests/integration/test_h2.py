@@ -371,13 +371,14 @@ HOSTILE = [
     ("max-streams-0", [], ["-d1s"], {"stream_limit"}),
     ("no-settings-ack", [], ["-d1s"], {"settings_timeout"}),
     ("ping-flood", [], ["-d1s"], {"http2_flood"}),
-    ("continuation-flood", [], ["-d1s"], {"http2_flood"}),
+    ("continuation-flood", ["--count", "1000"], ["-d1s"], {"http2_flood"}),
     ("garbage", [], ["-d1s"], {"http2_protocol"}),
 ]
 
 
 @pytest.mark.parametrize("mode,peer_options,options,allowed", HOSTILE,
-                         ids=[f"{h[0]}{'-' + h[1][-1] if h[1] else ''}" for h in HOSTILE])
+                         ids=[f"{h[0]}{'-' + h[1][-1] if h[1] and h[0] != 'continuation-flood' else ''}"
+                              for h in HOSTILE])
 def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allowed):
     srv = h2peer(mode, *peer_options)
     script = tmp_path / "big.lua"
@@ -389,7 +390,10 @@ def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allow
     # -d1s and --timeout 300ms: a run never takes much longer than both
     assert run.elapsed < 4, run
     found = causes(doc)
-    assert set(found) <= allowed, (found, run)
+    # The peer is Python: flooding from many connections at once it can fall
+    # behind in acknowledging volley's SETTINGS, which is counted as such.
+    late = {"settings_timeout"} if "flood" in mode else set()
+    assert set(found) <= allowed | late, (found, run)
     n = doc["requests"]
     assert n <= stats["answered"], (n, stats)
     if "-n" in options:
@@ -398,7 +402,9 @@ def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allow
         assert stats["answered"] == 300, stats
         assert doc["http2"]["refused"] > 0
     if mode == "goaway":
-        assert doc["http2"]["goaway_received"] == stats["goaway_sent"] > 1
+        # one on each connection may still be on its way when a timed run ends
+        sent = stats["goaway_sent"]
+        assert sent > 1 and sent - 2 <= doc["http2"]["goaway_received"] <= sent, (doc, stats)
     if mode == "rst":
         code = peer_options[-1]
         # a reset still on its way when the run ended is not counted
@@ -406,7 +412,7 @@ def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allow
         assert stats["rst_sent"][code] - 2 * 4 <= got <= stats["rst_sent"][code], (doc, stats)
     if mode in ("zero-window", "max-streams-0", "no-settings-ack", "continuation-flood",
                 "garbage", "goaway") and allowed:
-        assert set(found) == allowed, (found, run)
+        assert set(found) - late == allowed, (found, run)
     if mode == "ping-flood":
         # Either volley kept up (every PING answered) or it counted the flood.
         assert found or stats["ping_acks_received"] > 0, (found, stats)

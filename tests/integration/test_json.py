@@ -275,3 +275,37 @@ def test_progress_never_goes_to_pipes_or_files(testd, tmp_path):
         text = f.read()
     assert parse_report(text)["requests"] > 0
     assert "elapsed" not in text and "\r" not in text and "\x1b" not in text
+
+
+def field_names(value, skip=("status_codes",)):
+    """Every object key in a document, recursively, but the keys of objects
+    whose keys are data (status codes)."""
+    names = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            names.add(k)
+            if k not in skip:
+                names |= field_names(v, skip)
+    elif isinstance(value, list):
+        for v in value:
+            names |= field_names(v, skip)
+    return names
+
+
+def test_docs_json_names_every_field_volley_writes(testd, certs, nginx, tmp_path):
+    # The closed model over HTTP, and -R over HTTPS, where every optional
+    # object is filled in: each key volley writes is in docs/json.md.
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "json.md")) as f:
+        doc_text = f.read()
+    srv = testd()
+    https = nginx(tls=True, server=f"""
+        ssl_certificate {certs["server.pem"]};
+        ssl_certificate_key {certs["server.key"]};
+        location / {{ return 200 "ok"; }}""")
+    names = set()
+    for args in (("-t1", "-c2", "-d300ms", srv.url),
+                 ("-t1", "-c2", "-d300ms", "-R", 100, "-U", "-n", 20, https.url)):
+        _, doc = run_json(tmp_path, *args)
+        names |= field_names(doc)
+    missing = sorted(n for n in names if f"`{n}`" not in doc_text and f'"{n}"' not in doc_text)
+    assert not missing, f"fields docs/json.md does not name: {missing}"

@@ -6,6 +6,7 @@ Checked in what the servers saw as well as in volley's report and JSON.
 SPDX-License-Identifier: MIT
 """
 import json
+import subprocess
 
 import pytest
 
@@ -189,3 +190,47 @@ def test_server_closing_every_connection_at_once_is_not_hammered(testd, tmp_path
     # Each request sent failed once (but those still in flight at the end).
     errors = doc["errors"]["read"] + doc["errors"]["write"]
     assert outcomes(doc) == errors and sent - 10 <= errors <= sent, doc
+
+
+# --------------------------------------------------------------------------
+# What latency counts under -R
+# --------------------------------------------------------------------------
+
+def test_delay_pause_under_rate_is_not_latency(testd, tmp_path):
+    # One connection, 10 requests/s asked for, and a script that pauses
+    # 200 ms before each request: the pause is the script's think time, not
+    # the server's, and the warning says that it limits the rate.
+    script = tmp_path / "pause.lua"
+    script.write_text("function delay() return 200 end\n")
+    srv = testd()
+    run, doc = run_json(tmp_path, "-t1", "-c1", "-d2s", "-R", 10, "-s", script, srv.url)
+    assert 6 <= doc["requests"] <= 11, doc
+    assert doc["latency"]["percentiles"]["50"] < 50000, doc["latency"]
+    assert "mean delay() pause of 200.00ms, 1 connections carry at most 5 requests/sec" \
+        in run.stdout + run.stderr, run
+
+
+def test_reconnect_under_rate_is_not_latency(nginx, tmp_path):
+    # Every response closes the connection, and every TLS handshake is a full
+    # one with a slow RSA key, slower than the 5 ms between two requests of a
+    # connection: each request waits for a new connection, and the schedule
+    # falls behind. That wait is set-up time (reported as connect_time), not
+    # the server's answer to the request, so the corrected latency stays near
+    # the uncorrected one instead of growing with the backlog.
+    key, cert = str(tmp_path / "rsa.key"), str(tmp_path / "rsa.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:4096", "-nodes", "-keyout", key,
+                    "-out", cert, "-days", "2", "-subj", "/CN=localhost"],
+                   check=True, capture_output=True, timeout=60)
+    srv = nginx(tls=True, server=f"""
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        ssl_session_tickets off;
+        keepalive_timeout 0;
+        location / {{ return 200 "ok"; }}""")
+    run, doc = run_json(tmp_path, "-t1", "-c2", "-d2s", "-R", 400, srv.url)
+    assert doc["requests"] >= 20, doc
+    assert doc["latency"]["percentiles"]["50"] <= \
+        doc["latency_uncorrected"]["percentiles"]["50"] + 1000, doc["latency"]
+    assert doc["reopened"] >= doc["requests"] - 2, doc
+    assert doc["connect_time"]["count"] == doc["connects"]
+    assert doc["connect_time"]["percentiles"]["50"] > 1000, doc["connect_time"]
