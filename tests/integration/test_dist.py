@@ -7,6 +7,7 @@ nothing behind; make static links LuaJIT, OpenSSL, libev and libnghttp2 in; user
 reach every compile and link; PUC Lua 5.1 can stand in for LuaJIT.
 SPDX-License-Identifier: MIT
 """
+import json
 import os
 import re
 import shutil
@@ -146,6 +147,27 @@ def test_man_page_documents_exactly_the_options_of_help():
     listed = help_options()
     assert len(listed) >= 21, listed
     assert man_options() == listed
+
+
+def test_readme_usage_is_the_help_text():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    block = []
+    for line in readme[readme.index("\n## Usage\n"):].splitlines()[3:]:
+        if line and not line.startswith("    "):
+            break
+        block.append(line[4:])
+    assert "\n".join(block).strip("\n") == volley("--help").stdout.rstrip("\n")
+
+
+def test_json_doc_describes_every_error_cause(testd, tmp_path):
+    out = tmp_path / "r.json"
+    assert volley("-d100ms", "--json", out, testd().url).returncode == 0
+    with open(out) as f:
+        causes = json.load(f)["error_causes"]
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        rows = re.findall(r"^\| `([a-z0-9_]+)` \| (?:read|write|connect|timeout)", f.read(), re.M)
+    assert sorted(rows) == sorted(causes)
 
 
 def test_man_page_names_no_option_volley_lacks():
