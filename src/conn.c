@@ -558,10 +558,28 @@ static void at_eof(struct conn *c)
         closed(c);
 }
 
+/* After input: the next batch goes out from here, with what the session has
+ * to say in return (HTTP/2's acknowledgements and window updates), or that
+ * alone when no batch goes. Returns whether the session could take a batch:
+ * for HTTP/1.1 the one before it is done, so its answer cannot be in the
+ * socket yet. */
+static inline bool reply(struct conn *c)
+{
+    if (c->env->proto->ready(c)) {
+        if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
+            flush(c);
+        return true;
+    }
+    if (!ev_is_active(&c->wio))
+        flush(c);
+    return false;
+}
+
 static void read_ready(struct conn *c)
 {
     struct conn_env *env = c->env;
     size_t burst = 0;
+    bool owed = false; /* input came that reply() has not followed yet */
     for (;;) {
         ssize_t n = env->transport->read(&c->sock, env->rbuf, env->rbuf_len);
         if (n > 0) {
@@ -582,23 +600,12 @@ static void read_ready(struct conn *c)
             bool more = env->transport->pending(&c->sock) > 0;
             /* Records the transport holds already (TLS) are read first, so
              * that one write carries what all of them call for. */
-            if (more && burst < READ_BURST)
+            owed = more && burst < READ_BURST;
+            if (owed)
                 continue;
-            /* What the session has to say in return (HTTP/2's
-             * acknowledgements and window updates) goes out with the next
-             * batch, or alone when none goes. */
-            if (env->proto->ready(c)) {
-                /* The next batch goes out from here. For HTTP/1.1 the one
-                 * before it is done, so its answer cannot be in the socket. */
-                if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
-                    flush(c);
-                if (!more || c->state != CONN_OPEN)
-                    return;
-            } else if (!ev_is_active(&c->wio)) {
-                flush(c);
-                if (c->state != CONN_OPEN)
-                    return;
-            }
+            bool done = reply(c);
+            if (c->state != CONN_OPEN || (done && !more))
+                return;
             /* A short read drained the socket; a full one may have left more. */
             if ((size_t)n < env->rbuf_len && !more)
                 return;
@@ -612,6 +619,9 @@ static void read_ready(struct conn *c)
             at_eof(c);
             return;
         } else if (n == IO_WANT_READ) {
+            /* What the transport held was no data (a TLS session ticket). */
+            if (owed)
+                reply(c);
             return;
         } else if (n == IO_WANT_WRITE) {
             /* TLS: the read must first write; resumed from on_write. */

@@ -31,7 +31,8 @@ struct fault {
 static struct {
     unsigned reads, writes;
     struct fault read_faults[FAULTS], write_faults[FAULTS];
-    size_t write_cap; /* short writes: at most this much per call, 0 for no cap */
+    size_t write_cap;    /* short writes: at most this much per call, 0 for no cap */
+    unsigned held_after; /* the transport says it holds bytes after this read */
 } io;
 
 static bool injected(const struct fault *f, unsigned call, ssize_t *result)
@@ -61,6 +62,12 @@ static ssize_t scripted_write(struct sock *s, const char *buf, size_t len)
     if (io.write_cap && len > io.write_cap)
         len = io.write_cap;
     return transport_plain.write(s, buf, len);
+}
+
+static size_t scripted_pending(struct sock *s)
+{
+    (void)s;
+    return io.held_after && io.reads == io.held_after ? 1 : 0;
 }
 
 static struct transport scripted;
@@ -156,6 +163,7 @@ static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
     scripted = transport_plain;
     scripted.read = scripted_read;
     scripted.write = scripted_write;
+    scripted.pending = scripted_pending;
     strcpy(r->dir, "/tmp/volley-conn-XXXXXX");
     if (!mkdtemp(r->dir))
         abort();
@@ -479,6 +487,25 @@ TEST(idle_close_during_a_pause_reopens_only_when_it_ends)
     CHECK_U64(r->stats.connects, 2);
     CHECK(clock_us() - closed_at >= 100000);
     CHECK_U64(r->stats.errors.read, 0);
+    rig_free(r);
+}
+
+TEST(held_bytes_that_are_no_data_do_not_hold_back_the_next_request)
+{
+    struct rig *r = rig_new();
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    /* The read that brings the response leaves bytes inside the transport
+     * (TLS: a session ticket behind it), and reading them gives no data. */
+    io.held_after = io.reads + 1;
+    inject_read(io.reads + 2, IO_WANT_READ, 0);
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->stats.sent == 2, 300);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.sent, 2);
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
     rig_free(r);
 }
 
