@@ -223,11 +223,15 @@ static struct h2_stream *stream_of(struct h2 *s, int32_t id)
     return s->last;
 }
 
+/* :status is three digits (RFC 9113 §8.3.2); anything else is 0. */
 static int status_of(const uint8_t *v, size_t n)
 {
     int status = 0;
-    for (size_t i = 0; i < n && i < 3 && v[i] >= '0' && v[i] <= '9'; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (n != 3 || v[i] < '0' || v[i] > '9')
+            return 0;
         status = status * 10 + (v[i] - '0');
+    }
     return status;
 }
 
@@ -323,8 +327,14 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
             st->status = 0;
             buf_clear(&st->fields);
         }
-        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-            answered(c, st);
+        /* A stream that ends without a final head (no :status, or a 1xx
+         * one) carried a malformed response. */
+        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+            if (st->final)
+                answered(c, st);
+            else
+                stream_failed(c, st, CAUSE_H2_PROTOCOL);
+        }
         break;
     case NGHTTP2_SETTINGS:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK)

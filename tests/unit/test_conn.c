@@ -1037,3 +1037,22 @@ TEST(h2_interim_responses_are_skipped)
     srv_free(h);
     rig_free(r);
 }
+
+TEST(h2_response_without_a_status_is_malformed)
+{
+    struct rig *r = rig_h2(1, 1);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 1000);
+    nghttp2_nv nv[] = {NV("content-type", "text/plain")};
+    nghttp2_submit_response(h->ng, h->requests[0], nv, 1, NULL);
+    nghttp2_session_send(h->ng);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->stats.requests, 0);
+    CHECK_U64(r->stats.errors.read, 1);
+    CHECK_U64(r->stats.causes[CAUSE_H2_PROTOCOL], 1);
+    CHECK_U64(r->stats.connects, 1); /* the stream's error, not the connection's */
+    srv_free(h);
+    rig_free(r);
+}
