@@ -10,9 +10,10 @@
 
 #include <stddef.h>
 
-/* Size classes: 32 bytes to 16 KiB, header included; larger blocks come
- * from malloc and go back to it. */
-#define POOL_CLASSES 10
+/* Size classes: 32 bytes to 1 KiB, header included, where what a stream
+ * needs falls; larger blocks (a session's buffers and tables) come from
+ * malloc and go back to it, without rounding up. */
+#define POOL_CLASSES 6
 
 struct pool {
     void *free[POOL_CLASSES]; /* singly linked through the blocks */
