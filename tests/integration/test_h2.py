@@ -444,3 +444,19 @@ def test_m_with_a_request_hook_over_http11_is_an_error(testd, tmp_path):
     assert run.returncode == 1
     assert run.stderr == "volley: -m/--streams pipelines the static request over HTTP/1.1; " \
                          "a script's request() pipelines by returning several requests at once\n"
+
+
+def test_request_hook_http2_cannot_carry_stops_volley(nginx_h2, tmp_path):
+    script = tmp_path / "r.lua"
+    script.write_text("""
+        n = 0
+        function request()
+           n = n + 1
+           if n < 3 then return wrk.format(nil, "/ok") end
+           return wrk.format("CONNECT", "/tunnel")
+        end
+    """)
+    run = volley("--http2", "-t1", "-c1", "-d2s", "-s", script, nginx_h2().url)
+    assert run.returncode == 1, run
+    assert run.stderr == "volley: request() returned a request HTTP/2 cannot carry: CONNECT " \
+                         "opens a tunnel; volley cannot send it over HTTP/2\n", run
