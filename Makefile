@@ -34,7 +34,7 @@ TESTD     := build/tests/volley-testd
 .PHONY: all check test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
-all: volley build/volley.1 build/volley-sweep.1
+all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
 
 volley: build/main.o build/libvolley.a
 	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(VOLLEY_LIBS)
@@ -100,24 +100,25 @@ distclean: clean
 MAN1DIR ?= $(MANDIR)/man1
 DOCS     = $(wildcard README.md SCRIPTING.md docs/*.md)
 EXAMPLES = $(wildcard scripts/*.lua)
-SWEEP    = $(wildcard scripts/volley-sweep)
+TOOLS    = $(wildcard scripts/volley-sweep scripts/volley-plot scripts/volley-kube)
+TOOL_MANS = build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
 
 build/%.1: docs/%.1 Makefile | build
 	sed 's/@VERSION@/$(VERSION)/g' $< > $@
 
 # Never strips: packagers split debug information themselves.
-install: volley build/volley.1 build/volley-sweep.1
+install: volley build/volley.1 $(TOOL_MANS)
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MAN1DIR) $(DESTDIR)$(DOCDIR)
-	$(INSTALL) -m 755 volley $(SWEEP) $(DESTDIR)$(BINDIR)/
-	$(INSTALL) -m 644 build/volley.1 build/volley-sweep.1 $(DESTDIR)$(MAN1DIR)/
+	$(INSTALL) -m 755 volley $(TOOLS) $(DESTDIR)$(BINDIR)/
+	$(INSTALL) -m 644 build/volley.1 $(TOOL_MANS) $(DESTDIR)$(MAN1DIR)/
 	$(if $(DOCS),$(INSTALL) -m 644 $(DOCS) $(DESTDIR)$(DOCDIR)/)
 	$(if $(EXAMPLES),$(INSTALL) -d $(DESTDIR)$(DOCDIR)/scripts)
 	$(if $(EXAMPLES),$(INSTALL) -m 644 $(EXAMPLES) $(DESTDIR)$(DOCDIR)/scripts/)
 
 # Removes exactly what install put there; directories only when empty.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/volley $(DESTDIR)$(BINDIR)/volley-sweep \
-	      $(DESTDIR)$(MAN1DIR)/volley.1 $(DESTDIR)$(MAN1DIR)/volley-sweep.1 \
+	rm -f $(DESTDIR)$(BINDIR)/volley $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(TOOLS))) \
+	      $(DESTDIR)$(MAN1DIR)/volley.1 $(addprefix $(DESTDIR)$(MAN1DIR)/,$(notdir $(TOOL_MANS))) \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/,$(notdir $(DOCS))) \
 	      $(addprefix $(DESTDIR)$(DOCDIR)/scripts/,$(notdir $(EXAMPLES)))
 	rmdir $(DESTDIR)$(DOCDIR)/scripts $(DESTDIR)$(DOCDIR) 2>/dev/null || true

@@ -102,18 +102,21 @@ fi
 
 # The test suite decodes volley's HdrHistogram output with an independent
 # implementation, the hdrhistogram package from PyPI; its HTTP/2 test peer
-# encodes and decodes header blocks with hpack.
+# encodes and decodes header blocks with hpack; pytest-xdist runs test files
+# side by side (tests/run.py).
 if [ "$test" = 1 ]; then
     py=${PYTHON:-python3}
-    if ! "$py" -c 'import hdrh, hpack, pytest' >/dev/null 2>&1; then
-        run "$py" -m pip install --quiet hdrhistogram hpack pytest ||
-            run "$py" -m pip install --quiet --break-system-packages hdrhistogram hpack pytest
+    if ! "$py" -c 'import hdrh, hpack, pytest, xdist' >/dev/null 2>&1; then
+        run "$py" -m pip install --quiet hdrhistogram hpack pytest pytest-xdist ||
+            run "$py" -m pip install --quiet --break-system-packages hdrhistogram hpack pytest \
+                pytest-xdist
     fi
 fi
 
 # The HTTP/2 tests build an h2c server with Go's standard library alone,
 # which serves cleartext HTTP/2 from Go 1.24 on (Debian 12's golang-go is
-# 1.19). Found as tests/conftest.py finds it: go on PATH, /usr/local/go or a
+# 1.19). The same Go checks the Kubernetes manifests (tests/kube, whose
+# k8s.io modules, pinned in its go.sum, build with Go 1.19 and later). Found as tests/conftest.py finds it: go on PATH, /usr/local/go or a
 # Debian golang-1.NN-go.
 go_version() { # the minor version of Go 1.x at $1, or nothing
     "$1" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9][0-9]*\).*/\1/p'

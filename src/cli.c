@@ -5,6 +5,7 @@
 #include "cli.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +18,10 @@
 
 static const char usage_text[] =
     "Usage: volley <options> <url>\n"
+    "       volley merge [--json <F>] [--latency] <file>...\n"
     "  Options:\n"
     "    -c, --connections <N>  Connections to keep open\n"
-    "    -d, --duration    <T>  Duration of test\n"
+    "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
     "    -t, --threads     <N>  Number of threads to use\n"
     "\n"
     "    -s, --script      <S>  Load Lua script file\n"
@@ -47,9 +49,20 @@ static const char usage_text[] =
     "        --cert        <F>  Client certificate, PEM\n"
     "        --key         <F>  Client private key, PEM (default: in the --cert file)\n"
     "\n"
+    "  Distributed:\n"
+    "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
+    "        --start-at    <T>  Start at wall-clock time T (RFC 3339 or Unix time)\n"
+    "\n"
     "  Output:\n"
     "        --json        <F>  Write the results as JSON to F (- for stdout)\n"
     "        --no-progress      No live progress line on a terminal\n"
+    "        --timeline    <F>  Write results per interval to F: JSON Lines, CSV if F\n"
+    "                           ends in .csv (- for stdout)\n"
+    "        --interval    <T>  Length of those intervals (default 1s)\n"
+    "        --hdr-log     <F>  Write each interval's latency histogram to F\n"
+    "                           (HdrHistogram interval log)\n"
+    "        --server-pid  <P>  Also measure the CPU time of process P and its\n"
+    "                           children (a PID, or a name for all its processes)\n"
     "\n"
     "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
     "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n";
@@ -72,6 +85,12 @@ enum {
     OPT_KEY,
     OPT_JSON,
     OPT_NO_PROGRESS,
+    OPT_TIMELINE,
+    OPT_INTERVAL,
+    OPT_HDR_LOG,
+    OPT_SERVER_PID,
+    OPT_SHARD,
+    OPT_START_AT,
 };
 
 static const struct option long_options[] = {
@@ -98,6 +117,12 @@ static const struct option long_options[] = {
     {"key", required_argument, NULL, OPT_KEY},
     {"json", required_argument, NULL, OPT_JSON},
     {"no-progress", no_argument, NULL, OPT_NO_PROGRESS},
+    {"timeline", required_argument, NULL, OPT_TIMELINE},
+    {"interval", required_argument, NULL, OPT_INTERVAL},
+    {"hdr-log", required_argument, NULL, OPT_HDR_LOG},
+    {"server-pid", required_argument, NULL, OPT_SERVER_PID},
+    {"shard", required_argument, NULL, OPT_SHARD},
+    {"start-at", required_argument, NULL, OPT_START_AT},
     {NULL, 0, NULL, 0},
 };
 
@@ -165,10 +190,104 @@ static void add_header(struct config *cfg, const char *arg)
     h->value = xstrndup(value, value_len);
 }
 
+/* A plain decimal number, nothing else. */
+static bool decimal(const char *s, const char *end, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (s == end)
+        return false;
+    for (; s < end; s++) {
+        if (*s < '0' || *s > '9' || v > (UINT64_MAX - 9) / 10)
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* "I/N", or with index_only (VOLLEY_SHARD without a count) just "I". */
+static void shard_arg(struct config *cfg, const char *what, const char *arg, bool index_only)
+{
+    const char *slash = strchr(arg, '/'), *end = arg + strlen(arg);
+    if (!decimal(arg, slash ? slash : end, &cfg->shard.index) ||
+        (slash ? !decimal(slash + 1, end, &cfg->shard.count) : !index_only))
+        usage_error("invalid %s '%s': expected I/N, shard I of N counting from 0", what, arg);
+    if (slash && cfg->shard.count == 0)
+        usage_error("invalid %s '%s': there must be at least one shard", what, arg);
+}
+
+/* One pod spec serves every shard of a Kubernetes Indexed Job: the count
+ * comes from VOLLEY_SHARDS and the index from JOB_COMPLETION_INDEX, which
+ * the Job controller sets in each pod; VOLLEY_SHARD may say either or both. */
+static void shard_env(struct config *cfg)
+{
+    const char *shard = getenv("VOLLEY_SHARD"), *shards = getenv("VOLLEY_SHARDS");
+    const char *index = getenv("JOB_COMPLETION_INDEX");
+    if (shard && *shard)
+        shard_arg(cfg, "VOLLEY_SHARD", shard, true);
+    else if (shards && *shards && index && *index)
+        shard_arg(cfg, "JOB_COMPLETION_INDEX", index, true);
+    else if (shards && *shards)
+        usage_error("VOLLEY_SHARDS is set, but neither VOLLEY_SHARD nor JOB_COMPLETION_INDEX "
+                    "says which shard this is");
+    if (cfg->shard.count == 0 && shards && *shards) {
+        const char *end = shards + strlen(shards);
+        if (!decimal(shards, end, &cfg->shard.count) || cfg->shard.count == 0)
+            usage_error("invalid VOLLEY_SHARDS '%s': expected the number of shards", shards);
+    }
+}
+
+/* Share i of n of total: total / n each, the first total % n one more. */
+static uint64_t share(uint64_t total, uint64_t n, uint64_t i)
+{
+    return total / n + (i < total % n ? 1 : 0);
+}
+
+/* The whole run is the one part there is unless --shard says otherwise. */
+static void shard_shares(struct config *cfg)
+{
+    struct shard *s = &cfg->shard;
+    uint64_t n = s->count ? s->count : 1, i = s->index;
+    if (s->count && i >= n)
+        usage_error("invalid shard %" PRIu64 "/%" PRIu64 ": shards count from 0 to %" PRIu64, i, n,
+                    n - 1);
+    if (n > cfg->connections)
+        usage_error("%" PRIu64 " shards need at least as many connections (-c %" PRIu64 ")", n,
+                    cfg->connections);
+    if (cfg->requests && n > cfg->requests)
+        usage_error("%" PRIu64 " shards need at least as many requests (-n %" PRIu64 ")", n,
+                    cfg->requests);
+    s->connections = share(cfg->connections, n, i);
+    s->first_conn =
+        i * (cfg->connections / n) + (i < cfg->connections % n ? i : cfg->connections % n);
+    s->requests = cfg->requests ? share(cfg->requests, n, i) : 0;
+    /* Every connection sends at the same pace, so the rate divides as they do. */
+    s->rate = (double)cfg->rate * (double)s->connections / (double)cfg->connections;
+    /* A shard may have fewer connections than -t threads: a thread needs one. */
+    if (cfg->threads > s->connections)
+        cfg->threads = s->connections;
+}
+
 static void set_string(char **field, const char *arg)
 {
     free(*field);
     *field = xstrdup(arg);
+}
+
+/* -d: 0 and "inf" mean no time limit (the run ends with Ctrl-C). */
+static void set_duration(struct config *cfg, const char *arg)
+{
+    cfg->duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg);
+    cfg->duration_set = true;
+}
+
+static void add_server_pid(struct config *cfg, const char *arg)
+{
+    if (!*arg)
+        usage_error("invalid --server-pid: empty");
+    cfg->server_pids =
+        xrealloc(cfg->server_pids, (cfg->nserver_pids + 1) * sizeof *cfg->server_pids);
+    cfg->server_pids[cfg->nserver_pids++] = xstrdup(arg);
 }
 
 static void defaults(struct config *cfg)
@@ -180,6 +299,7 @@ static void defaults(struct config *cfg)
     cfg->timeout_us = 2 * 1000000ULL;
     cfg->streams = 1;
     cfg->progress = true;
+    cfg->interval_us = 1000000;
 }
 
 static void parse_options(int argc, char **argv, struct config *cfg)
@@ -195,8 +315,7 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->connections = metric_arg("number of connections", optarg);
             break;
         case 'd':
-            cfg->duration_us = time_arg("duration", optarg);
-            cfg->duration_set = true;
+            set_duration(cfg, optarg);
             break;
         case 't':
             cfg->threads = metric_arg("number of threads", optarg);
@@ -263,6 +382,28 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         case OPT_NO_PROGRESS:
             cfg->progress = false;
             break;
+        case OPT_TIMELINE:
+            set_string(&cfg->timeline, optarg);
+            break;
+        case OPT_INTERVAL:
+            cfg->interval_us = time_arg("interval", optarg);
+            break;
+        case OPT_HDR_LOG:
+            set_string(&cfg->hdr_log, optarg);
+            break;
+        case OPT_SERVER_PID:
+            add_server_pid(cfg, optarg);
+            break;
+        case OPT_SHARD:
+            shard_arg(cfg, "--shard", optarg, false);
+            break;
+        case OPT_START_AT:
+            if (!units_parse_instant(optarg, &cfg->start_at_us))
+                usage_error("invalid start time '%s': expected RFC 3339 "
+                            "(2026-11-23T10:16:42Z) or Unix time in seconds",
+                            optarg);
+            set_string(&cfg->start_at, optarg);
+            break;
         case 'v':
             puts(version_line());
             exit(0);
@@ -277,18 +418,19 @@ static void parse_options(int argc, char **argv, struct config *cfg)
     argv[0] = argv0;
 }
 
+static int to_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
+
 static void validate(struct config *cfg)
 {
     if (cfg->threads == 0)
         usage_error("number of threads must be at least 1");
-    if (cfg->duration_us == 0)
-        usage_error("duration must be greater than 0");
     if (cfg->timeout_us == 0)
         usage_error("timeout must be greater than 0");
     if (cfg->connections == 0)
         usage_error("number of connections must be at least 1");
     if (cfg->connections < cfg->threads)
         usage_error("number of connections must be >= threads");
+    shard_shares(cfg);
     if (cfg->u_latency && !cfg->rate)
         usage_error("-U/--u_latency needs -R/--rate");
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
@@ -304,12 +446,19 @@ static void validate(struct config *cfg)
         add_header(cfg, "Connection: close");
     if (cfg->key && !cfg->cert)
         usage_error("--key needs --cert");
+    /* Shorter intervals would cost more in writing records than they show. */
+    if (cfg->interval_us < CLI_INTERVAL_MIN_US)
+        usage_error("interval must be at least 10ms");
+    if (to_stdout(cfg->json) + to_stdout(cfg->timeline) + to_stdout(cfg->hdr_log) > 1)
+        usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
+    cfg->time_limit_us = cfg->requests && !cfg->duration_set ? 0 : cfg->duration_us;
 }
 
 void cli_parse(int argc, char **argv, struct config *cfg)
 {
     const char *why;
     defaults(cfg);
+    shard_env(cfg);
     parse_options(argc, argv, cfg);
     if (optind >= argc)
         usage_error("missing URL");
@@ -343,6 +492,12 @@ void cli_free(struct config *cfg)
     free(cfg->cert);
     free(cfg->key);
     free(cfg->json);
+    free(cfg->timeline);
+    free(cfg->hdr_log);
+    for (size_t i = 0; i < cfg->nserver_pids; i++)
+        free(cfg->server_pids[i]);
+    free(cfg->server_pids);
+    free(cfg->start_at);
     free(cfg->url_arg);
     url_free(&cfg->url);
     memset(cfg, 0, sizeof *cfg);
@@ -354,4 +509,80 @@ const struct header *cli_header(const struct config *cfg, const char *name)
         if (strcasecmp(cfg->headers[i].name, name) == 0)
             return &cfg->headers[i];
     return NULL;
+}
+
+/* ---- volley merge -------------------------------------------------------- */
+
+static const char merge_usage_text[] =
+    "Usage: volley merge [--json <F>] [--latency] <file>...\n"
+    "  Merges the --json results of the parts of one run (shards, machines)\n"
+    "  into the result of the whole: prints its report and, with --json, its\n"
+    "  JSON document. A file '-' is standard input.\n"
+    "    -L, --latency          Print latency statistics\n"
+    "        --json        <F>  Write the merged result as JSON to F (- for stdout)\n"
+    "    -h, --help             Print this help\n";
+
+static void merge_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void merge_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("volley merge: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    fputs(merge_usage_text, stderr);
+    exit(1);
+}
+
+void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
+{
+    static const struct option options[] = {
+        {"latency", no_argument, NULL, 'L'},
+        {"json", required_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int c;
+    memset(mc, 0, sizeof *mc);
+    char *argv0 = argv[0];
+    argv[0] = "volley merge";
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "Lh", options, NULL)) != -1) {
+        switch (c) {
+        case 'L':
+            mc->latency = true;
+            break;
+        case OPT_JSON:
+            set_string(&mc->json, optarg);
+            break;
+        case 'h':
+            fputs(merge_usage_text, stdout);
+            exit(0);
+        default:
+            fputs(merge_usage_text, stderr);
+            exit(1);
+        }
+    }
+    argv[0] = argv0;
+    if (optind >= argc)
+        merge_usage_error("no result files to merge");
+    mc->nfiles = (size_t)(argc - optind);
+    mc->files = xcalloc(mc->nfiles, sizeof *mc->files);
+    size_t stdin_uses = 0;
+    for (size_t i = 0; i < mc->nfiles; i++) {
+        mc->files[i] = xstrdup(argv[optind + (int)i]);
+        stdin_uses += strcmp(mc->files[i], "-") == 0;
+    }
+    if (stdin_uses > 1)
+        merge_usage_error("standard input ('-') can be read only once");
+}
+
+void cli_free_merge(struct merge_config *mc)
+{
+    for (size_t i = 0; i < mc->nfiles; i++)
+        free(mc->files[i]);
+    free(mc->files);
+    free(mc->json);
+    memset(mc, 0, sizeof *mc);
 }

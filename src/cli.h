@@ -10,16 +10,34 @@
 
 #include "url.h"
 
+/* The shortest --interval. */
+#define CLI_INTERVAL_MIN_US 10000
+
 struct header {
     char *name;
     char *value;
+};
+
+/* This process's part of a run spread over several (--shard I/N): exact
+ * shares of -c and -n (the first shards take one more), and of -R in
+ * proportion to its connections, whose send times interleave with the
+ * other shards' as one process's connections would. Without --shard, the
+ * one part is the whole run. */
+struct shard {
+    uint64_t index, count; /* count 0: not sharded */
+    uint64_t connections;  /* this shard's connections */
+    uint64_t first_conn;   /* global index of its first one among all shards' */
+    uint64_t requests;     /* its share of -n, 0 without -n */
+    double rate;           /* its share of -R, 0 without -R */
 };
 
 struct config {
     uint64_t connections;
     uint64_t threads;
     uint64_t duration_us;
-    bool duration_set; /* -d given (with -n, no -d means no time limit) */
+    bool duration_set;      /* -d given (with -n, no -d means no time limit) */
+    uint64_t time_limit_us; /* when the run ends by itself: -d, or 0 for none (-d 0, or -n
+                               without -d) */
     uint64_t timeout_us;
     bool latency;
 
@@ -47,6 +65,19 @@ struct config {
     char *json;    /* --json FILE, "-" for stdout */
     bool progress; /* live progress line when stderr is a terminal */
 
+    /* Results over time. */
+    uint64_t interval_us; /* --interval */
+    char *timeline;       /* --timeline FILE (CSV if it ends in .csv), "-" for stdout */
+    char *hdr_log;        /* --hdr-log FILE */
+    char **server_pids;   /* --server-pid, as given: PIDs or process names */
+    size_t nserver_pids;
+
+    /* Beyond one machine: connections, rate and requests above are the
+     * whole run's, shard this process's part of it. */
+    struct shard shard;
+    char *start_at;      /* --start-at as given, or NULL */
+    int64_t start_at_us; /* the same instant, Unix time in us */
+
     char *script;       /* -s FILE or NULL */
     char **script_args; /* args[1..] for init(); the URL is args[0] */
     size_t nscript_args;
@@ -56,6 +87,18 @@ struct config {
  * for -v, prints "volley: <what is wrong>" (then usage) and exits 1 on bad input. */
 void cli_parse(int argc, char **argv, struct config *cfg);
 void cli_free(struct config *cfg);
+
+/* volley merge FILE...: the results to merge and what to write. */
+struct merge_config {
+    char **files; /* "-" is stdin */
+    size_t nfiles;
+    char *json; /* --json OUT, "-" for stdout */
+    bool latency;
+};
+
+/* argv starts at "merge"; exits as cli_parse does on -h and bad input. */
+void cli_parse_merge(int argc, char **argv, struct merge_config *mc);
+void cli_free_merge(struct merge_config *mc);
 
 /* The header named name (ignoring case), or NULL. */
 const struct header *cli_header(const struct config *cfg, const char *name);

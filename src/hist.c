@@ -97,9 +97,14 @@ struct hist *hist_new(uint64_t highest)
 
 void hist_free(struct hist *h) { free(h); }
 
+/* Only the slots from min's to max's can hold counts: clearing just those
+ * keeps a reset cheap, and leaves untouched pages unmapped. */
 void hist_reset(struct hist *h)
 {
-    memset(h->counts, 0, h->counts_len * sizeof h->counts[0]);
+    if (h->count) {
+        size_t first = index_of(h->min);
+        memset(&h->counts[first], 0, (index_of(h->max) - first + 1) * sizeof h->counts[0]);
+    }
     h->count = 0;
     h->min = UINT64_MAX;
     h->max = 0;
@@ -484,3 +489,227 @@ char *hist_encode(const struct hist *h)
     free(payload);
     return b64;
 }
+
+/* ---- reading the V2 encoding back ----------------------------------------- */
+
+struct reader {
+    const uint8_t *p, *end;
+};
+
+static bool get_be32(struct reader *r, uint32_t *v)
+{
+    if (r->end - r->p < 4)
+        return false;
+    *v = (uint32_t)r->p[0] << 24 | (uint32_t)r->p[1] << 16 | (uint32_t)r->p[2] << 8 | r->p[3];
+    r->p += 4;
+    return true;
+}
+
+static bool get_be64(struct reader *r, uint64_t *v)
+{
+    uint32_t hi, lo;
+    if (!get_be32(r, &hi) || !get_be32(r, &lo))
+        return false;
+    *v = (uint64_t)hi << 32 | lo;
+    return true;
+}
+
+static int base64_digit(char c)
+{
+    if (c >= 'A' && c <= 'Z')
+        return c - 'A';
+    if (c >= 'a' && c <= 'z')
+        return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+        return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Strict RFC 4648 base64: whole quads, '=' only as padding at the end. */
+static uint8_t *unbase64(const char *s, size_t *len)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n % 4)
+        return NULL;
+    size_t pad = s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
+    uint8_t *out = xmalloc(n / 4 * 3), *p = out;
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t w = 0;
+        for (size_t k = 0; k < 4; k++) {
+            int d = i + k >= n - pad ? 0 : base64_digit(s[i + k]);
+            if (d < 0) {
+                free(out);
+                return NULL;
+            }
+            w = w << 6 | (uint32_t)d;
+        }
+        *p++ = (uint8_t)(w >> 16);
+        *p++ = (uint8_t)(w >> 8);
+        *p++ = (uint8_t)w;
+    }
+    *len = (size_t)(p - out) - pad;
+    return out;
+}
+
+/* The zlib stream (RFC 1950) of stored blocks that zlib_stored writes. */
+static uint8_t *unzlib_stored(struct reader *r, size_t *len, const char **why)
+{
+    *why = "a broken zlib stream";
+    if (r->end - r->p < 2 || (r->p[0] & 0x0f) != 8 || (r->p[0] >> 4) > 7 || (r->p[1] & 0x20) ||
+        ((unsigned)r->p[0] << 8 | r->p[1]) % 31)
+        return NULL;
+    r->p += 2;
+    uint8_t *out = xmalloc((size_t)(r->end - r->p) + 1);
+    size_t n = 0;
+    bool last = false;
+    while (!last) {
+        if (r->end - r->p < 5)
+            goto fail;
+        last = r->p[0] & 1;
+        if ((r->p[0] >> 1 & 3) != 0) {
+            *why = "compressed with deflate (volley reads the stored blocks it writes)";
+            goto fail;
+        }
+        size_t block = (size_t)r->p[1] | (size_t)r->p[2] << 8;
+        if (((size_t)r->p[3] | (size_t)r->p[4] << 8) != (~block & 0xffff) ||
+            (size_t)(r->end - r->p - 5) < block)
+            goto fail;
+        memcpy(out + n, r->p + 5, block);
+        n += block;
+        r->p += 5 + block;
+    }
+    uint32_t check;
+    if (!get_be32(r, &check) || check != adler32(out, n) || r->p != r->end)
+        goto fail;
+    *len = n;
+    return out;
+fail:
+    free(out);
+    return NULL;
+}
+
+/* put_zigzag's inverse. */
+static bool get_zigzag(struct reader *r, int64_t *v)
+{
+    uint64_t z = 0;
+    for (int n = 0; n < LEB128_MAX; n++) {
+        if (r->p == r->end)
+            return false;
+        uint8_t b = *r->p++;
+        if (n == LEB128_MAX - 1) {
+            z |= (uint64_t)b << 56;
+            break;
+        }
+        z |= (uint64_t)(b & 0x7f) << (7 * n);
+        if (!(b & 0x80))
+            break;
+    }
+    *v = (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+    return true;
+}
+
+/* The counts after the V2 header, into h; every sample at its bucket's
+ * lowest equivalent value. */
+static bool get_counts(struct reader *r, struct hist *h, const char **why)
+{
+    size_t i = 0;
+    *why = "broken counts";
+    while (r->p < r->end) {
+        int64_t v;
+        if (!get_zigzag(r, &v))
+            return false;
+        if (v < 0) {
+            if ((uint64_t) - (v + 1) >= h->counts_len - i)
+                return false;
+            i += (size_t) - (v + 1) + 1;
+            continue;
+        }
+        if (i >= h->counts_len || lowest_at(i) > h->highest) {
+            *why = "a count above the highest trackable value";
+            return false;
+        }
+        if (h->count + (uint64_t)v < h->count) {
+            *why = "more samples than 64 bits count";
+            return false;
+        }
+        hist_record_n(h, lowest_at(i++), (uint64_t)v);
+    }
+    return true;
+}
+
+static struct hist *v2_payload_read(struct reader *r, const char **why)
+{
+    uint32_t cookie, length, offset, digits;
+    uint64_t lowest, highest, ratio, one;
+    double d = 1.0;
+    memcpy(&one, &d, sizeof one);
+    *why = "not an HdrHistogram V2 payload";
+    if (!get_be32(r, &cookie) || cookie != V2_ENCODING_COOKIE || !get_be32(r, &length) ||
+        !get_be32(r, &offset) || !get_be32(r, &digits) || !get_be64(r, &lowest) ||
+        !get_be64(r, &highest) || !get_be64(r, &ratio) || length != (uint64_t)(r->end - r->p))
+        return NULL;
+    if (offset != 0 || digits != 3 || lowest != 1 || ratio != one || highest < 2 ||
+        highest > (uint64_t)INT64_MAX) {
+        *why = "histogram settings other than volley's (lowest 1, 3 significant digits)";
+        return NULL;
+    }
+    struct hist *h = hist_new(highest);
+    if (!get_counts(r, h, why)) {
+        hist_free(h);
+        return NULL;
+    }
+    return h;
+}
+
+struct hist *hist_decode(const char *text, const char **why)
+{
+    size_t len, plen;
+    uint32_t cookie, zlen;
+    uint8_t *wire = unbase64(text, &len);
+    if (!wire) {
+        *why = "not base64";
+        return NULL;
+    }
+    struct reader r = {wire, wire + len};
+    struct hist *h = NULL;
+    *why = "not an HdrHistogram V2 compressed histogram";
+    if (get_be32(&r, &cookie) && cookie == V2_COMPRESSED_COOKIE && get_be32(&r, &zlen) &&
+        zlen == (uint64_t)(r.end - r.p)) {
+        uint8_t *payload = unzlib_stored(&r, &plen, why);
+        if (payload) {
+            struct reader pr = {payload, payload + plen};
+            h = v2_payload_read(&pr, why);
+            free(payload);
+        }
+    }
+    free(wire);
+    return h;
+}
+
+/* sum and sum_sq are rebuilt from the mean and the standard deviation: the
+ * integer part of the squares comes from the sum, so hist_stdev's integer
+ * arithmetic gives stdev back without cancellation. */
+bool hist_set_summary(struct hist *h, uint64_t min, uint64_t max, double mean, double stdev)
+{
+    uint64_t n = h->count;
+    if (n == 0 || min > max || max > h->highest || index_of(min) != index_of(h->min) ||
+        index_of(max) != index_of(h->max) || !(stdev >= 0) ||
+        !(mean >= (double)min * (1 - 1e-12)) || !(mean <= (double)max * (1 + 1e-12)) ||
+        !(stdev <= (double)(max - min) + 1))
+        return false;
+    long double m2 = (long double)(n - 1) * stdev * stdev, total = (long double)mean * n;
+    /* past 2^127 the running sums could not have held these samples either */
+    if (total * mean + m2 >= 0x1p127L)
+        return false;
+    u128 sum = total < 0x1p63L ? (u128)llroundl(total) : (u128)total;
+    u128 q = sum / n, r = sum % n, rr = r * r;
+    u128 base = q * q * n + 2 * q * r + rr / n;
+    long double whole = m2 + (long double)(rr % n) / n;
+    h->min = min;
+    h->max = max;
+    h->sum = sum;
+    h->sum_sq = base + (u128)(whole + 0.5L);
+    return true;
+}
+
+uint64_t hist_highest(const struct hist *h) { return h->highest; }

@@ -81,6 +81,19 @@ bool hist_iter_next(struct hist_iter *it);
  * "HISTFAAA..." form every HdrHistogram library decodes). Caller frees. */
 char *hist_encode(const struct hist *h);
 
+/* Reads hist_encode's output back (volley merge reads results written on
+ * other machines): base64, HdrHistogram's V2 compressed form as hist_encode
+ * writes it (a zlib stream of stored blocks; deflate-compressed ones are
+ * refused), lowest discernible value 1 and 3 significant digits. The counts
+ * are exact; until hist_set_summary, each bucket's samples count as its
+ * lowest equivalent value. NULL with *why set for anything else. */
+struct hist *hist_decode(const char *text, const char **why);
+/* The exact figures the buckets cannot hold, as a result document records
+ * them: false (and h unchanged) if they cannot describe h's samples. */
+bool hist_set_summary(struct hist *h, uint64_t min, uint64_t max, double mean, double stdev);
+/* The highest trackable value, to see whether two histograms merge. */
+uint64_t hist_highest(const struct hist *h);
+
 /* Geometry, for the report's footer: buckets and sub-buckets. */
 int hist_bucket_count(const struct hist *h);
 int hist_sub_bucket_count(const struct hist *h);

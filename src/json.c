@@ -15,10 +15,21 @@ void json_init(struct json *j, FILE *f)
 {
     j->f = f;
     j->depth = 0;
+    j->_compact = false;
     j->_nonempty[0] = false;
 }
 
-static void newline(struct json *j) { fprintf(j->f, "\n%*s", 2 * j->depth, ""); }
+void json_init_line(struct json *j, FILE *f)
+{
+    json_init(j, f);
+    j->_compact = true;
+}
+
+static void newline(struct json *j)
+{
+    if (!j->_compact)
+        fprintf(j->f, "\n%*s", 2 * j->depth, "");
+}
 
 /* Length of the well-formed UTF-8 sequence at s (RFC 3629 §4: no overlong
  * forms, no surrogates, nothing past U+10FFFF), or 0. */
@@ -94,7 +105,7 @@ static void prefix(struct json *j, const char *key)
     j->_nonempty[j->depth] = true;
     if (key) {
         write_string(j->f, key);
-        fputs(": ", j->f);
+        fputs(j->_compact ? ":" : ": ", j->f);
     }
 }
 

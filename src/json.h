@@ -15,10 +15,13 @@
 struct json {
     FILE *f;
     int depth;
+    bool _compact;
     bool _nonempty[JSON_MAX_DEPTH]; /* a value was written at this level */
 };
 
 void json_init(struct json *j, FILE *f);
+/* A document on one line, without spaces (a JSON Lines record). */
+void json_init_line(struct json *j, FILE *f);
 
 void json_object_begin(struct json *j, const char *key);
 void json_object_end(struct json *j);

@@ -13,16 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
+#include "merge.h"
 #include "net.h"
 #include "progress.h"
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "timeline.h"
 #include "tls.h"
 #include "worker.h"
 #include "xalloc.h"
@@ -30,6 +34,8 @@
 /* File descriptors besides the connections: stdio, each loop's epoll and
  * async descriptors, the main loop's, and a margin for scripts. */
 #define FD_MARGIN(threads) (16 + 4 * (threads))
+/* --start-at: how late a start may be and still run. */
+#define START_GRACE_US 1000000
 
 struct run {
     struct ev_loop *loop;
@@ -43,6 +49,7 @@ struct run {
     atomic_size_t nfinished;
     atomic_size_t nsettled;
     bool over; /* ended before the deadline: interrupted, or done */
+    struct timeline *timeline;
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -79,17 +86,17 @@ static struct net_addr find_target(const struct config *cfg)
 
 static void check_fd_limit(const struct config *cfg)
 {
-    uint64_t limit = net_raise_nofile();
+    uint64_t limit = net_raise_nofile(), conns = cfg->shard.connections;
     /* Not as a sum: -c near 2^64 would wrap it round and pass. */
-    if (cfg->connections > limit)
+    if (conns > limit)
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " (raise it with ulimit -n)",
-            cfg->connections, limit);
+            conns, limit);
     /* Each thread's event loop needs descriptors of its own too. */
-    if (limit - cfg->connections < FD_MARGIN(cfg->threads))
+    if (limit - conns < FD_MARGIN(cfg->threads))
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " and volley needs %" PRIu64 " more for -t %" PRIu64 " (raise it with ulimit -n)",
-            cfg->connections, limit, (uint64_t)FD_MARGIN(cfg->threads), cfg->threads);
+            conns, limit, (uint64_t)FD_MARGIN(cfg->threads), cfg->threads);
 }
 
 /* The request wrk sends without a script: the path, Host unless -H gave
@@ -205,8 +212,8 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
     struct request plain = {0};
     size_t pipeline = 1;
     if (cfg->requests) {
-        atomic_init(&run->budget.unsent, cfg->requests);
-        atomic_init(&run->budget.unresolved, cfg->requests);
+        atomic_init(&run->budget.unsent, cfg->shard.requests);
+        atomic_init(&run->budget.unresolved, cfg->shard.requests);
         run->budget.spent = budget_spent;
         run->budget.arg = run;
     }
@@ -216,7 +223,7 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
     run->workers = xcalloc(run->nworkers, sizeof *run->workers);
     for (size_t i = 0; i < run->nworkers; i++) {
         struct worker *w =
-            worker_new(i, cfg, worker_share(cfg->connections, cfg->threads, i), addr);
+            worker_new(i, cfg, worker_share(cfg->shard.connections, cfg->threads, i), addr);
         w->on_finish = worker_finished;
         w->on_finish_arg = run;
         w->on_settled = worker_settled;
@@ -238,6 +245,41 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
 static double seconds_between(struct timeval from, struct timeval to)
 {
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
+}
+
+/* How late it is for --start-at, in us (negative when early). A start a
+ * little late (a slow pod, a loaded machine) still runs; one long past is
+ * an error. */
+static int64_t start_lateness(const struct config *cfg)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    int64_t late_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - cfg->start_at_us;
+    if (late_us > START_GRACE_US)
+        die("start time %s is %.3f s in the past", cfg->start_at, (double)late_us / 1e6);
+    return late_us;
+}
+
+/* --start-at: sleep until the wall-clock instant, so that shards on
+ * machines with synchronised clocks start together; Ctrl-C ends the wait
+ * (and the run). Returns the instant on clock_us's clock: -R's schedule
+ * starts there even if this process woke late, so the shards' send times
+ * still interleave. */
+static uint64_t wait_for_start(struct run *run, const struct config *cfg)
+{
+    struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
+                          .tv_nsec = cfg->start_at_us % 1000000 * 1000};
+    int64_t late_us = start_lateness(cfg);
+    uint64_t mono = clock_us();
+    /* The kernel may wake a sleeper up to its timer slack late (50 us by
+     * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
+     * adjustment of the clock while asleep. */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    /* A signal interrupts the sleep: libev's handler has noted it, and its
+     * watcher (on_signal) ends the run when the loop looks. */
+    while (!run->over && clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL) == EINTR)
+        ev_run(run->loop, EVRUN_NOWAIT);
+    return (uint64_t)((int64_t)mono - late_us);
 }
 
 /* With -R the connections are all opened before the first request is due:
@@ -263,8 +305,9 @@ static void wait_settled(struct run *run, const struct config *cfg)
 static void run_workers(struct run *run, const struct config *cfg, struct result *r)
 {
     struct rusage before, after;
+    uint64_t at = 0;
     run->loop = ev_default_loop(EVFLAG_AUTO);
-    ev_timer_init(&run->deadline, on_end, (double)cfg->duration_us / 1e6, 0.);
+    ev_timer_init(&run->deadline, on_end, (double)cfg->time_limit_us / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
     run->sigint.data = run->sigterm.data = run;
@@ -274,23 +317,38 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_signal_start(run->loop, &run->sigterm);
     ev_async_start(run->loop, &run->finished);
 
+    struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
+    /* --start-at: in the closed model connections send as soon as they are
+     * open, so the wait comes first; with -R they are all opened first and
+     * the schedule starts at the instant. */
+    if (cfg->start_at && !cfg->rate)
+        at = wait_for_start(run, cfg);
     for (size_t i = 0; i < run->nworkers; i++) {
         if (cfg->rate)
             worker_set_rate(run->workers[i]);
+        worker_set_intervals(run->workers[i], intervals);
         worker_start(run->workers[i]);
     }
     if (cfg->rate)
         wait_settled(run, cfg);
+    if (cfg->start_at && cfg->rate && !run->over)
+        at = wait_for_start(run, cfg);
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
     ev_now_update(run->loop);
-    /* -n alone runs until its requests are done; with -d, whichever ends first. */
-    if (!cfg->requests || cfg->duration_set)
+    /* -n alone runs until its requests are done; with -d, whichever ends
+     * first; -d 0 until Ctrl-C. */
+    if (cfg->time_limit_us)
         ev_timer_start(run->loop, &run->deadline);
-    for (size_t i = 0; cfg->rate && i < run->nworkers; i++)
-        worker_go(run->workers[i], start);
-    struct progress *progress = progress_start(run->loop, cfg, run->workers, run->nworkers, start);
+    /* With -R and --start-at the schedule (and the intervals) start at the
+     * instant asked for, even if this process woke a little late. */
+    uint64_t begin = cfg->start_at && cfg->rate ? at : start;
+    timeline_start(run->timeline, begin, &r->started);
+    for (size_t i = 0; i < run->nworkers; i++)
+        worker_go(run->workers[i], begin);
+    struct progress *progress =
+        progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
     if (!run->over)
         ev_run(run->loop, 0);
     progress_end(progress);
@@ -303,6 +361,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
     r->runtime_us = clock_us() - start;
+    timeline_finish(run->timeline, r->runtime_us);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
@@ -347,7 +406,11 @@ int main(int argc, char **argv)
     struct run run = {0};
     struct result result = {.cfg = &cfg};
 
+    if (argc > 1 && strcmp(argv[1], "merge") == 0)
+        return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
+    if (cfg.start_at) /* now, not only after the set-up */
+        start_lateness(&cfg);
     if (cfg.url.tls)
         tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
@@ -357,6 +420,10 @@ int main(int argc, char **argv)
     if (cfg.verify || (cfg.http2 && cfg.url.tls))
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
+    /* Once the target is known to answer: a start that fails leaves an
+     * earlier timeline alone. */
+    run.timeline = timeline_new(&cfg);
+    result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
@@ -365,7 +432,7 @@ int main(int argc, char **argv)
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
-        stats_merge(&result.stats, &run.workers[i]->stats);
+        stats_merge(&result.stats, &run.workers[i]->total);
     if (cfg.rate) {
         result.latency_uncorrected = result.stats.u_latency;
         result.scheduling_lag = result.stats.lag;
@@ -377,10 +444,12 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (json)
         write_json(json, cfg.json, &result);
+    timeline_check(run.timeline);
 
     for (size_t i = 0; i < run.nworkers; i++)
         worker_free(run.workers[i]);
     free(run.workers);
+    timeline_free(run.timeline);
     stats_free(&result.stats);
     script_free(main_script);
     tls_cleanup();

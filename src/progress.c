@@ -1,7 +1,6 @@
 /* The progress line. It reads the counters each worker publishes at its
- * sample tick (relaxed atomics), so drawing costs the workers nothing. The
- * current rate is taken over the last second rather than the last redraw:
- * the workers publish every 100 ms, which would make a 250 ms rate jump.
+ * sample tick (relaxed atomics), so drawing costs the workers nothing, and
+ * the rate and p99 latency of the last interval the timeline wrote.
  * SPDX-License-Identifier: MIT */
 #include "progress.h"
 
@@ -14,13 +13,13 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "timeline.h"
 #include "units.h"
 #include "worker.h"
 #include "xalloc.h"
 
 #define REDRAW_INTERVAL 0.25
-#define RATE_WINDOW 5 /* redraws: the rate spans the last 4 intervals, 1 s */
-#define LINE_SIZE 160
+#define LINE_SIZE 192
 
 struct progress {
     ev_timer timer;
@@ -28,51 +27,55 @@ struct progress {
     const struct config *cfg;
     struct worker **workers;
     size_t nworkers;
+    const struct timeline *timeline;
     uint64_t start_us;
-    size_t width;                                    /* terminal columns, the line stays within */
-    uint64_t at[RATE_WINDOW], requests[RATE_WINDOW]; /* ring of past redraws */
-    size_t ticks;
+    size_t width; /* terminal columns, the line stays within */
+    bool drawn;
 };
 
-/* "3.2s elapsed, 6.8s left: 12345 requests, 4.98k req/s, 0 errors" */
+/* "3.2s elapsed, 6.8s left: 12345 requests, 4.98k req/s, p99 1.23ms, 0 errors";
+ * with -n "12345/100000 requests", and no time left without -d (or -d 0). */
 static void format_line(const struct progress *p, char *line, size_t size, uint64_t now,
-                        uint64_t requests, uint64_t errors, double rate)
+                        uint64_t requests, uint64_t errors)
 {
     const struct config *cfg = p->cfg;
     double elapsed = (double)(now - p->start_us) / 1e6;
-    double left = (double)cfg->duration_us / 1e6 - elapsed;
-    char r[UNITS_BUF], of[32] = "";
+    double left = (double)cfg->time_limit_us / 1e6 - elapsed, rate;
+    char r[UNITS_BUF], l[UNITS_BUF] = "-", when[48], of[32] = "";
+    uint64_t p99;
+    bool has_p99 = false;
+    /* Until the first interval is written, the rate so far. */
+    if (!timeline_last(p->timeline, &rate, &p99, &has_p99))
+        rate = elapsed > 0 ? (double)requests / elapsed : 0;
+    if (has_p99)
+        units_time_us(p99, l);
+    if (cfg->time_limit_us)
+        snprintf(when, sizeof when, "%.1fs elapsed, %.1fs left", elapsed, left > 0 ? left : 0);
+    else if (cfg->requests)
+        snprintf(when, sizeof when, "%.1fs elapsed", elapsed);
+    else
+        snprintf(when, sizeof when, "%.1fs elapsed, until Ctrl-C", elapsed);
     if (cfg->requests)
         snprintf(of, sizeof of, "/%" PRIu64, cfg->requests);
-    snprintf(line, size,
-             "%.1fs elapsed, %.1fs left: %" PRIu64 "%s requests, %s req/s, %" PRIu64 " error%s",
-             elapsed, left > 0 ? left : 0, requests, of, units_metric(rate, r), errors,
-             errors == 1 ? "" : "s");
+    snprintf(line, size, "%s: %" PRIu64 "%s requests, %s req/s, p99 %s, %" PRIu64 " error%s", when,
+             requests, of, units_metric(rate, r), l, errors, errors == 1 ? "" : "s");
 }
 
 static void on_redraw(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct progress *p = t->data;
-    uint64_t now = clock_us(), requests = 0, errors = 0;
+    uint64_t requests = 0, errors = 0;
     char line[LINE_SIZE];
     for (size_t i = 0; i < p->nworkers; i++) {
         requests += atomic_load_explicit(&p->workers[i]->live_requests, memory_order_relaxed);
         errors += atomic_load_explicit(&p->workers[i]->live_errors, memory_order_relaxed);
     }
-    /* The oldest entry of the ring, or the start while it fills. */
-    size_t slot = p->ticks % RATE_WINDOW;
-    uint64_t since = p->ticks >= RATE_WINDOW ? p->at[slot] : p->start_us;
-    uint64_t before = p->ticks >= RATE_WINDOW ? p->requests[slot] : 0;
-    double rate = now > since ? (double)(requests - before) * 1e6 / (double)(now - since) : 0;
-    p->at[slot] = now;
-    p->requests[slot] = requests;
-    p->ticks++;
-
-    format_line(p, line, sizeof line, now, requests, errors, rate);
+    format_line(p, line, sizeof line, clock_us(), requests, errors);
     /* One write per redraw, so the terminal never shows half a line; cut to
      * the terminal's width, since a wrapped line cannot be redrawn by \r. */
     fprintf(stderr, "\r%.*s\033[K", (int)p->width, line);
+    p->drawn = true;
 }
 
 static size_t terminal_width(void)
@@ -84,7 +87,8 @@ static size_t terminal_width(void)
 }
 
 struct progress *progress_start(struct ev_loop *loop, const struct config *cfg,
-                                struct worker **workers, size_t nworkers, uint64_t start_us)
+                                struct worker **workers, size_t nworkers, uint64_t start_us,
+                                const struct timeline *timeline)
 {
     if (!cfg->progress || !isatty(STDERR_FILENO))
         return NULL;
@@ -94,6 +98,7 @@ struct progress *progress_start(struct ev_loop *loop, const struct config *cfg,
     p->workers = workers;
     p->nworkers = nworkers;
     p->start_us = start_us;
+    p->timeline = timeline;
     p->width = terminal_width();
     ev_timer_init(&p->timer, on_redraw, REDRAW_INTERVAL, REDRAW_INTERVAL);
     p->timer.data = p;
@@ -106,7 +111,7 @@ void progress_end(struct progress *p)
     if (!p)
         return;
     ev_timer_stop(p->loop, &p->timer);
-    if (p->ticks)
+    if (p->drawn)
         fputs("\r\033[K", stderr);
     free(p);
 }

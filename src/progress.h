@@ -1,5 +1,5 @@
-/* The live progress line: elapsed and remaining time, requests, current
- * requests/sec and errors, redrawn in place on stderr a few times a second
+/* The live progress line: elapsed and remaining time, requests (of -n),
+ * the last interval's requests/sec and p99 latency, and errors, redrawn in place on stderr a few times a second
  * from main's loop, and erased before the report. Only on a terminal.
  * SPDX-License-Identifier: MIT */
 #ifndef VOLLEY_PROGRESS_H
@@ -12,12 +12,14 @@
 struct config;
 struct worker;
 struct progress;
+struct timeline;
 
 /* Starts redrawing on loop, counting from start_us (clock_us). NULL, and
  * nothing is ever written, when --no-progress was given or stderr is not a
  * terminal. */
 struct progress *progress_start(struct ev_loop *loop, const struct config *cfg,
-                                struct worker **workers, size_t nworkers, uint64_t start_us);
+                                struct worker **workers, size_t nworkers, uint64_t start_us,
+                                const struct timeline *timeline);
 /* Stops redrawing, erases the line and frees p (NULL is fine). */
 void progress_end(struct progress *p);
 

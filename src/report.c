@@ -11,21 +11,40 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "timeline.h"
 #include "units.h"
+
+/* "  shard 1/4: 3 of 10 connections, 600 of 2000 requests/sec": what this
+ * process runs of the whole. */
+static void report_shard(FILE *f, const struct config *cfg)
+{
+    const struct shard *s = &cfg->shard;
+    fprintf(f, "  shard %" PRIu64 "/%" PRIu64 ": %" PRIu64 " of %" PRIu64 " connections", s->index,
+            s->count, s->connections, cfg->connections);
+    if (cfg->rate)
+        fprintf(f, ", %.10g of %" PRIu64 " requests/sec", s->rate, cfg->rate);
+    if (cfg->requests)
+        fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, cfg->requests);
+    fputc('\n', f);
+}
 
 void report_header(FILE *f, const struct config *cfg)
 {
     char d[UNITS_BUF];
     /* wrk's line, naming the protocol when it is not wrk's. */
     const char *proto = cfg->http2 ? " over HTTP/2" : "";
-    if (cfg->requests && !cfg->duration_set)
+    if (cfg->requests && !cfg->time_limit_us)
         fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", cfg->requests, cfg->url_arg,
                 proto);
+    else if (!cfg->time_limit_us) /* -d 0: until Ctrl-C */
+        fprintf(f, "Running unlimited test @ %s%s\n", cfg->url_arg, proto);
     else
         fprintf(f, "Running %s test @ %s%s\n", units_duration(cfg->duration_us, d), cfg->url_arg,
                 proto);
     fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
-            cfg->connections);
+            cfg->shard.connections);
+    if (cfg->shard.count)
+        report_shard(f, cfg);
 }
 
 void report_cell(FILE *f, const char *s, int width)
@@ -97,6 +116,19 @@ static void hdr_distribution(FILE *f, const char *title, const struct hist *h)
     fprintf(f, "----------------------------------------------------------\n");
 }
 
+/* --server-pid: "Server CPU: 3.21s, 41.2us/request". */
+static void server_cpu_line(FILE *f, const struct result *r)
+{
+    struct server_times cpu;
+    if (!r->timeline || !timeline_server_cpu(r->timeline, &cpu))
+        return;
+    double total = cpu.user_s + cpu.system_s;
+    fprintf(f, "Server CPU: %.2fs", total);
+    if (r->stats.requests)
+        fprintf(f, ", %.1fus/request", total * 1e6 / (double)r->stats.requests);
+    fputc('\n', f);
+}
+
 void report_text(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
@@ -135,6 +167,7 @@ void report_text(FILE *f, const struct result *r)
         fprintf(f, "  Connections reopened: %" PRIu64 "\n", s->reopened);
     fprintf(f, "Requests/sec: %9.2Lf\n", seconds > 0 ? s->requests / seconds : 0);
     fprintf(f, "Transfer/sec: %10sB\n", units_binary(seconds > 0 ? s->bytes / seconds : 0, b));
+    server_cpu_line(f, r);
 }
 
 /* With -R, when fewer requests went out than asked for: say so and why. */
@@ -144,13 +177,15 @@ static void rate_shortfall(FILE *f, const struct result *r)
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
+    /* a shard's own share of -R and -c */
+    double rate = cfg->shard.rate;
+    uint64_t connections = cfg->shard.connections;
     if (!cfg->rate || seconds <= 0)
         return;
     double sent = (double)s->sent / seconds;
-    if (sent >= 0.98 * (double)cfg->rate)
+    if (sent >= 0.98 * rate)
         return;
-    fprintf(f, "Warning: sent %.2f requests/sec, short of the %" PRIu64 " asked for: ", sent,
-            cfg->rate);
+    fprintf(f, "Warning: sent %.2f requests/sec, short of the %.10g asked for: ", sent, rate);
     /* With d requests outstanding per connection (a pipelined batch, or
      * HTTP/2 streams), c connections at a mean response time of L, each
      * pausing P for delay() between batches, carry at most c d / (L + P)
@@ -159,17 +194,17 @@ static void rate_shortfall(FILE *f, const struct result *r)
     double pause = s->pauses ? (double)s->paused_us / (double)s->pauses / 1e6 : 0;
     double cycle = mean + pause;
     double depth = (double)report_inflight(r);
-    double capacity = cycle > 0 ? (double)cfg->connections * depth / cycle : 0;
+    double capacity = cycle > 0 ? (double)connections * depth / cycle : 0;
     uint64_t socket_errors = e->connect + e->read + e->write + e->timeout;
     char l[UNITS_BUF], p[UNITS_BUF];
-    if (capacity > 0 && capacity < 1.02 * (double)cfg->rate) {
+    if (capacity > 0 && capacity < 1.02 * rate) {
         fprintf(f, "at a mean response time of %s", units_time_us(mean * 1e6, l));
         if (pause > 0)
             fprintf(f, " and a mean delay() pause of %s", units_time_us(pause * 1e6, p));
         fprintf(f,
                 ", %" PRIu64 " connections carry at most %.0f requests/sec; raise -c to at "
                 "least %.0f\n",
-                cfg->connections, capacity, ceil((double)cfg->rate * cycle * 1.25 / depth));
+                connections, capacity, ceil(rate * cycle * 1.25 / depth));
     } else if (socket_errors)
         fprintf(f, "%" PRIu64 " socket errors kept connections from sending\n", socket_errors);
     else

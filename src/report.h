@@ -12,6 +12,16 @@
 #include "stats.h"
 
 struct config;
+struct timeline;
+
+/* One of the results volley merge added up, as the merged document lists it. */
+struct result_input {
+    const char *file;
+    int64_t start_us; /* wall-clock start, Unix time in us */
+    uint64_t duration_us, requests;
+    bool sharded;
+    uint64_t shard; /* its index, when sharded */
+};
 
 /* What a finished run measured. */
 struct result {
@@ -29,6 +39,10 @@ struct result {
     /* With -R: latency from the actual send, and how late requests were sent
      * after their intended time; NULL in the closed model. */
     const struct hist *latency_uncorrected, *scheduling_lag;
+    const struct timeline *timeline; /* intervals and server CPU, or NULL */
+    /* volley merge: the results this one adds up; NULL for a run. */
+    const struct result_input *inputs;
+    size_t ninputs;
 };
 
 /* The generator's own load. A worker thread is busy while it is on a CPU or

@@ -5,10 +5,13 @@
  * SPDX-License-Identifier: MIT */
 #include "report.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "cli.h"
 #include "json.h"
+#include "timeline.h"
+#include "units.h"
 #include "version.h"
 
 /* Bump when a field changes meaning or disappears; adding fields does not. */
@@ -23,7 +26,10 @@ static void options(struct json *j, const struct result *r)
     json_string(j, "url", cfg->url_arg);
     json_uint(j, "threads", cfg->threads);
     json_uint(j, "connections", cfg->connections);
-    json_uint(j, "duration_us", cfg->duration_us);
+    if (cfg->time_limit_us)
+        json_uint(j, "duration_us", cfg->time_limit_us);
+    else
+        json_null(j, "duration_us");
     json_uint(j, "timeout_us", cfg->timeout_us);
     if (cfg->rate)
         json_uint(j, "rate", cfg->rate);
@@ -54,15 +60,60 @@ static void options(struct json *j, const struct result *r)
     json_object_end(j);
 }
 
-/* "2024-05-01T12:00:00.123Z" */
-static void start_time(struct json *j, const struct timespec *t)
+/* A share of -R is an exact fraction; whole rates stay integers. */
+static void rate_number(struct json *j, const char *key, double v)
 {
-    struct tm tm;
-    char date[32], buf[48];
-    gmtime_r(&t->tv_sec, &tm);
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, sizeof buf, "%s.%03ldZ", date, t->tv_nsec / 1000000);
-    json_string(j, "start_time", buf);
+    if (v == floor(v) && v < 0x1p64)
+        json_uint(j, key, (uint64_t)v);
+    else
+        json_double(j, key, v);
+}
+
+/* This process's part of a sharded run; null for a whole run. */
+static void shard(struct json *j, const struct config *cfg)
+{
+    const struct shard *s = &cfg->shard;
+    if (!s->count) {
+        json_null(j, "shard");
+        return;
+    }
+    json_object_begin(j, "shard");
+    json_uint(j, "index", s->index);
+    json_uint(j, "count", s->count);
+    json_uint(j, "connections", s->connections);
+    if (cfg->rate)
+        rate_number(j, "rate", s->rate);
+    else
+        json_null(j, "rate");
+    if (cfg->requests)
+        json_uint(j, "requests", s->requests);
+    else
+        json_null(j, "requests");
+    json_object_end(j);
+}
+
+/* volley merge: the results the document adds up; null for a run. */
+static void inputs(struct json *j, const struct result *r)
+{
+    if (!r->inputs) {
+        json_null(j, "inputs");
+        return;
+    }
+    json_array_begin(j, "inputs");
+    for (size_t i = 0; i < r->ninputs; i++) {
+        const struct result_input *in = &r->inputs[i];
+        json_object_begin(j, NULL);
+        json_string(j, "file", in->file);
+        if (in->sharded)
+            json_uint(j, "shard", in->shard);
+        else
+            json_null(j, "shard");
+        json_uint(j, "start_time_us", (uint64_t)in->start_us);
+        json_uint(j, "duration_us", in->duration_us);
+        json_uint(j, "requests", in->requests);
+        json_object_end(j);
+    }
+    json_array_end(j);
 }
 
 /* Statistics of a histogram. An empty one has count 0 and nulls: there is
@@ -168,7 +219,7 @@ static void rate(struct json *j, const struct result *r, double seconds)
         return;
     }
     json_object_begin(j, "rate");
-    json_uint(j, "target", r->cfg->rate);
+    rate_number(j, "target", r->cfg->shard.rate);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
     json_double(j, "sent", seconds > 0 ? (double)r->stats.sent / seconds : 0);
     json_object_end(j);
@@ -237,6 +288,7 @@ bool report_json(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
     double seconds = (double)r->runtime_us / 1e6;
+    char date[UNITS_BUF];
     struct json j;
     json_init(&j, f);
     json_object_begin(&j, NULL);
@@ -245,8 +297,13 @@ bool report_json(FILE *f, const struct result *r)
     json_string(&j, "version", VOLLEY_VERSION);
     json_string(&j, "build", version_line());
     json_object_end(&j);
-    start_time(&j, &r->started);
+    json_string(&j, "start_time", units_utc_time(&r->started, date));
+    /* to the microsecond, to see how closely the shards of a run started */
+    json_uint(&j, "start_time_us",
+              (uint64_t)r->started.tv_sec * 1000000 + (uint64_t)r->started.tv_nsec / 1000);
     options(&j, r);
+    shard(&j, r->cfg);
+    inputs(&j, r);
 
     json_uint(&j, "duration_us", r->runtime_us);
     json_uint(&j, "requests", s->requests);
@@ -270,9 +327,18 @@ bool report_json(FILE *f, const struct result *r)
     distribution(&j, "scheduling_lag", r->scheduling_lag);
     json_object_begin(&j, "requests_per_sec");
     moments(&j, s->rps);
+    char *encoded = hist_encode(s->rps);
+    json_string(&j, "hdr_histogram", encoded);
+    free(encoded);
     json_object_end(&j);
     rate(&j, r, seconds);
     cpu(&j, r);
+    if (r->timeline) {
+        timeline_json(&j, r->timeline, s->requests);
+    } else {
+        json_null(&j, "intervals");
+        json_null(&j, "server");
+    }
     json_object_end(&j);
     return json_finish(&j);
 }

@@ -104,6 +104,28 @@ void stats_merge(struct stats *dst, const struct stats *src)
     hist_merge(dst->rps, src->rps);
 }
 
+void stats_reset(struct stats *s)
+{
+    struct stats kept = *s;
+    memset(s, 0, sizeof *s);
+    s->latency = kept.latency;
+    s->u_latency = kept.u_latency;
+    s->lag = kept.lag;
+    s->connect = kept.connect;
+    s->rps = kept.rps;
+    hist_reset(s->latency);
+    hist_reset(s->u_latency);
+    hist_reset(s->lag);
+    hist_reset(s->connect);
+    hist_reset(s->rps);
+}
+
+uint64_t stats_errors(const struct stats *s)
+{
+    const struct errors *e = &s->errors;
+    return e->connect + e->read + e->write + e->timeout + e->status;
+}
+
 const char *stats_cause_name(enum cause c) { return cause_names[c]; }
 
 const char *stats_h2_code_name(unsigned code)

@@ -90,6 +90,11 @@ void stats_init(struct stats *s);
 void stats_free(struct stats *s);
 /* Adds src into dst. */
 void stats_merge(struct stats *dst, const struct stats *src);
+/* Back to nothing recorded (the histograms are kept, emptied): what an
+ * interval starts from. */
+void stats_reset(struct stats *s);
+/* Socket errors plus responses with status >= 400. */
+uint64_t stats_errors(const struct stats *s);
 /* The JSON/diagnostic name of a cause ("refused", "reset", ...). */
 const char *stats_cause_name(enum cause c);
 /* An HTTP/2 error code's name ("CANCEL"), "OTHER" past the known ones. */

@@ -50,6 +50,113 @@ static bool scale(uint64_t n, uint64_t factor, uint64_t *out)
     return true;
 }
 
+/* ---- instants ------------------------------------------------------------ */
+
+/* Exactly n decimal digits. */
+static bool fixed_digits(const char **s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++, (*s)++) {
+        if (!isdigit((unsigned char)**s))
+            return false;
+        v = v * 10 + (**s - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/* ".ddd..." as microseconds, digits past the sixth dropped; at least one. */
+static bool fraction_us(const char **s, int64_t *us)
+{
+    int64_t place = 100000;
+    *us = 0;
+    if (**s != '.')
+        return true;
+    if (!isdigit((unsigned char)*++*s))
+        return false;
+    for (; isdigit((unsigned char)**s); (*s)++, place /= 10)
+        *us += (**s - '0') * place;
+    return true;
+}
+
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar
+ * (Howard Hinnant's days_from_civil). */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    int64_t yoe = y - era * 400;
+    int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int days[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 && leap ? 29 : days[m - 1];
+}
+
+/* RFC 3339 section 5.6: full-date "T" partial-time time-offset. A leap
+ * second (:60) is read as the last moment of its minute. */
+static bool rfc3339(const char *s, int64_t *unix_us)
+{
+    int y, mo, d, h, mi, sec, oh = 0, om = 0;
+    int64_t frac;
+    if (!fixed_digits(&s, 4, &y) || *s++ != '-' || !fixed_digits(&s, 2, &mo) || *s++ != '-' ||
+        !fixed_digits(&s, 2, &d) || (*s != 'T' && *s != 't' && *s != ' '))
+        return false;
+    s++;
+    if (!fixed_digits(&s, 2, &h) || *s++ != ':' || !fixed_digits(&s, 2, &mi) || *s++ != ':' ||
+        !fixed_digits(&s, 2, &sec) || !fraction_us(&s, &frac))
+        return false;
+    int sign = *s == '+' ? 1 : *s == '-' ? -1 : 0;
+    if (sign) {
+        s++;
+        if (!fixed_digits(&s, 2, &oh) || *s++ != ':' || !fixed_digits(&s, 2, &om) || oh > 23 ||
+            om > 59)
+            return false;
+    } else if (*s == 'Z' || *s == 'z') {
+        s++;
+    } else {
+        return false;
+    }
+    if (*s || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h > 23 || mi > 59 ||
+        sec > 60)
+        return false;
+    if (sec == 60) {
+        sec = 59;
+        frac = 999999;
+    }
+    int64_t t = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60 + sec;
+    t -= sign * (oh * 3600 + om * 60);
+    if (t < 0)
+        return false;
+    *unix_us = t * 1000000 + frac;
+    return true;
+}
+
+bool units_parse_instant(const char *s, int64_t *unix_us)
+{
+    const char *p = s;
+    uint64_t seconds = 0;
+    int64_t frac;
+    if (rfc3339(s, unix_us))
+        return true;
+    if (!isdigit((unsigned char)*p))
+        return false;
+    for (; isdigit((unsigned char)*p); p++) {
+        seconds = seconds * 10 + (uint64_t)(*p - '0');
+        if (seconds > INT64_MAX / 1000000 - 1)
+            return false;
+    }
+    if (!fraction_us(&p, &frac) || *p)
+        return false;
+    *unix_us = (int64_t)seconds * 1000000 + frac;
+    return true;
+}
+
 bool units_parse_metric(const char *s, uint64_t *value)
 {
     static const char *const suffixes = "kmgtp";
@@ -117,4 +224,14 @@ char *units_duration(uint64_t us, char buf[UNITS_BUF])
         return buf;
     }
     return format((long double)(us / 1000000), &time_s, 0, buf);
+}
+
+char *units_utc_time(const struct timespec *t, char buf[UNITS_BUF])
+{
+    struct tm tm;
+    char date[32];
+    gmtime_r(&t->tv_sec, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf, UNITS_BUF, "%s.%03ldZ", date, t->tv_nsec / 1000000);
+    return buf;
 }

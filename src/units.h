@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Longest string any formatter below produces, with its NUL. */
 #define UNITS_BUF 64
@@ -17,6 +18,11 @@ bool units_parse_metric(const char *s, uint64_t *value);
 /* "30", "30s", "2m", "1h", "500ms" (any case) -> microseconds. Bare numbers
  * are seconds. False on anything else. */
 bool units_parse_time(const char *s, uint64_t *us);
+/* An instant as RFC 3339 ("2026-11-23T10:16:42.981Z", "...T11:16:42+01:00";
+ * any number of fraction digits, read to the microsecond) or as Unix time in
+ * seconds ("1795430202", "1795430202.5") -> microseconds since 1970. False
+ * on anything else, an impossible date or an instant before 1970. */
+bool units_parse_instant(const char *s, int64_t *unix_us);
 
 /* wrk's report formatters: each walks its unit ladder while the amount is at
  * least 0.85 of the next step (never reaching the last unit listed). */
@@ -26,5 +32,7 @@ char *units_binary(long double n, char buf[UNITS_BUF]);   /* 125.00 0.85K 1.77G 
 /* A duration for "Running <D> test": whole seconds as wrk prints them
  * (10s, 1m, 60m), and "500ms" for one that is not a whole number of seconds. */
 char *units_duration(uint64_t us, char buf[UNITS_BUF]);
+/* A wall-clock time in UTC, ISO 8601 with milliseconds: "2024-05-01T12:00:00.123Z". */
+char *units_utc_time(const struct timespec *t, char buf[UNITS_BUF]);
 
 #endif

@@ -1,6 +1,8 @@
 /* Worker threads: each runs its own libev loop over its own connections and
  * statistics, so nothing mutable is shared during the run; main stops them
- * with ev_async and merges their statistics after joining them.
+ * with ev_async. At each interval boundary a worker hands what it recorded
+ * to main (interval.c) and keeps the running total, which main merges after
+ * joining it.
  * SPDX-License-Identifier: MIT */
 #include "worker.h"
 
@@ -16,6 +18,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "h2req.h"
+#include "interval.h"
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
@@ -37,16 +40,61 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct worker *w = t->data;
-    const struct errors *e = &w->stats.errors;
-    uint64_t now = clock_us(), n = w->stats.requests - w->sample_requests;
-    atomic_store_explicit(&w->live_requests, w->stats.requests, memory_order_relaxed);
-    atomic_store_explicit(&w->live_errors, e->connect + e->read + e->write + e->timeout + e->status,
+    uint64_t requests = w->total.requests + w->stats.requests;
+    uint64_t now = clock_us(), n = requests - w->sample_requests;
+    atomic_store_explicit(&w->live_requests, requests, memory_order_relaxed);
+    atomic_store_explicit(&w->live_errors, stats_errors(&w->total) + stats_errors(&w->stats),
                           memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
     w->sample_at = now;
-    w->sample_requests = w->stats.requests;
+    w->sample_requests = requests;
+}
+
+/* Hands the interval recorded so far to main and starts the next one. */
+static void cut(struct worker *w)
+{
+    if (w->intervals)
+        intervals_deliver(w->intervals, w->index, &w->stats);
+    stats_merge(&w->total, &w->stats);
+    stats_reset(&w->stats);
+}
+
+/* A boundary is due at next_cut, except at or past the run's time limit:
+ * there the end of the run cuts the last interval. */
+static bool cut_due(const struct worker *w, uint64_t now)
+{
+    uint64_t limit = w->cfg->time_limit_us;
+    return now >= w->next_cut && !(limit && w->next_cut >= w->run_start + limit);
+}
+
+static void arm_cut(struct worker *w, uint64_t now)
+{
+    uint64_t limit = w->cfg->time_limit_us;
+    if (limit && w->next_cut >= w->run_start + limit)
+        return;
+    double after = w->next_cut > now ? (double)(w->next_cut - now) / 1e6 : 0;
+    ev_timer_set(&w->interval_timer, after, 0.);
+    ev_timer_start(w->loop, &w->interval_timer);
+}
+
+/* Boundaries fall at exact multiples of the interval from the run's start.
+ * The timer may fire a little early (libev times it from the loop's clock),
+ * then it waits out the rest; or late, when the loop was busy: responses
+ * completed meanwhile count in the interval that ends, and boundaries passed
+ * while a script hook held the loop give this worker empty intervals. */
+static void on_interval(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct worker *w = t->data;
+    ev_now_update(loop);
+    uint64_t now = clock_us();
+    while (cut_due(w, now)) {
+        cut(w);
+        w->next_cut += w->cfg->interval_us;
+    }
+    arm_cut(w, now);
 }
 
 static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
@@ -57,11 +105,19 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
+/* The run starts: its first interval, and with -R its schedule. What was
+ * recorded before (connections opened) counts in the first interval. */
 static void on_start(struct ev_loop *loop, ev_async *a, int revents)
 {
-    (void)loop, (void)revents;
+    (void)revents;
     struct worker *w = a->data;
-    w->pace.start = atomic_load_explicit(&w->start_at, memory_order_acquire);
+    w->run_start = atomic_load_explicit(&w->start_at, memory_order_acquire);
+    w->next_cut = w->run_start + w->cfg->interval_us;
+    ev_now_update(loop);
+    arm_cut(w, clock_us());
+    if (!w->env.pace)
+        return;
+    w->pace.start = w->run_start;
     for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
         conn_kick(&w->conns[i]);
 }
@@ -113,6 +169,9 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
         die("unable to create an event loop: %s", strerror(errno));
     w->buf = xmalloc(WORKER_BUF);
     stats_init(&w->stats);
+    stats_init(&w->total);
+    ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
+    w->interval_timer.data = w;
     w->env = (struct conn_env){
         .loop = w->loop,
         .transport = cfg->url.tls ? &transport_tls : &transport_plain,
@@ -178,13 +237,17 @@ void worker_set_rate(struct worker *w)
     const struct config *cfg = w->cfg;
     struct pace *p = &w->pace;
     p->interval_us = (double)w->env.depth * 1e6 / (double)cfg->rate;
+    /* Connections are numbered across every shard of the run: this shard's
+     * come after the earlier shards', so their send times interleave. */
     p->total = cfg->connections;
-    p->first = 0;
+    p->first = cfg->shard.first_conn;
     for (size_t i = 0; i < w->index; i++)
-        p->first += worker_share(cfg->connections, cfg->threads, i);
+        p->first += worker_share(cfg->shard.connections, cfg->threads, i);
     schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
     w->env.pace = p;
 }
+
+void worker_set_intervals(struct worker *w, struct intervals *iv) { w->intervals = iv; }
 
 void worker_go(struct worker *w, uint64_t start)
 {
@@ -213,6 +276,9 @@ static void *run(void *arg)
     struct worker *w = arg;
     struct cpu_thread start, end;
     cpu_thread_now(&start);
+    /* The loop was made before a script's setup or a --start-at wait: its
+     * idea of now is stale, and timers set from it would fire at once. */
+    ev_now_update(w->loop);
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */
@@ -228,6 +294,10 @@ static void *run(void *arg)
     cpu_thread_since(&start, &end, &w->load);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
+    ev_timer_stop(w->loop, &w->interval_timer);
+    cut(w); /* the last interval ends with the run */
+    if (w->intervals)
+        intervals_end(w->intervals, w->index);
     if (w->finished && w->on_finish)
         w->on_finish(w->on_finish_arg);
     return NULL;
@@ -265,6 +335,7 @@ void worker_free(struct worker *w)
     schedule_free(&w->pace.schedule);
     script_free(w->script);
     stats_free(&w->stats);
+    stats_free(&w->total);
     ev_loop_destroy(w->loop);
     free(w);
 }

@@ -22,6 +22,7 @@
 #include "stats.h"
 
 struct config;
+struct intervals;
 struct script;
 
 struct worker {
@@ -39,13 +40,20 @@ struct worker {
     struct script *script;             /* the thread's Lua state, or NULL */
     size_t pipeline;                   /* responses per request() batch, from verification */
     struct pace pace;                  /* -R */
+    /* What the connections record into: the current interval. At each
+     * interval boundary it is handed to main (intervals), added to total
+     * and emptied; at the end of the run total holds everything. */
     struct stats stats;
+    struct stats total;
+    struct intervals *intervals;
+    ev_timer interval_timer;
+    uint64_t run_start, next_cut; /* clock_us of the run's start, the next boundary */
     ev_async stop_watcher;
-    ev_async start_watcher; /* -R: the run starts at start_at */
+    ev_async start_watcher; /* the run starts at start_at */
     _Atomic uint64_t start_at;
     ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
     uint64_t sample_at, sample_requests;
-    /* Copies of stats.requests and of the error count (socket errors and
+    /* Copies of the request count and of the error count (socket errors and
      * status >= 400), published at every sample tick for main's progress
      * line: the hot path keeps plain counters, and a display needs no
      * ordering, so relaxed stores and loads suffice. */
@@ -69,8 +77,12 @@ void worker_set_request(struct worker *w, struct request *request);
 void worker_set_budget(struct worker *w, struct budget *budget);
 /* Start the thread: it connects and, in the closed model, runs until stopped. */
 void worker_start(struct worker *w);
-/* From another thread, with -R: the run starts at start (clock_us). */
+/* From another thread: the run starts at start (clock_us), and so do its
+ * intervals; with -R the first requests are due then. */
 void worker_go(struct worker *w, uint64_t start);
+/* Before worker_start: where the worker hands each interval of
+ * cfg->interval_us. */
+void worker_set_intervals(struct worker *w, struct intervals *iv);
 /* From another thread: end the run. */
 void worker_stop(struct worker *w);
 void worker_join(struct worker *w);

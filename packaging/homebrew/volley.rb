@@ -23,12 +23,14 @@ class Volley < Formula
            "EV_CFLAGS=-I#{Formula["libev"].opt_include}",
            "EV_LIBS=-L#{Formula["libev"].opt_lib} -lev"
     system "make", "install", "PREFIX=#{prefix}", "DOCDIR=#{doc}"
-    rewrite_shebang detected_python_shebang, bin/"volley-sweep"
+    rewrite_shebang detected_python_shebang, bin/"volley-sweep", bin/"volley-plot",
+                    bin/"volley-kube"
   end
 
   test do
     assert_match "volley #{version} ", shell_output("#{bin}/volley --version")
     assert_match "usage: volley-sweep", shell_output("#{bin}/volley-sweep --help")
+    assert_match "usage: volley-plot", shell_output("#{bin}/volley-plot --help")
 
     port = free_port
     server = fork do

@@ -36,13 +36,16 @@ figure is the sum of both costs):
 
 Environment: BENCH_RUNS (runs of each tool per row, default 5), BENCH_DURATION
 (seconds per run, default 3), BENCH_ROWS (e.g. "AF", default all), BENCH_DIR
-(working directory, default build/bench), VOLLEY, WRK, H2LOAD (the binaries).
+(working directory, default build/bench), VOLLEY, WRK, H2LOAD (the binaries),
+BENCH_VOLLEY_ARGS (options added to volley's runs of rows A, B, D and E, to
+measure what they cost: "--timeline build/bench/t.jsonl").
 Standard library only.
 SPDX-License-Identifier: MIT
 """
 import os
 import re
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -382,6 +385,7 @@ class Bench:
             if name.endswith(".out"):
                 os.unlink(os.path.join(self.dir, name))
         self.tools = {"volley": rel(VOLLEY), "wrk": WRK}
+        self.volley_args = shlex.split(os.environ.get("BENCH_VOLLEY_ARGS", ""))
         self.rows = []
         self.nofile = raise_nofile()
 
@@ -403,12 +407,16 @@ class Bench:
                     "-s", rel(os.path.join(HERE, script)), url]
         row = Row(key, title, "req/s", template)
         self.rows.append(row)
-        runs = self.alternate(key, self.runs, d + 30, lambda t: fill(template, self.tools[t]),
-                              server)
+        runs = self.alternate(key, self.runs, d + 30, lambda t: self.argv(template, t), server)
         self.collect(row, runs)
         if len(row.value) < 2:
             row.na = "runs failed (see notes)"
         return row
+
+    def argv(self, template, tool):
+        """The command of a throughput run: BENCH_VOLLEY_ARGS go before volley's URL."""
+        argv = fill(template, self.tools[tool])
+        return argv[:-1] + self.volley_args + argv[-1:] if tool == "volley" else argv
 
     @staticmethod
     def collect(row, runs):
@@ -660,6 +668,8 @@ class Bench:
                     out.append(f"  {row.key:6}  {' '.join(argv)}")
             elif row.commands:
                 out.append(f"  {row.key:6}  {' '.join(fill(row.commands, 'TOOL'))}")
+        if self.volley_args:
+            out.append(f"  volley's runs of rows A, B, D, E also had: {shlex.join(self.volley_args)}")
         if any(r.key == "F" for r in self.rows):
             out.append("  F       row A's runs: latency_mean_us / 1e6 x requests/s / "
                        f"{CONNS} (both from tests/bench/summary.lua's done())")

@@ -9,14 +9,15 @@
 # `make check` runs over the seed corpus and the regressions.
 # SPDX-License-Identifier: MIT
 
-FUZZ_TARGETS  = response url units request h2req h2
+FUZZ_TARGETS  = response url units request h2req jdoc hdr h2
 FUZZ_TIME    ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   ?= -g -O1 -fno-omit-frame-pointer
 FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 # What the targets exercise: the parsers and what they need; of the system
 # libraries only libnghttp2 (its header checks, for the HTTP/2 conversion).
-FUZZ_SRCS     = src/http.c src/url.c src/units.c src/request.c src/h2req.c src/buf.c src/xalloc.c
+FUZZ_SRCS     = src/http.c src/url.c src/units.c src/request.c src/h2req.c src/buf.c src/xalloc.c \
+                src/jdoc.c src/hist.c
 FUZZ_BINS     = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 REPLAY_BINS   = $(FUZZ_TARGETS:%=build/tests/fuzz_%-replay)
 

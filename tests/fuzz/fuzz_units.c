@@ -1,8 +1,9 @@
 /* Fuzz target for the command line's number and duration parsers
  * (src/units.c), checked against a plain reference reading of the same
  * grammar (optional leading space, decimal digits, optional space, one
- * suffix), and for the report's unit formatters, which must always write a
- * short terminated string whatever the value.
+ * suffix); for the instants of --start-at; and for the report's unit
+ * formatters, which must always write a short terminated string whatever
+ * the value.
  * SPDX-License-Identifier: MIT */
 #include <ctype.h>
 #include <stdbool.h>
@@ -78,6 +79,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (ok) {
         char buf[UNITS_BUF];
         check_formatted(units_duration(got, buf));
+    }
+
+    /* An instant is never before 1970; a Unix time reads back as itself. */
+    int64_t at;
+    if (units_parse_instant(s, &at)) {
+        FUZZ_CHECK(at >= 0);
+        char unix_time[48];
+        snprintf(unix_time, sizeof unix_time, "%lld.%06lld", (long long)(at / 1000000),
+                 (long long)(at % 1000000));
+        int64_t again;
+        FUZZ_CHECK(units_parse_instant(unix_time, &again) && again == at);
     }
 
     /* The formatters on arbitrary values, as measurements can be. */

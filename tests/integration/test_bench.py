@@ -37,7 +37,9 @@ def test_bench_runs_row_a_and_f(tmp_path):
     assert abs(cost - (w + w_srv) / (v + v_srv)) < 0.002, out
     f = re.search(r"^F busy fraction.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+) >= 0\.97$", out, re.M)
     assert f, out
-    assert 0.2 < float(f.group(1)) < 1.1 and 0.2 < float(f.group(2)) < 1.1, out
+    # volley's figure is a fraction of the run; wrk's latency includes its
+    # own post-run backfill, so on a loaded machine its product can pass 1.
+    assert 0.2 < float(f.group(1)) < 1.1 and float(f.group(2)) > 0.2, out
     assert "Notes:" not in out, out
     assert re.search(r"^  A\s+taskset -c 0 TOOL -t1 -c50 -d1s -s tests/bench/summary\.lua "
                      r"http://127\.0\.0\.1:\d+/$", out, re.M), out

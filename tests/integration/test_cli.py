@@ -39,7 +39,6 @@ def test_version_names_libraries_and_exits_0():
 @pytest.mark.parametrize("args,message", [
     ([], "volley: missing URL"),
     (["-t", "0", "http://127.0.0.1:1/"], "volley: number of threads must be at least 1"),
-    (["-d", "0", "http://127.0.0.1:1/"], "volley: duration must be greater than 0"),
     (["--timeout", "0", "http://127.0.0.1:1/"], "volley: timeout must be greater than 0"),
     (["-c", "0", "http://127.0.0.1:1/"], "volley: number of connections must be at least 1"),
     (["-t", "4", "-c", "2", "http://127.0.0.1:1/"],
@@ -62,7 +61,7 @@ def test_version_names_libraries_and_exits_0():
     (["--foo", "http://h/"], "volley: unrecognized option '--foo'"),
     (["-x", "http://h/"], "volley: invalid option -- 'x'"),
     (["--t", "1", "http://h/"], "volley: option '--t' is ambiguous; possibilities: "
-                                "'--threads' '--timeout'"),
+                                "'--threads' '--timeout' '--timeline'"),
     (["http://h/", "-t"], "volley: option requires an argument -- 't'"),
     (["--latency=1", "http://h/"], "volley: option '--latency' doesn't allow an argument"),
     (["127.0.0.1:8080/"], "volley: invalid URL '127.0.0.1:8080/': "
@@ -78,7 +77,6 @@ def test_version_names_libraries_and_exits_0():
     (["-c", "", "http://h/"], "volley: invalid number of connections: ''"),
     (["-t", "-1", "http://h/"], "volley: invalid number of threads: '-1'"),
     (["-d", "", "http://h/"], "volley: invalid duration: ''"),
-    (["-d", "0ms", "http://h/"], "volley: duration must be greater than 0"),
     (["-d", "99999999999999999h", "http://h/"], "volley: invalid duration: '99999999999999999h'"),
     (["--timeout", "-1", "http://h/"], "volley: invalid timeout: '-1'"),
     (["--timeout", "0ms", "http://h/"], "volley: timeout must be greater than 0"),

@@ -22,6 +22,10 @@ from conftest import ROOT, clean_env, volley
 MAN_SOURCE = os.path.join(ROOT, "docs", "volley.1")
 SWEEP_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-sweep.1")
 SWEEP_SOURCE = os.path.join(ROOT, "scripts", "volley-sweep")
+PLOT_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-plot.1")
+PLOT_SOURCE = os.path.join(ROOT, "scripts", "volley-plot")
+KUBE_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-kube.1")
+KUBE_SOURCE = os.path.join(ROOT, "scripts", "volley-kube")
 
 # Exercises the whole hook and thread API; the checks below read its output.
 SCRIPT = r"""
@@ -194,6 +198,18 @@ def test_man_page_has_the_sections_and_the_scripting_api():
         assert name in plain, name
 
 
+def test_readme_shows_the_help_as_it_is():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    block = readme[readme.index("\n## Usage\n\n") + len("\n## Usage\n\n"):]
+    lines = []
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    assert "\n".join(lines).strip("\n") + "\n" == volley("--help").stdout
+
+
 def man_warnings(page, length=10000):
     """What man prints on stderr when formatting page the way lintian does
     (which must be at least length bytes of output: the whole page)."""
@@ -209,9 +225,10 @@ def test_man_page_formats_without_warnings():
     assert man_warnings(MAN_SOURCE) == ""
 
 
-def sweep_help_options(*command):
-    """(short, long) for every option volley-sweep's argparse help lists."""
-    proc = subprocess.run([sys.executable, SWEEP_SOURCE, *command, "--help"],
+def sweep_help_options(*command, source=SWEEP_SOURCE):
+    """(short, long) for every option volley-sweep's (or source's) argparse
+    help lists."""
+    proc = subprocess.run([sys.executable, source, *command, "--help"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     options = []
@@ -222,8 +239,10 @@ def sweep_help_options(*command):
     return options
 
 
-def test_sweep_man_page_documents_exactly_the_options_of_its_help():
-    with open(SWEEP_MAN_SOURCE) as f:
+def man_groups(path):
+    """{group: [(short, long)]} for every option tag under OPTIONS of a
+    script's manual page."""
+    with open(path) as f:
         text = f.read()
     section = text[text.index("\n.SH OPTIONS\n"):]
     section = section[:section.index("\n.SH ", 1)]
@@ -235,8 +254,30 @@ def test_sweep_man_page_documents_exactly_the_options_of_its_help():
             m = re.fullmatch(r"\.B (?:-(\w), )?--([a-z0-9-]+)(?: [a-z]+)?", unescape(lines[i + 1]))
             assert m, f"unexpected option tag: {lines[i + 1]!r}"
             group.append(m.groups())
-    assert len(groups["Sweep"]) == 7, groups
+    return groups
+
+
+def test_sweep_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_groups(SWEEP_MAN_SOURCE)
+    assert len(groups["Sweep"]) == 10, groups
     assert groups == {"Sweep": sweep_help_options(), "Diff": sweep_help_options("diff")}
+
+
+def test_plot_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_groups(PLOT_MAN_SOURCE)
+    assert groups == {"Options": sweep_help_options(source=PLOT_SOURCE)}
+    assert len(groups["Options"]) == 3, groups
+    assert man_warnings(PLOT_MAN_SOURCE, length=2000) == ""
+
+
+def test_kube_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_groups(KUBE_MAN_SOURCE)
+    assert len(groups["Kubernetes"]) == 12, groups
+    assert groups == {"Kubernetes": sweep_help_options(source=KUBE_SOURCE)}
+
+
+def test_kube_man_page_formats_without_warnings():
+    assert man_warnings(KUBE_MAN_SOURCE, length=5000) == ""
 
 
 def test_sweep_man_page_formats_without_warnings():
@@ -385,9 +426,10 @@ def test_install_and_uninstall_with_destdir(built, tmp_path):
     examples = sorted(f for f in os.listdir(scripts) if f.endswith(".lua")) \
         if os.path.isdir(scripts) else []
     expected = {"usr/bin/volley": 0o755, "usr/share/man/man1/volley.1": 0o644}
-    if os.path.exists(os.path.join(scripts, "volley-sweep")):
-        expected["usr/bin/volley-sweep"] = 0o755
-        expected["usr/share/man/man1/volley-sweep.1"] = 0o644
+    for tool in ("volley-sweep", "volley-plot", "volley-kube"):
+        if os.path.exists(os.path.join(scripts, tool)):
+            expected[f"usr/bin/{tool}"] = 0o755
+            expected[f"usr/share/man/man1/{tool}.1"] = 0o644
     expected.update({f"{docdir}/{f}": 0o644 for f in docs})
     expected.update({f"{docdir}/scripts/{f}": 0o644 for f in examples})
     installed = {f: os.stat(os.path.join(dest, f)).st_mode & 0o777 for f in tree_files(dest)}

@@ -460,3 +460,25 @@ def test_request_hook_http2_cannot_carry_stops_volley(nginx_h2, tmp_path):
     assert run.returncode == 1, run
     assert run.stderr == "volley: request() returned a request HTTP/2 cannot carry: CONNECT " \
                          "opens a tunnel; volley cannot send it over HTTP/2\n", run
+
+
+def test_shards_of_an_http2_run_merge(nginx_h2, tmp_path):
+    from test_multi import merge, one_line_error, shards
+    srv = nginx_h2(max_streams=4)
+    docs, files = shards(2, ["--http2", "-t1", "-c2", "-m8", "-n", "2000"], srv.url, tmp_path)
+    out = tmp_path / "merged.json"
+    run = merge("--json", out, *files)
+    with open(out) as f:
+        whole = json.load(f)
+    assert whole["requests"] == 2000 == len(srv.log())
+    assert run.stdout.startswith(f"Running 2000 requests test @ {srv.url} over HTTP/2\n"), run
+    assert whole["options"]["protocol"] == "HTTP/2" and whole["options"]["streams"] == 8
+    assert whole["http2"]["streams"] == 4
+    assert whole["http2"]["refused"] == sum(d["http2"]["refused"] for d in docs)
+    assert "-m 8 ran as -m 4" in run.stdout
+    # the same shard over HTTP/1.1 is not a part of it
+    h1 = dict(docs[1], http2=None, options=dict(docs[1]["options"], protocol="HTTP/1.1"))
+    other = tmp_path / "h1.json"
+    other.write_text(json.dumps(h1))
+    one_line_error(volley("merge", files[0], other),
+                   f"{files[0]} over HTTP/2 and {other} over HTTP/1.1 cannot be one run")

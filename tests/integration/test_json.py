@@ -12,11 +12,11 @@ import subprocess
 
 from hdrh.histogram import HdrHistogram
 
-from conftest import VOLLEY, parse_report, volley
+from conftest import VOLLEY, parse_metric, parse_report, parse_time_us, volley
 
 PERCENTILES = ["50", "75", "90", "99", "99.9", "99.99", "99.999", "100"]
 PROGRESS = re.compile(r"\r(\d+\.\d)s elapsed, (\d+\.\d)s left: (\d+) requests, (\S+) req/s, "
-                      r"(\d+) errors?\x1b\[K")
+                      r"p99 (\S+), (\d+) errors?\x1b\[K")
 
 
 def run_json(tmp_path, *args):
@@ -250,6 +250,36 @@ def test_progress_is_redrawn_on_a_terminal_and_erased_before_the_report(testd):
     report = parse_report(out.replace("\r", ""))
     assert report["requests"] >= requests[-1]
     assert srv.stats()["responses"] >= report["requests"]
+
+
+def test_progress_shows_the_last_intervals_rate_and_p99(testd, tmp_path):
+    srv = testd("--delay", "1")
+    timeline = os.path.join(tmp_path, "t.jsonl")
+    out = on_terminal("-t", "1", "-c", "4", "-d", "1500ms", "--interval", "400ms",
+                      "--timeline", timeline, srv.url)
+    lines = PROGRESS.findall(out)
+    with open(timeline) as f:
+        records = [json.loads(line) for line in f][1:]
+    figures = [(rate, p99) for *_, rate, p99, _ in lines]
+    # Until the first interval ends there is no p99; then each line shows the
+    # rate and p99 of an interval (as the report rounds them).
+    known = [f for f in figures if f[1] != "-"]
+    assert known and figures[len(figures) - len(known):] == known, out
+    for rate, p99 in known:
+        assert any(abs(parse_metric(rate) - r["requests_per_sec"]) <= 0.006 * r["requests_per_sec"]
+                   and abs(parse_time_us(p99) - r["latency"]["p99"]) <= 0.006 * r["latency"]["p99"]
+                   for r in records), (rate, p99, records)
+
+
+def test_progress_with_requests_counts_them_instead_of_time(testd):
+    srv = testd("--delay", "5")
+    out = on_terminal("-t", "1", "-c", "2", "-n", "300", srv.url)
+    lines = re.findall(r"\r(\d+\.\d)s elapsed: (\d+)/300 requests, (\S+) req/s, p99 (\S+), "
+                       r"(\d+) errors?\x1b\[K", out)
+    assert len(lines) >= 2, out
+    assert "left" not in out
+    assert [int(n) for _, n, *_ in lines] == sorted(int(n) for _, n, *_ in lines)
+    assert parse_report(out.replace("\r", ""))["requests"] == 300
 
 
 def test_no_progress_turns_it_off_on_a_terminal(testd):

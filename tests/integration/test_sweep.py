@@ -1,11 +1,16 @@
 """scripts/volley-sweep: sweeps against volley-testd (the .dat table against
 each run's JSON and what the server counted), the charts as real PNGs, diff,
-and a clear message for a missing gnuplot, a failing run and bad arguments.
+and a clear message for a missing gnuplot, a failing run and bad arguments;
+the cases a sweep must not get wrong: a server shedding load, timeouts, a
+CPU-bound volley, an interrupted level, sweeps that cannot be compared, noise
+between runs, old wrktest.sh data, charts redrawn from their own folder.
 SPDX-License-Identifier: MIT
 """
 import json
+import math
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -20,6 +25,9 @@ from conftest import ROOT, VOLLEY, sigint_default
 from conftest import Testd as Server  # not collected as a test class
 
 SWEEP = os.path.join(ROOT, "scripts", "volley-sweep")
+PLOT = os.path.join(ROOT, "scripts", "volley-plot")
+COLUMNS = ["connections", "qps", "mean_ms", "p99_ms", "success_pct", "ok_qps", "qps_lo",
+           "qps_hi", "p99_lo", "p99_hi", "server_us", "wait_pct", "runs", "flags"]
 LEVELS = [1, 2, 4]
 CHART_SIZE = (900, 560)
 
@@ -31,7 +39,7 @@ def sweep(*args, env=None, timeout=60):
 
 
 def read_dat(path):
-    """(comment lines, rows as lists of numbers)."""
+    """(comment lines, rows as lists: numbers, then the runs and the flags)."""
     comments, rows = [], []
     with open(path) as f:
         for line in f:
@@ -39,8 +47,15 @@ def read_dat(path):
                 comments.append(line.rstrip("\n"))
             elif line.strip():
                 fields = line.split()
-                rows.append([int(fields[0])] + [float(x) for x in fields[1:]])
+                assert len(fields) == len(COLUMNS), line
+                rows.append([int(fields[0])] + [float(x) for x in fields[1:-2]] +
+                            [int(fields[-2]), fields[-1]])
     return comments, rows
+
+
+def dat_rows(path):
+    """The rows as dicts by column name."""
+    return [dict(zip(COLUMNS, r)) for r in read_dat(path)[1]]
 
 
 def check_png(path):
@@ -56,12 +71,14 @@ def check_png(path):
 
 
 class Sweep:
-    def __init__(self, out, name, *testd_options):
+    def __init__(self, out, name, *testd_options, levels=LEVELS, args=(), extra=()):
         self.out, self.name = out, name
         server = Server(out, *testd_options)
+        self.server_pid = server.proc.pid
+        extra = [server.proc.pid if e == "{pid}" else e for e in extra]
         try:
-            self.proc = sweep("-d", "1s", "-c", ",".join(map(str, LEVELS)), "-n", name,
-                              "-o", out, "--slo-p99", "10000", server.url)
+            self.proc = sweep("-d", "1s", "-c", ",".join(map(str, levels)), "-n", name,
+                              "-o", out, *args, server.url, *(["--", *extra] if extra else []))
         finally:
             self.seen = server.stop()
         self.url = server.url
@@ -75,7 +92,9 @@ class Sweep:
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("sweep"))
-    return {"ok": Sweep(out, "ok"), "bad": Sweep(out, "bad", "--status-every", "4:503")}
+    slo = ("--slo-p99", "10000")
+    return {"ok": Sweep(out, "ok", args=slo),
+            "bad": Sweep(out, "bad", "--status-every", "4:503", args=slo + ("--min-success", "70"))}
 
 
 def check_sweep(s):
@@ -83,20 +102,26 @@ def check_sweep(s):
     comments, rows = read_dat(s.dat)
     assert comments[0] == f"# volley-sweep {s.name}"
     assert f"# url: {s.url}" in comments
-    assert comments[-1].split() == ["#", "connections", "qps", "mean_ms", "p99_ms",
-                                    "success_pct"]
+    assert comments[-1].split() == ["#"] + COLUMNS
     assert [r[0] for r in rows] == LEVELS
     total = 0
     cpus = len(os.sched_getaffinity(0))
-    for level, qps, mean_ms, p99_ms, success in rows:
+    for row in dat_rows(s.dat):
+        level = row["connections"]
         doc = s.doc(level)
         assert doc["options"]["connections"] == level
         assert doc["options"]["threads"] == min(level, cpus)
         assert doc["options"]["duration_us"] == 1000000
+        qps = row["qps"]
         assert qps == round(doc["throughput"]["requests_per_sec"], 2) > 0
-        assert mean_ms == round(doc["latency"]["mean"] / 1000, 3)
-        assert p99_ms == round(doc["latency"]["percentiles"]["99"] / 1000, 3)
-        assert success == round(doc["success"]["percent"], 2)
+        assert row["qps_lo"] == row["qps_hi"] == qps and row["runs"] == 1
+        assert row["mean_ms"] == round(doc["latency"]["mean"] / 1000, 3)
+        assert row["p99_ms"] == round(doc["latency"]["percentiles"]["99"] / 1000, 3)
+        assert row["success_pct"] == round(doc["success"]["percent"], 3)
+        assert row["ok_qps"] == pytest.approx(doc["success"]["ok"] / doc["duration_us"] * 1e6,
+                                              abs=0.006)
+        assert math.isnan(row["server_us"])
+        assert row["flags"] in ("-", "cpu-bound")
         with open(os.path.join(s.out, f"{s.name}_c{level}.txt")) as f:
             assert f"{doc['requests']} requests in" in f.read()
         total += doc["requests"]
@@ -108,23 +133,31 @@ def check_sweep(s):
     best = max(rows, key=lambda r: r[1])
     assert f"peak: {best[1]:.2f} req/s at {best[0]} connection" in s.proc.stdout
     assert f"slo: p99 <= 10000 ms up to {LEVELS[-1]} connections" in s.proc.stdout
-    for chart in ("qps_ttlb", "success"):
+    for chart in ("qps_ttlb", "p99", "success"):
         check_png(os.path.join(s.out, f"{s.name}_{chart}.png"))
+    assert not os.path.exists(os.path.join(s.out, f"{s.name}_server.png"))
     return rows
 
 
 def test_all_200_is_100_percent_success(sweeps):
     rows = check_sweep(sweeps["ok"])
     assert [r[4] for r in rows] == [100.0] * len(LEVELS)
+    # The charts' titles carry the run's parameters.
+    with open(os.path.join(sweeps["ok"].out, "ok.gp")) as f:
+        gp = f.read()
+    assert (f'set title "ok: throughput and mean latency\\n{sweeps["ok"].url}, 1s per level, '
+            f'{len(os.sched_getaffinity(0))} threads"') in gp
 
 
 def test_every_fourth_503_is_75_percent_success(sweeps):
     s = sweeps["bad"]
-    rows = check_sweep(s)
-    for level, *_, success in rows:
-        doc = s.doc(level)
+    check_sweep(s)
+    for row in dat_rows(s.dat):
+        doc = s.doc(row["connections"])
         assert doc["status_codes"]["503"] > 0
-        assert abs(success - 75) <= 100 * (level + 1) / doc["requests"] + 0.01
+        assert abs(row["success_pct"] - 75) <= 100 * (row["connections"] + 1) / doc["requests"] \
+            + 0.01
+        assert row["ok_qps"] == pytest.approx(0.75 * row["qps"], rel=0.02)
 
 
 def test_diff_overlays_two_sweeps_and_prints_changes(sweeps, tmp_path):
@@ -134,27 +167,38 @@ def test_diff_overlays_two_sweeps_and_prints_changes(sweeps, tmp_path):
     _, rows_a = read_dat(a.dat)
     _, rows_b = read_dat(b.dat)
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("bad against ok: change per level")
+    # The two servers listened on different ports: said first.
+    assert lines[0] == f"warning: the sweeps differ in URL: {a.url} (ok) against {b.url} (bad)"
+    assert lines[1].startswith("bad against ok: change per level")
     for ra, rb in zip(rows_a, rows_b):
-        m = re.search(rf"^\s+{ra[0]}\s+(\S+)%\s+(\S+)%\s+(\S+)%\s+(\S+)$", proc.stdout, re.M)
+        m = re.search(rf"^\s+{ra[0]}\s+(\S+)%\s+(\S+)%\s+(\S+)%\s+(\S+)\s+-\s+-\s+\S+$",
+                      proc.stdout, re.M)
         assert m, proc.stdout
         assert float(m.group(1)) == pytest.approx(100 * (rb[1] - ra[1]) / ra[1], abs=0.051)
         assert float(m.group(2)) == pytest.approx(100 * (rb[2] - ra[2]) / ra[2], abs=0.051)
         assert float(m.group(4)) == pytest.approx(rb[4] - ra[4], abs=0.006)
         assert float(m.group(4)) < -20  # 75% against 100%
-    for chart in ("qps_ttlb", "success"):
+    assert "note: levels with one run have no spread: a change may be noise" in proc.stdout
+    for chart in ("qps_ttlb", "p99", "success"):
         check_png(os.path.join(tmp_path, f"ok_bad_{chart}.png"))
+    # The charts are drawn from both sweeps side by side, in the chart's folder.
     with open(os.path.join(tmp_path, "ok_bad.gp")) as f:
         gp = f.read()
-    assert a.dat in gp and b.dat in gp
+    assert "'ok_bad.dat'" in gp or '"ok_bad.dat"' in gp
+    joined = [line.split() for line in open(os.path.join(tmp_path, "ok_bad.dat"))
+              if not line.startswith("#")]
+    assert [int(r[0]) for r in joined] == LEVELS
+    assert [float(r[1]) for r in joined] == [r[1] for r in rows_a]
+    assert [float(r[14]) for r in joined] == [r[1] for r in rows_b]
 
 
 def test_volley_beside_the_script_and_no_gnuplot(testd, tmp_path):
-    # An installed layout: volley-sweep and volley in one directory, and a
-    # PATH with neither gnuplot nor volley in it.
+    # An installed layout: volley-sweep, volley-plot and volley in one
+    # directory, and a PATH with neither gnuplot nor volley in it.
     bindir = os.path.join(tmp_path, "bin")
     os.makedirs(bindir)
     shutil.copy(SWEEP, bindir)
+    shutil.copy(PLOT, bindir)
     os.symlink(VOLLEY, os.path.join(bindir, "volley"))
     env = {"PATH": "/nonexistent", "HOME": str(tmp_path)}
     srv = testd()
@@ -166,14 +210,39 @@ def test_volley_beside_the_script_and_no_gnuplot(testd, tmp_path):
     assert proc.stderr.startswith("volley-sweep: gnuplot not found: the sweep writes its data, "
                                   "but no charts\n")
     assert (f"volley-sweep: gnuplot not found: charts not drawn (install gnuplot, then draw "
-            f"them with: gnuplot {out}/plain.gp)") in proc.stderr
+            f"them with: cd {out} && gnuplot plain.gp)") in proc.stderr
     assert sorted(os.listdir(out)) == ["plain.dat", "plain.gp", "plain_c1.json", "plain_c1.txt"]
     _, rows = read_dat(os.path.join(out, "plain.dat"))
     assert [r[0] for r in rows] == [1] and rows[0][4] == 100.0
     assert srv.stats()["responses"] > 0
-    # The script written instead draws the charts later.
-    subprocess.run(["gnuplot", os.path.join(out, "plain.gp")], check=True, timeout=60)
+    # The script written instead draws the charts later, from its folder.
+    subprocess.run(["gnuplot", "plain.gp"], check=True, timeout=60, cwd=out)
     check_png(os.path.join(out, "plain_qps_ttlb.png"))
+    # Without volley-plot beside it, the sweep says what is missing.
+    os.unlink(os.path.join(bindir, "volley-plot"))
+    proc = subprocess.run([sys.executable, os.path.join(bindir, "volley-sweep"), "--help"],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 1
+    assert proc.stderr == (f"volley-sweep: {bindir}/volley-plot is missing: volley-plot is "
+                           "installed beside volley-sweep\n")
+
+
+def test_charts_redraw_from_their_own_folder_anywhere(sweeps, tmp_path):
+    # The whole output folder, copied to another place: its .gp scripts
+    # redraw every chart there (sweep and diff alike).
+    s = sweeps["ok"]
+    proc = sweep("diff", s.dat, sweeps["bad"].dat, "-o", s.out)
+    assert proc.returncode == 0, proc.stderr
+    copy = os.path.join(tmp_path, "elsewhere")
+    shutil.copytree(s.out, copy)
+    for name in os.listdir(copy):
+        if name.endswith(".png"):
+            os.unlink(os.path.join(copy, name))
+    for gp in ("ok.gp", "ok_bad.gp"):
+        subprocess.run(["gnuplot", gp], check=True, timeout=60, cwd=copy, capture_output=True)
+    for chart in ("ok_qps_ttlb", "ok_p99", "ok_success", "ok_bad_qps_ttlb", "ok_bad_p99",
+                  "ok_bad_success"):
+        check_png(os.path.join(copy, f"{chart}.png"))
 
 
 def test_a_failing_run_stops_the_sweep_with_volleys_error(tmp_path):
@@ -185,14 +254,15 @@ def test_a_failing_run_stops_the_sweep_with_volleys_error(tmp_path):
     assert proc.returncode == 1
     assert f"volley: unable to connect to 127.0.0.1:{port}: Connection refused\n" in proc.stderr
     assert "volley-sweep: volley failed at 1 connection (exit 1): " in proc.stderr
-    assert not os.path.exists(os.path.join(tmp_path, "dead.dat"))
+    # Nothing is left behind: no table, no empty report files.
+    assert os.listdir(tmp_path) == []
 
 
 def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_path):
     srv = testd()
     # Ctrl-C on a terminal: SIGINT to the whole process group (the sweep
     # and volley).
-    proc = subprocess.Popen([sys.executable, SWEEP, "-d", "3s", "-c", "1,2,3", "-n", "cut", "-o",
+    proc = subprocess.Popen([sys.executable, SWEEP, "-d", "3", "-c", "1,2,3", "-n", "cut", "-o",
                              tmp_path, srv.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=dict(os.environ, VOLLEY=VOLLEY),
                             start_new_session=True,
@@ -206,12 +276,200 @@ def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_pa
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "volley-sweep: interrupted at level 2 of 3\n" in err
-    _, rows = read_dat(dat)
+    # "-d 3" is shown with its unit.
+    assert out.startswith("volley-sweep: 3 levels of 1 run of 3s against ")
+    comments, rows = read_dat(dat)
+    assert "# threads: " in "\n".join(comments) and ", duration: 3s" in "\n".join(comments)
     assert [r[0] for r in rows] == [1, 2]
+    # The interrupted level is kept, marked, and not counted for the peak.
+    assert [r[-1] for r in rows] == ["-", "cut-short"]
+    assert re.search(r"^\s+2 .* cut-short$", out, re.M), out
+    assert "  not counted: 2 (cut-short)\n" in out
+    assert "peak: " in out and " at 1 connection " in out
     with open(os.path.join(tmp_path, "cut_c2.json")) as f:
         assert json.load(f)["duration_us"] < 2500000
     assert not os.path.exists(os.path.join(tmp_path, "cut_c3.json"))
     check_png(os.path.join(tmp_path, "cut_qps_ttlb.png"))
+    with open(os.path.join(tmp_path, "cut.gp")) as f:
+        assert "cut cut short" in f.read()  # the mark on the chart
+
+
+# --------------------------------------------------------------------------
+# What a sweep must not get wrong
+# --------------------------------------------------------------------------
+
+def test_a_shedding_server_has_no_peak_among_its_failures(tmp_path):
+    # Above 4 requests waiting, the server answers 503 at once: at 8
+    # connections most answers are fast 503s, and raw QPS is highest there.
+    s = Sweep(str(tmp_path), "shed", "--delay", "2", "--shed", "4", levels=[1, 2, 8],
+              args=("--slo-p99", "1000"))
+    assert s.proc.returncode == 0, s.proc.stderr
+    rows = {r["connections"]: r for r in dat_rows(s.dat)}
+    assert rows[8]["success_pct"] < 50 and rows[8]["flags"] == "low-success"
+    assert rows[8]["qps"] > rows[2]["qps"]
+    assert rows[8]["ok_qps"] < 0.5 * rows[8]["qps"]
+    assert rows[1]["flags"] == rows[2]["flags"] == "-"
+    out = s.proc.stdout
+    assert f"peak: {rows[2]['qps']:.2f} req/s at 2 connections " in out
+    assert "  not counted: 8 (low-success)\n" in out
+    assert "slo: p99 <= 1000 ms up to 2 connections " in out
+    assert re.search(r"^\s+8 .*\s+low-success$", out, re.M)
+    with open(os.path.join(str(tmp_path), "shed.gp")) as f:
+        gp = f.read()
+    assert "'low-success'" in gp and "shed below min-success" in gp
+    assert "shed QPS with status < 400" in gp
+    check_png(os.path.join(str(tmp_path), "shed_success.png"))
+
+
+def test_timeouts_never_meet_a_latency_objective(tmp_path):
+    # The server stalls 200 ms in every 400: requests caught in a stall time
+    # out after 50 ms and are no latency samples, so p99 stays low.
+    s = Sweep(str(tmp_path), "to", "--freeze", "200:400", levels=[1, 2],
+              args=("--slo-p99", "1000", "--min-success", "1"), extra=("--timeout", "50ms"))
+    assert s.proc.returncode == 0, s.proc.stderr
+    rows = dat_rows(s.dat)
+    for r in rows:
+        assert "timeouts" in r["flags"].split(","), r
+        assert s.doc(r["connections"])["errors"]["timeout"] > 0
+        assert r["p99_ms"] < 1000
+    out = s.proc.stdout
+    assert "slo: no level meets p99 <= 1000 ms\n" in out
+    assert "  levels with timeouts never meet it (a timeout caps latency): 1, 2\n" in out
+    with open(os.path.join(str(tmp_path), "to.gp")) as f:
+        assert "to timeouts (latency capped)" in f.read()
+
+
+def test_a_cpu_bound_volley_is_marked(tmp_path):
+    script = os.path.join(tmp_path, "busy.lua")
+    with open(script, "w") as f:
+        f.write("function request()\n"
+                "  local x = 0\n"
+                "  for i = 1, 3000000 do x = x + i % 7 end\n"
+                "  return wrk.format(nil, '/' .. (x % 2))\n"
+                "end\n")
+    s = Sweep(str(tmp_path), "busy", levels=[1, 2], args=("-t", "1"), extra=("-s", script))
+    assert s.proc.returncode == 0, s.proc.stderr
+    rows = dat_rows(s.dat)
+    for r in rows:
+        assert s.doc(r["connections"])["cpu"]["saturated"]
+        assert r["flags"] == "cpu-bound"
+    out = s.proc.stdout
+    assert re.search(r"^\s+1 .*\s+cpu-bound$", out, re.M), out
+    assert ("warning: volley was CPU-bound at 1, 2 connections: those levels measured volley, "
+            "not only the server\n") in out
+    assert "volley was CPU-bound at the peak" in out
+    with open(os.path.join(str(tmp_path), "busy.gp")) as f:
+        assert "busy CPU-bound" in f.read()
+
+
+def test_repeats_give_medians_and_a_spread_and_the_server_cpu(tmp_path):
+    s = Sweep(str(tmp_path), "rep", levels=[1, 2], args=("--repeat", "2"),
+              extra=("--server-pid", "{pid}"))
+    assert s.proc.returncode == 0, s.proc.stderr
+    for r in dat_rows(s.dat):
+        level = r["connections"]
+        docs = []
+        for run in (1, 2):
+            with open(os.path.join(str(tmp_path), f"rep_c{level}_r{run}.json")) as f:
+                docs.append(json.load(f))
+        rates = sorted(d["throughput"]["requests_per_sec"] for d in docs)
+        assert r["runs"] == 2
+        assert (r["qps_lo"], r["qps_hi"]) == (round(rates[0], 2), round(rates[1], 2))
+        assert r["qps"] == pytest.approx(sum(rates) / 2, abs=0.01)
+        server = sorted(d["server"]["cpu_us_per_request"] for d in docs)
+        assert [d["server"]["pids"] for d in docs] == [[s.server_pid]] * 2
+        assert r["server_us"] == pytest.approx(sum(server) / 2, abs=0.01)
+    out = s.proc.stdout
+    assert out.splitlines()[1].split() == ["connections", "qps", "spread", "mean_ms", "p99_ms",
+                                           "success_pct", "server_us"]
+    assert re.search(r"^\s+1\s+\S+\s+±\d+\.\d%\s", out, re.M), out
+    check_png(os.path.join(str(tmp_path), "rep_server.png"))
+    with open(os.path.join(str(tmp_path), "rep.gp")) as f:
+        assert "yerrorlines" in f.read()
+
+
+def test_each_level_runs_a_command_while_the_level_runs(testd, tmp_path):
+    srv = testd()
+    out = os.path.join(tmp_path, "out dir")
+    # The command sees the load: it asks the server how many requests it has
+    # had so far (SIGUSR1 writes its stats), half-way through the level.
+    cmd = ("sleep 0.5; kill -USR1 " + str(srv.proc.pid) + "; sleep 0.2; "
+           "cp " + srv.stats_file + " {dir}/stats_c{level}_r{run}.json; echo level {level}")
+    proc = sweep("-d", "1s", "-c", "1,2", "-n", "prof", "-o", out, "--each-level", cmd, srv.url)
+    assert proc.returncode == 0, proc.stderr
+    for level in (1, 2):
+        with open(os.path.join(out, f"stats_c{level}_r1.json")) as f:
+            assert json.load(f)["requests"] > 0
+        with open(os.path.join(out, f"prof_c{level}_each.txt")) as f:
+            assert f.read() == f"level {level}\n"
+    # A failing command is reported; the sweep goes on.
+    proc = sweep("-d", "300ms", "-c", "1", "-n", "bad", "-o", out, "--each-level", "exit 3",
+                 srv.url)
+    assert proc.returncode == 0, proc.stderr
+    assert ("volley-sweep: the --each-level command failed at 1 connection (exit 3; its output: "
+            f"{out}/bad_c1_each.txt): exit 3") in proc.stderr
+
+
+def write_dat(path, header, rows):
+    with open(path, "w") as f:
+        f.write("".join(f"# {line}\n" for line in header))
+        f.write("".join(" ".join(map(str, r)) + "\n" for r in rows))
+
+
+def test_diff_checks_comparability_and_noise(tmp_path):
+    header = ["volley-sweep {name}", "url: http://127.0.0.1:8080/api", "volley: volley 0.1.0",
+              "threads: 2 (at most one per connection), duration: {duration}",
+              "volley options: (none)"]
+    a, b = os.path.join(tmp_path, "a.dat"), os.path.join(tmp_path, "b.dat")
+    #   connections qps mean p99 success ok_qps qps_lo qps_hi p99_lo p99_hi server wait runs flags
+    write_dat(a, [h.format(name="a", duration="10s") for h in header], [
+        [10, 1000, 1.0, 2.0, 100, 1000, 950, 1050, 1.9, 2.1, "NaN", 5, 3, "-"],
+        [20, 2000, 1.0, 2.0, 100, 2000, 1900, 2100, 1.9, 2.1, "NaN", 5, 3, "-"]])
+    write_dat(b, [h.format(name="b", duration="5s").replace("/api", "/other")
+                 for h in header], [
+        [10, 1030, 1.0, 3.0, 99.9, 1000, 1000, 1060, 2.9, 3.1, "NaN", 40, 3, "-"],
+        [20, 3000, 1.0, 2.05, 100, 3000, 2950, 3050, 2.0, 2.1, "NaN", 40, 3, "cpu-bound"]])
+    proc = sweep("diff", a, b)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:3] == [
+        "warning: the sweeps differ in URL: http://127.0.0.1:8080/api (a) against "
+        "http://127.0.0.1:8080/other (b)",
+        "warning: the sweeps differ in duration per level: 10s (a) against 5s (b)",
+        "warning: volley's threads waited for a CPU 5% of the time in a and 40% in b: the "
+        "machine was busier during one of them"]
+    # Level 10: QPS within the runs' spread, p99 beyond it; level 20 the other way.
+    assert re.search(r"^\s+10\s+\(\+3\.0%\)\s+\+0\.0%\s+\+50\.0%\s+-0\.10\s+±5\.0%\s+"
+                     r"±2\.9%\s+-$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^\s+20\s+\+50\.0%\s+\+0\.0%\s+\(\+2\.5%\)\s+\+0\.00\s+±5\.0%\s+"
+                     r"±1\.7%\s+cpu-bound$", proc.stdout, re.M), proc.stdout
+    assert "(...): within the spread of the runs (lowest to highest): not a change" in proc.stdout
+    assert "note: levels with one run" not in proc.stdout
+
+
+def test_diff_reads_old_wrktest_data(sweeps, tmp_path):
+    # wrktest.sh's .dat: connections, QPS, mean latency (ms), success (%).
+    old = os.path.join(tmp_path, "apiserver.dat")
+    with open(old, "w") as f:
+        f.write("1 1000.5 0.95 100.00\n2 2000.25 1.02 100.00\n4 3000 1.5 99.50\n")
+    proc = sweep("diff", old, sweeps["ok"].dat, "-o", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(
+        "note: apiserver is a wrktest.sh file: it does not record the URL, duration or threads, "
+        "nor p99; its success rate counts socket errors only (docs/sweep.md)\n")
+    rows = {r[0]: r for r in read_dat(sweeps["ok"].dat)[1]}
+    m = re.search(r"^\s+4\s+(\S+)%\s+\S+\s+n/a\s+\+0\.50 ", proc.stdout, re.M)
+    assert m, proc.stdout
+    assert float(m.group(1)) == pytest.approx(100 * (rows[4][1] - 3000) / 3000, abs=0.051)
+    check_png(os.path.join(tmp_path, "apiserver_ok_qps_ttlb.png"))
+
+
+def test_diff_output_into_a_closed_pipe_is_quiet(sweeps, tmp_path):
+    a, b = sweeps["ok"].dat, sweeps["bad"].dat
+    proc = subprocess.run(f"{shlex.quote(sys.executable)} {SWEEP} diff {a} {b} -o {tmp_path} "
+                          "| head -1", shell=True, capture_output=True, text=True, timeout=60)
+    assert proc.stdout.startswith("warning: the sweeps differ in URL")
+    assert proc.stderr == ""
 
 
 @pytest.mark.parametrize("args,message", [
@@ -233,6 +491,12 @@ def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_pa
     (["-d", "0", "http://h/"], "invalid duration: '0' (for example 500ms, 10s, 2m)"),
     (["--slo-p99", "-1", "http://h/"], "invalid --slo-p99: '-1' (expected milliseconds > 0)"),
     (["--slo-p99", "fast", "http://h/"], "invalid --slo-p99: 'fast' (expected milliseconds > 0)"),
+    (["--min-success", "101", "http://h/"],
+     "invalid --min-success: '101' (expected a percentage, 0 to 100)"),
+    (["--min-success", "most", "http://h/"],
+     "invalid --min-success: 'most' (expected a percentage, 0 to 100)"),
+    (["--repeat", "0", "http://h/"], "invalid --repeat: '0' (must be at least 1)"),
+    (["--each-level", " ", "http://h/"], "empty --each-level command"),
     (["-n", "a/b", "http://h/"], "invalid name: 'a/b' (a file name without '/')"),
     (["ftp://h/"], "invalid URL: 'ftp://h/' (expected http://host[:port]/path or https://...)"),
     (["--bogus", "http://h/"], "unrecognized arguments: --bogus"),
@@ -265,8 +529,9 @@ def test_bad_data_file_and_unusable_volley(tmp_path):
     proc = sweep("diff", bad, bad)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[0] == (
-        f"volley-sweep: {bad}:2: not a volley-sweep data row (5 columns: connections, qps, "
-        "mean_ms, p99_ms, success_pct)")
+        f"volley-sweep: {bad}:2: not a volley-sweep data row (14 columns: connections, qps, "
+        "mean_ms, p99_ms, success_pct, ok_qps, qps_lo, qps_hi, p99_lo, p99_hi, server_us, "
+        "wait_pct, runs, flags; or wrktest.sh's 4)")
     proc = sweep("-c", "1", "http://h/", env=dict(os.environ, VOLLEY="/nonexistent/volley"))
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[0] == \
@@ -274,6 +539,7 @@ def test_bad_data_file_and_unusable_volley(tmp_path):
 
 
 def test_installed_mode_bits():
-    assert os.access(SWEEP, os.X_OK)
-    with open(SWEEP) as f:
-        assert f.readline() == "#!/usr/bin/env python3\n"
+    for script in (SWEEP, PLOT):
+        assert os.access(script, os.X_OK)
+        with open(script) as f:
+            assert f.readline() == "#!/usr/bin/env python3\n"

@@ -60,6 +60,9 @@
  *   --freeze MS:PERIOD   in the last MS of every PERIOD ms (counted from start-up) no response
  *                        is started; those due go out when the window ends. A response already
  *                        being written is not interrupted.
+ *   --shed N             load shedding: a request that arrives while N others (over all
+ *                        connections) wait for their response is answered 503 at once, without
+ *                        --delay; the others are answered as usual.
  *   --interim            before every final response: "HTTP/1.1 100 Continue" and
  *                        "HTTP/1.1 103 Early Hints" with a Link field (not to HTTP/1.0
  *                        requests, RFC 9110 §15.2).
@@ -83,7 +86,8 @@
  *     and no body. Status 204 and 304 get no body and no framing header.
  *   - Routes (path without query): "/authenticate" adds "X-Token: volley-token-1";
  *     "/resource" answers 401 unless the request has "X-Token: volley-token-1". Status
- *     precedence: 401 from /resource, then --status-every, then --status, then 200.
+ *     precedence: 401 from /resource, then --shed, then --status-every, then --status, then
+ *     200.
  *   - "Expect: 100-continue" on a request with a body gets "HTTP/1.1 100 Continue" when
  *     nothing is queued ahead of it on the connection.
  *   - Pipelining: every complete request in what one read() returned is parsed, all their
@@ -201,7 +205,7 @@ enum hostile {
 struct config {
     const char *listen, *stats_path, *log_path;
     double max_time; /* seconds */
-    uint64_t body_size, chunk_size, close_after, every_n, rcvbuf;
+    uint64_t body_size, chunk_size, close_after, every_n, rcvbuf, shed;
     bool body_size_set, chunked, close_delimited, connection_close, http10, http10_keepalive;
     bool interim, never, early;
     int status, every_code;
@@ -239,6 +243,7 @@ static struct config g_cfg = {
 static struct tally g_st;
 static struct ev_loop *g_loop;
 static ev_tstamp g_start;
+static uint64_t g_waiting; /* --shed: requests waiting for their response to be rendered */
 static FILE *g_log;
 static const char *g_unix_path;
 static bool g_tcp;
@@ -275,7 +280,8 @@ struct req {
     uint8_t route;
     bool head, http10, close, keepalive, has_cl, chunked, has_host, token_ok, expect;
     bool bad, closes, say_close, say_keepalive;
-    bool answered; /* --early: the response went out before the body was read */
+    bool answered;    /* --early: the response went out before the body was read */
+    bool shed, waits; /* --shed: answered 503 at once; counted in g_waiting */
 };
 
 /* A request waiting for its response to be rendered, or rendered and not yet fully written. */
@@ -604,8 +610,11 @@ static void answer(struct conn *c)
 {
     struct req *r = &c->cur;
     decide_close(c, r);
+    r->shed = g_cfg.shed && g_waiting >= g_cfg.shed;
+    r->waits = g_cfg.shed && !r->shed;
+    g_waiting += r->waits;
     struct pending *p = q_push(c);
-    p->due = g_cfg.delay > 0 ? ev_now(g_loop) + g_cfg.delay : 0;
+    p->due = g_cfg.delay > 0 && !r->shed ? ev_now(g_loop) + g_cfg.delay : 0;
     p->r = *r;
     if (r->closes)
         c->parse_done = true;
@@ -1131,6 +1140,8 @@ static int pick_status(const struct req *r)
     uint64_t nth = ++g_st.rendered;
     if (r->route == ROUTE_RESOURCE && !r->token_ok)
         return 401;
+    if (r->shed)
+        return 503;
     if (g_cfg.every_n && nth % g_cfg.every_n == 0)
         return g_cfg.every_code;
     return g_cfg.status ? g_cfg.status : 200;
@@ -1199,6 +1210,8 @@ static bool render_hostile(struct conn *c, struct pending *p)
 static void render(struct conn *c, struct pending *p)
 {
     c->closing = p->r.closes;
+    g_waiting -= p->r.waits;
+    p->r.waits = false;
     if (p->r.bad) {
         buf_str(&c->out, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\n"
                          "Content-Length: 12\r\nConnection: close\r\n\r\nBad Request\n");
@@ -1461,6 +1474,8 @@ static void conn_run(struct conn *c)
 
 static void conn_free(struct conn *c)
 {
+    for (size_t i = c->qrendered; i < c->qlen; i++) /* never to be answered */
+        g_waiting -= q_at(c, i)->r.waits;
     ev_io_stop(g_loop, &c->rio);
     ev_io_stop(g_loop, &c->wio);
     wake_remove(c);
@@ -1973,7 +1988,7 @@ static void usage(void)
          "         [--body-size N] [--chunked] [--chunk-size N] [--close-delimited]\n"
          "         [--connection-close] [--http10] [--http10-keepalive] [--close-after N]\n"
          "         [--idle-close MS] [--status CODE] [--status-every N:CODE] [--delay MS]\n"
-         "         [--freeze MS:PERIOD_MS] [--interim] [--never] [--early]\n"
+         "         [--freeze MS:PERIOD_MS] [--shed N] [--interim] [--never] [--early]\n"
          "         [--rcvbuf N] [--trickle-ms MS]\n"
          "         [--hostile garbage|short-body|reset|trickle|huge-header|bad-chunk|\n"
          "                    huge-body|die-after:MS|no-read]\n"
@@ -1998,6 +2013,7 @@ enum opt {
     OPT_STATUS_EVERY,
     OPT_DELAY,
     OPT_FREEZE,
+    OPT_SHED,
     OPT_INTERIM,
     OPT_NEVER,
     OPT_EARLY,
@@ -2081,6 +2097,9 @@ static void apply_option(int opt, const char *name, const char *v)
     case OPT_FREEZE:
         opt_freeze(v);
         break;
+    case OPT_SHED:
+        g_cfg.shed = (uint64_t)opt_number(name, v, 1, 1e9);
+        break;
     case OPT_INTERIM:
         g_cfg.interim = true;
         break;
@@ -2134,6 +2153,7 @@ static void parse_args(int argc, char **argv)
         {"status-every", required_argument, 0, OPT_STATUS_EVERY},
         {"delay", required_argument, 0, OPT_DELAY},
         {"freeze", required_argument, 0, OPT_FREEZE},
+        {"shed", required_argument, 0, OPT_SHED},
         {"interim", no_argument, 0, OPT_INTERIM},
         {"never", no_argument, 0, OPT_NEVER},
         {"early", no_argument, 0, OPT_EARLY},

@@ -972,3 +972,175 @@ TEST(encode_several_stored_blocks)
     check_round_trip(h, DAY_US, 3);
     hist_free(h);
 }
+
+/* ---- decoding ------------------------------------------------------------ */
+
+/* Decode of encode: the same buckets, so encoding again gives the same text;
+ * with the exact summary restored, the same statistics. */
+static void check_decode(struct hist *h)
+{
+    const char *why = NULL;
+    char *enc = hist_encode(h);
+    struct hist *back = hist_decode(enc, &why);
+    CHECK(back != NULL);
+    if (!back) {
+        UNIT_FAIL("%s", why);
+        free(enc);
+        return;
+    }
+    char *again = hist_encode(back);
+    CHECK_STR(again, enc);
+    CHECK_U64(hist_highest(back), hist_highest(h));
+    if (hist_count(h)) {
+        CHECK(hist_set_summary(back, hist_min(h), hist_max(h), hist_mean(h), hist_stdev(h)));
+        CHECK_U64(hist_min(back), hist_min(h));
+        CHECK_U64(hist_max(back), hist_max(h));
+        CHECK_DBL(hist_mean(back), hist_mean(h), 1e-9 * hist_mean(h));
+        CHECK_DBL(hist_stdev(back), hist_stdev(h), 1e-9 * hist_stdev(h) + 1e-9);
+        for (size_t i = 0; i < NPCTS; i++)
+            CHECK_U64(hist_percentile(back, PCTS[i]), hist_percentile(h, PCTS[i]));
+    }
+    hist_free(back);
+    free(again);
+    free(enc);
+}
+
+TEST(decode_reads_back_what_encode_wrote)
+{
+    struct hist *h = hist_new(DAY_US);
+    check_decode(h); /* empty */
+    hist_record(h, 0);
+    check_decode(h);
+    uint64_t seed = 7;
+    for (size_t i = 0; i < 50000; i++)
+        hist_record(h, lcg(&seed));
+    hist_record_n(h, 3, 1ULL << 40); /* counts past 7 bytes of LEB128 */
+    check_decode(h);
+    hist_free(h);
+    /* another highest: its own geometry */
+    h = hist_new(10000000);
+    for (uint64_t v = 1; v < 100000; v += 7)
+        hist_record(h, v);
+    check_decode(h);
+    hist_free(h);
+}
+
+TEST(decode_of_a_large_histogram_spans_several_stored_blocks)
+{
+    /* every slot of 24 h in use: the payload passes 64 KiB */
+    struct hist *h = hist_new(DAY_US);
+    for (uint64_t v = 1; v < DAY_US; v += v / 1000 + 1)
+        hist_record_n(h, v, 10000); /* three bytes a slot */
+    char *enc = hist_encode(h);
+    CHECK(strlen(enc) > 4 * 65535 / 3);
+    free(enc);
+    check_decode(h);
+    hist_free(h);
+}
+
+static const char *decode_error(const char *text)
+{
+    const char *why = NULL;
+    struct hist *h = hist_decode(text, &why);
+    if (h) {
+        UNIT_FAIL("decoded %s", text);
+        hist_free(h);
+        return "";
+    }
+    return why;
+}
+
+/* enc with the byte at offset (of the decoded wire form) replaced; with
+ * fix, the checksum of the (single stored block's) payload made right again. */
+static char *patched(const char *enc, long offset, uint8_t byte, bool fix)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t n = strlen(enc), len = 0;
+    uint8_t *raw = malloc(n);
+    for (size_t i = 0; i < n; i += 4) {
+        uint32_t w = 0;
+        for (size_t k = 0; k < 4; k++)
+            w = w << 6 | (uint32_t)(enc[i + k] == '=' ? 0 : strchr(digits, enc[i + k]) - digits);
+        raw[len++] = (uint8_t)(w >> 16), raw[len++] = (uint8_t)(w >> 8), raw[len++] = (uint8_t)w;
+    }
+    len -= (enc[n - 1] == '=') + (enc[n - 2] == '=');
+    raw[offset < 0 ? (long)len + offset : offset] = byte; /* from the end when negative */
+    if (fix) {
+        uint32_t a = 1, b = 0;
+        for (size_t i = 15; i < len - 4; i++)
+            a = (a + raw[i]) % 65521, b = (b + a) % 65521;
+        uint32_t check = b << 16 | a;
+        for (int k = 0; k < 4; k++)
+            raw[len - 4 + k] = (uint8_t)(check >> (24 - 8 * k));
+    }
+    char *out = malloc(n + 1), *p = out;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t w = (uint32_t)raw[i] << 16 | (i + 1 < len ? raw[i + 1] << 8 : 0) |
+                     (i + 2 < len ? raw[i + 2] : 0);
+        *p++ = digits[w >> 18], *p++ = digits[w >> 12 & 63];
+        *p++ = i + 1 < len ? digits[w >> 6 & 63] : '=';
+        *p++ = i + 2 < len ? digits[w & 63] : '=';
+    }
+    *p = '\0';
+    free(raw);
+    return out;
+}
+
+TEST(decode_refuses_what_is_not_volleys_histogram)
+{
+    struct hist *h = hist_new(DAY_US);
+    hist_record(h, 5);
+    hist_record(h, 5000);
+    char *enc = hist_encode(h);
+    CHECK_STR(decode_error(""), "not base64");
+    CHECK_STR(decode_error("HISTFAA"), "not base64");
+    CHECK_STR(decode_error("HIST*AAA"), "not base64");
+    CHECK_STR(decode_error("AAAAAAAA"), "not an HdrHistogram V2 compressed histogram");
+    /* wire: 8-byte header, zlib header at 8, block header at 10, payload at 15 */
+    char *bad = patched(enc, 10, 0x05, false); /* BTYPE 10: dynamic Huffman codes */
+    CHECK_STR(decode_error(bad),
+              "compressed with deflate (volley reads the stored blocks it writes)");
+    free(bad);
+    bad = patched(enc, 9, 0x02, false); /* FCHECK wrong */
+    CHECK_STR(decode_error(bad), "a broken zlib stream");
+    free(bad);
+    bad = patched(enc, 15 + 40, 0x7f, false); /* a count changed: the Adler-32 no longer matches */
+    CHECK_STR(decode_error(bad), "a broken zlib stream");
+    free(bad);
+    bad = patched(enc, 15 + 15, 2, true); /* 2 significant digits */
+    CHECK_STR(decode_error(bad),
+              "histogram settings other than volley's (lowest 1, 3 significant digits)");
+    free(bad);
+    bad = patched(enc, 15 + 0, 0x1d, true); /* the payload's cookie */
+    CHECK_STR(decode_error(bad), "not an HdrHistogram V2 payload");
+    free(bad);
+    bad = patched(enc, -5, 0x82, true); /* the last count's LEB128 goes on past the end */
+    CHECK_STR(decode_error(bad), "broken counts");
+    free(bad);
+    hist_free(h);
+    free(enc);
+}
+
+TEST(set_summary_refuses_figures_that_do_not_fit_the_buckets)
+{
+    struct hist *h = hist_new(DAY_US);
+    hist_record(h, 100);
+    hist_record(h, 300000);
+    char *enc = hist_encode(h);
+    const char *why;
+    struct hist *back = hist_decode(enc, &why);
+    CHECK(!hist_set_summary(back, 99, 300000, 150050, 212061));  /* min in another slot */
+    CHECK(!hist_set_summary(back, 100, 400000, 150050, 212061)); /* max in another slot */
+    CHECK(!hist_set_summary(back, 100, 300000, 50, 212061));     /* mean below min */
+    CHECK(!hist_set_summary(back, 100, 300000, 150050, -1));     /* negative stdev */
+    CHECK(!hist_set_summary(back, 100, 300000, 150050, 1e9));    /* stdev past the range */
+    CHECK(hist_set_summary(back, 100, 300000, hist_mean(h), hist_stdev(h)));
+    CHECK_U64(hist_max(back), 300000);
+    CHECK(hist_mean(back) == hist_mean(h));
+    struct hist *empty = hist_new(DAY_US);
+    CHECK(!hist_set_summary(empty, 0, 0, 0, 0));
+    hist_free(empty);
+    hist_free(back);
+    hist_free(h);
+    free(enc);
+}

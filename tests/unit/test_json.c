@@ -21,6 +21,19 @@ static char *render(void (*fill)(struct json *))
     return out;
 }
 
+static char *render_line(void (*fill)(struct json *))
+{
+    char *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&out, &len);
+    struct json j;
+    json_init_line(&j, f);
+    fill(&j);
+    CHECK(json_finish(&j));
+    fclose(f);
+    return out;
+}
+
 static void nested(struct json *j)
 {
     json_object_begin(j, NULL);
@@ -50,6 +63,14 @@ TEST(layout_nests_with_commas_and_indentation)
                  "  ],\n"
                  "  \"none\": []\n"
                  "}\n");
+    free(s);
+}
+
+TEST(a_line_document_has_no_newline_or_spaces_inside)
+{
+    char *s = render_line(nested);
+    CHECK_STR(s, "{\"n\":18446744073709551615,\"empty\":{},\"list\":[true,null,null],"
+                 "\"none\":[]}\n");
     free(s);
 }
 

@@ -145,3 +145,71 @@ TEST(column_rule)
     CHECK_STR(cell("14400.00m", 8), "14400.0 ");
     CHECK_STR(cell("0.00us", 8), "  0.00us");
 }
+
+TEST(utc_time_has_milliseconds)
+{
+    char buf[UNITS_BUF];
+    struct timespec when = {1700000000, 999999999};
+    CHECK_STR(units_utc_time(&when, buf), "2023-11-14T22:13:20.999Z");
+    when = (struct timespec){0, 1000000};
+    CHECK_STR(units_utc_time(&when, buf), "1970-01-01T00:00:00.001Z");
+}
+
+static int64_t instant(const char *s)
+{
+    int64_t us = -1;
+    if (!units_parse_instant(s, &us))
+        UNIT_FAIL("refused: %s", s);
+    return us;
+}
+
+TEST(instants_in_rfc3339_and_unix_time)
+{
+    CHECK_I64(instant("1970-01-01T00:00:00Z"), 0);
+    CHECK_I64(instant("2026-11-23T10:16:42.981Z"), 1795429002981000LL);
+    CHECK_I64(instant("2026-11-23t10:16:42.981z"), 1795429002981000LL);
+    CHECK_I64(instant("2026-11-23 10:16:42.981Z"), 1795429002981000LL);
+    CHECK_I64(instant("2026-11-23T11:16:42.981+01:00"), 1795429002981000LL);
+    CHECK_I64(instant("2026-11-23T05:46:42.981-04:30"), 1795429002981000LL);
+    CHECK_I64(instant("2026-11-23T10:16:42.9812345678Z"), 1795429002981234LL);
+    CHECK_I64(instant("2024-02-29T00:00:00Z"), 1709164800000000LL);
+    CHECK_I64(instant("2016-12-31T23:59:60Z"), 1483228799999999LL); /* a leap second */
+    CHECK_I64(instant("1795429002"), 1795429002000000LL);
+    CHECK_I64(instant("1795429002.5"), 1795429002500000LL);
+    CHECK_I64(instant("1795429002.0000019"), 1795429002000001LL);
+}
+
+TEST(instants_refused)
+{
+    static const char *const bad[] = {"",
+                                      "now",
+                                      "+2s",
+                                      "-1",
+                                      "1795429002.",
+                                      "1795429002.5s",
+                                      " 1795429002",
+                                      "1e9",
+                                      "99999999999999999999",
+                                      "2026-11-23",
+                                      "2026-11-23T10:16:42",
+                                      "2026-11-23T10:16Z",
+                                      "2026-11-23T10:16:42.Z",
+                                      "2026-13-01T00:00:00Z",
+                                      "2026-02-29T00:00:00Z",
+                                      "2026-04-31T00:00:00Z",
+                                      "2026-00-10T00:00:00Z",
+                                      "2026-11-23T24:00:00Z",
+                                      "2026-11-23T10:60:00Z",
+                                      "2026-11-23T10:16:61Z",
+                                      "2026-11-23T10:16:42+0100",
+                                      "2026-11-23T10:16:42+24:00",
+                                      "2026-11-23T10:16:42Z ",
+                                      "26-11-23T10:16:42Z",
+                                      "1969-12-31T23:59:59Z",
+                                      "1970-01-01T00:00:00+00:01"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t us;
+        if (units_parse_instant(bad[i], &us))
+            UNIT_FAIL("accepted \"%s\" as %" PRId64, bad[i], us);
+    }
+}

@@ -1,0 +1,96 @@
+"""Kubernetes without a cluster: the manifests decoded strictly into
+Kubernetes' own Go types (tests/kube/manifest_test.go, with k8s.io/api from
+the Go module proxy), and scripts/volley-kube run against a stand-in kubectl
+(tests/kube/kubectl) that runs the rendered pods as local processes with the
+environment Kubernetes would give them, against nginx.
+SPDX-License-Identifier: MIT
+"""
+import json
+import os
+import subprocess
+import sys
+
+from conftest import ROOT, VOLLEY, find_go, parse_report
+
+KUBE_DIR = os.path.join(ROOT, "tests", "kube")
+VOLLEY_KUBE = os.path.join(ROOT, "scripts", "volley-kube")
+
+
+def test_manifests_decode_strictly_into_kubernetes_job_types():
+    go, why = find_go()
+    assert go, why
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly")
+    proc = subprocess.run([go, "test", "-count=1", "-v", "./..."], cwd=KUBE_DIR, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for name in ("TestShippedManifestDecodesStrictly", "TestRenderedManifestDecodesStrictly",
+                 "TestAMisspeltFieldFailsTheDecode"):
+        assert f"--- PASS: {name}" in proc.stdout, proc.stdout
+
+
+def volley_kube(tmp_path, *args):
+    """volley-kube with the stand-in kubectl and this tree's volley as the
+    image's (first on PATH) and as the local one that merges."""
+    state = os.path.join(tmp_path, "cluster")
+    os.makedirs(state, exist_ok=True)
+    env = dict(os.environ, KUBECTL=os.path.join(KUBE_DIR, "kubectl"), VOLLEY=VOLLEY,
+               KUBECTL_STANDIN_DIR=state,
+               PATH=os.path.dirname(VOLLEY) + os.pathsep + os.environ["PATH"])
+    for key in ("VOLLEY_SHARD", "VOLLEY_SHARDS", "JOB_COMPLETION_INDEX"):
+        env.pop(key, None)
+    return subprocess.run([sys.executable, VOLLEY_KUBE] + [str(a) for a in args], env=env,
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path), state
+
+
+def test_volley_kube_runs_the_shards_and_prints_the_merged_report(nginx, tmp_path):
+    srv = nginx(server='location / { return 200 "ok"; }', log_format="$request_uri")
+    script = tmp_path / "path.lua"
+    script.write_text('wrk.path = "/from-the-configmap"\n')
+    merged = os.path.join(tmp_path, "merged.json")
+    proc, state = volley_kube(tmp_path, "run", "--shards", 3, "--start-in", 2, "--name", "load",
+                              "--namespace", "bench", "--json", merged, "--", "-t1", "-c6",
+                              "-n", 3000, "-s", script, srv.url + "/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The report of the whole, from volley merge.
+    rep = parse_report(proc.stdout)
+    assert rep["requests"] == 3000 and rep["connections"] == 6 and rep["threads"] == 3
+    assert "  merged 3 of 3 shards, started within " in proc.stdout
+    assert "volley-kube: job/load: 3 shards starting at " in proc.stderr
+    # Every shard ran its share, with the index the Job controller gave it,
+    # and the script from the ConfigMap.
+    with open(merged) as f:
+        doc = json.load(f)
+    assert doc["requests"] == 3000
+    assert [i["shard"] for i in doc["inputs"]] == [0, 1, 2]
+    assert [i["requests"] for i in doc["inputs"]] == [1000] * 3
+    assert sorted(os.listdir(os.path.join(tmp_path, "volley-kube-load"))) == \
+        ["shard-0.json", "shard-1.json", "shard-2.json"]
+    assert srv.log() == ["/from-the-configmap"] * 3000
+    # The pods got the environment Kubernetes gives them, and nothing of ours.
+    pods = sorted(os.listdir(os.path.join(state, "bench", "pods")))
+    assert pods == ["load-0-standin", "load-1-standin", "load-2-standin"]
+
+    proc, _ = volley_kube(tmp_path, "delete", "--name", "load", "--namespace", "bench")
+    assert proc.returncode == 0, proc.stderr
+    assert os.listdir(os.path.join(state, "bench", "pods")) == []
+    assert os.listdir(os.path.join(state, "bench", "job")) == []
+    assert os.listdir(os.path.join(state, "bench", "configmap")) == []
+
+
+def test_volley_kube_says_which_shard_failed(tmp_path):
+    proc, _ = volley_kube(tmp_path, "run", "--shards", 2, "--start-in", 1, "--", "-c2", "-d1s",
+                          "http://127.0.0.1:9/")
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert "volley-kube: shard 0 (pod volley-0-standin) failed: volley: unable to connect to " \
+        "127.0.0.1:9: Connection refused" in lines
+    assert lines[-1] == "volley-kube: 0 of 2 shards succeeded"
+
+
+def test_volley_kube_refuses_options_it_sets_itself(tmp_path):
+    proc, _ = volley_kube(tmp_path, "render", "--shards", 2, "--", "--json", "x.json",
+                          "http://127.0.0.1/")
+    assert proc.returncode == 1
+    assert proc.stderr == "volley-kube: --json: volley-kube sets --json for every shard\n"
+    proc, _ = volley_kube(tmp_path, "run", "--", "http://127.0.0.1/")
+    assert proc.returncode == 1 and "--shards N" in proc.stderr
