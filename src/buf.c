@@ -2,20 +2,34 @@
  * SPDX-License-Identifier: MIT */
 #include "buf.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "xalloc.h"
 
-void buf_reserve(struct buf *b, size_t n)
+/* Past this, a buffer grows by what it needs plus this much, not twice its
+ * size (as Redis' sds): a 600 MB body must not cost 1 GiB. */
+#define BUF_MAX_PREALLOC (1024 * 1024)
+
+static void grow(struct buf *b, size_t n) __attribute__((noinline));
+static void grow(struct buf *b, size_t n)
 {
-    if (b->cap - b->len >= n)
-        return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < n)
+    if (n > SIZE_MAX - BUF_MAX_PREALLOC - b->len)
+        die("out of memory (%zu more bytes for a buffer of %zu)", n, b->len);
+    size_t need = b->len + n, cap = b->cap ? b->cap : 256;
+    while (cap < need && cap < BUF_MAX_PREALLOC)
         cap *= 2;
+    if (cap < need)
+        cap = need + BUF_MAX_PREALLOC;
     b->data = xrealloc(b->data, cap);
     b->cap = cap;
+}
+
+void buf_reserve(struct buf *b, size_t n)
+{
+    if (b->cap - b->len < n)
+        grow(b, n);
 }
 
 void buf_append(struct buf *b, const void *data, size_t n)

@@ -22,7 +22,7 @@ static const char usage_text[] =
     "  Options:\n"
     "    -c, --connections <N>  Connections to keep open\n"
     "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
-    "    -t, --threads     <N>  Number of threads to use\n"
+    "    -t, --threads     <N>  Number of threads to use (default 2, at most -c)\n"
     "\n"
     "    -s, --script      <S>  Load Lua script file\n"
     "    -H, --header      <H>  Add header to request\n"
@@ -126,6 +126,15 @@ static const struct option long_options[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* After the line saying what is wrong: where to look, rather than the whole
+ * usage, which would push that line off the screen. */
+static void point_to_help(const char *command) __attribute__((noreturn));
+static void point_to_help(const char *command)
+{
+    fprintf(stderr, "Try '%s --help' for more information.\n", command);
+    exit(1);
+}
+
 static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void usage_error(const char *fmt, ...)
 {
@@ -135,8 +144,7 @@ static void usage_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    fputs(usage_text, stderr);
-    exit(1);
+    point_to_help("volley");
 }
 
 static uint64_t metric_arg(const char *what, const char *arg)
@@ -319,6 +327,7 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             break;
         case 't':
             cfg->threads = metric_arg("number of threads", optarg);
+            cfg->threads_set = true;
             break;
         case 's':
             set_string(&cfg->script, optarg);
@@ -410,9 +419,8 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         case 'h':
             fputs(usage_text, stdout);
             exit(0);
-        default:
-            fputs(usage_text, stderr);
-            exit(1);
+        default: /* getopt printed what is wrong */
+            point_to_help("volley");
         }
     }
     argv[0] = argv0;
@@ -428,8 +436,15 @@ static void validate(struct config *cfg)
         usage_error("timeout must be greater than 0");
     if (cfg->connections == 0)
         usage_error("number of connections must be at least 1");
+    /* The default of 2 threads gives way to fewer connections (-c1 -n 1000,
+     * an ab habit); an explicit -t does not. */
+    if (!cfg->threads_set && cfg->connections < cfg->threads)
+        cfg->threads = cfg->connections;
     if (cfg->connections < cfg->threads)
         usage_error("number of connections must be >= threads");
+    /* Without a script a request has no body, so nothing to encode. */
+    if (!cfg->script && cli_header(cfg, "Transfer-Encoding"))
+        usage_error("-H 'Transfer-Encoding: ...' needs a script that sends a body in that coding");
     shard_shares(cfg);
     if (cfg->u_latency && !cfg->rate)
         usage_error("-U/--u_latency needs -R/--rate");
@@ -531,8 +546,7 @@ static void merge_usage_error(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    fputs(merge_usage_text, stderr);
-    exit(1);
+    point_to_help("volley merge");
 }
 
 void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
@@ -559,9 +573,8 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
         case 'h':
             fputs(merge_usage_text, stdout);
             exit(0);
-        default:
-            fputs(merge_usage_text, stderr);
-            exit(1);
+        default: /* getopt printed what is wrong */
+            point_to_help("volley merge");
         }
     }
     argv[0] = argv0;

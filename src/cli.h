@@ -34,6 +34,7 @@ struct shard {
 struct config {
     uint64_t connections;
     uint64_t threads;
+    bool threads_set; /* -t given (otherwise threads is at most connections) */
     uint64_t duration_us;
     bool duration_set;      /* -d given (with -n, no -d means no time limit) */
     uint64_t time_limit_us; /* when the run ends by itself: -d, or 0 for none (-d 0, or -n
@@ -84,7 +85,8 @@ struct config {
 };
 
 /* Parses argv; prints usage and exits 0 for -h, prints the version and exits 0
- * for -v, prints "volley: <what is wrong>" (then usage) and exits 1 on bad input. */
+ * for -v, prints "volley: <what is wrong>" (then a pointer to --help) and
+ * exits 1 on bad input. */
 void cli_parse(int argc, char **argv, struct config *cfg);
 void cli_free(struct config *cfg);
 

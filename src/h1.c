@@ -156,7 +156,13 @@ static enum proto_status h1_input(struct conn *c, const char *buf, size_t len, u
     size_t off = 0;
     while (off < len) {
         if (s->pending == 0) {
-            /* Bytes nobody asked for: they cannot answer a later request. */
+            /* A stray CRLF after a body is skipped, as before a status line
+             * (RFC 9112 §2.2); other bytes nobody asked for cannot answer a
+             * later request. */
+            while (off < len && (buf[off] == '\r' || buf[off] == '\n'))
+                off++;
+            if (off == len)
+                break;
             *cause = CAUSE_UNEXPECTED;
             return PROTO_FAIL;
         }

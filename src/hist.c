@@ -200,7 +200,11 @@ double hist_within_stdev(const struct hist *h, double mean, double stdev)
     double lower = mean - stdev, upper = mean + stdev;
     uint64_t within = 0;
     for (size_t i = index_of(h->min); i <= index_of(h->max); i++) {
-        double v = (double)lowest_at(i);
+        /* A slot stands for its lowest value, but no sample is below the
+         * minimum: a single sample is within 0 of itself wherever it falls
+         * in its slot (the Req/Sec row of a run with one sample). */
+        uint64_t lowest = lowest_at(i);
+        double v = (double)(lowest < h->min ? h->min : lowest);
         if (h->counts[i] && v >= lower && v <= upper)
             within += h->counts[i];
     }

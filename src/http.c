@@ -153,6 +153,15 @@ enum step {
     STEP_ERROR, /* p->error says why */
 };
 
+/* p->_last_field: the field line an obs-fold line would continue. */
+enum {
+    FIELD_NONE,           /* no field line yet */
+    FIELD_OTHER,          /* one that does not matter for framing */
+    FIELD_CONTENT_LENGTH, /* the three that do */
+    FIELD_TRANSFER_ENCODING,
+    FIELD_CONNECTION,
+};
+
 /* One line of input, terminator excluded from n but included in raw. */
 struct line {
     const char *s;
@@ -182,6 +191,8 @@ static void reset_head(struct http_parser *p)
     p->_version_10 = p->_chunked = p->_close_delimited = false;
     p->_has_te = p->_has_length = p->_bad_length = false;
     p->_conn_close = p->_conn_keep_alive = false;
+    p->_last_field = FIELD_NONE;
+    p->_folded = false;
     p->_remaining = 0;
     p->_head_len = 0;
     p->head.len = 0;
@@ -250,18 +261,24 @@ static int take_line(struct http_parser *p, const char *buf, size_t len, size_t 
 }
 
 /* RFC 9112 §4: status-line = HTTP-version SP status-code SP [ reason-phrase ].
- * The reason phrase is ignored, and may be missing with or without its SP. */
+ * The reason phrase is ignored, and may be missing with or without its SP.
+ * More than one SP after the version is accepted, as curl and wrk do. */
 static bool parse_status_line(struct http_parser *p, const char *s, size_t n)
 {
     if (n < 12 || memcmp(s, "HTTP/1.", 7) != 0 || s[7] < '0' || s[7] > '9' || s[8] != ' ')
         return false;
+    size_t at = 9;
+    while (at < n && s[at] == ' ')
+        at++;
+    if (n < at + 3)
+        return false;
     int code = 0;
-    for (int i = 9; i < 12; i++) {
+    for (size_t i = at; i < at + 3; i++) {
         if (s[i] < '0' || s[i] > '9')
             return false;
         code = code * 10 + (s[i] - '0');
     }
-    if (code < 100 || (n > 12 && s[12] != ' '))
+    if (code < 100 || (n > at + 3 && s[at + 3] != ' '))
         return false;
     p->status = code;
     p->_version_10 = s[7] == '0';
@@ -305,9 +322,9 @@ static void on_transfer_encoding(struct http_parser *p, const char *v, size_t n)
 }
 
 /* RFC 9112 §5: field-line = field-name ":" OWS field-value OWS. A name must be a
- * token, which also rejects whitespace before the colon (§5.1) and obsolete
- * line folding (a line starting with whitespace, §5.2). Returns the name's
- * length, 0 if the line is not a field line. */
+ * token, which also rejects whitespace before the colon (§5.1). A line
+ * starting with whitespace is obsolete line folding (§5.2), handled apart.
+ * Returns the name's length, 0 if the line is not a field line. */
 static size_t field_name(const char *s, size_t n)
 {
     size_t i = 0;
@@ -316,23 +333,59 @@ static size_t field_name(const char *s, size_t n)
     return i < n && s[i] == ':' ? i : 0;
 }
 
+/* The value v of a field that matters for framing, or of a line continuing
+ * one. A continued Transfer-Encoding or Connection is one more list element
+ * (the fold is a SP, and those lists are comma-separated: a field split
+ * there is what folding was for); a continued Content-Length must repeat
+ * the value, like a second field line. */
+static void on_framing_value(struct http_parser *p, const char *v, size_t vn)
+{
+    trim(&v, &vn);
+    if (p->_last_field == FIELD_CONTENT_LENGTH)
+        on_content_length(p, v, vn);
+    else if (p->_last_field == FIELD_TRANSFER_ENCODING)
+        on_transfer_encoding(p, v, vn);
+    else if (p->_last_field == FIELD_CONNECTION)
+        on_connection(p, v, vn);
+}
+
 static bool on_field_line(struct http_parser *p, const char *s, size_t n)
 {
     size_t name_len = field_name(s, n);
     if (name_len == 0)
         return false;
+    p->_last_field = FIELD_OTHER;
     /* Only three fields matter for framing; the length test skips the rest. */
     if (name_len != 10 && name_len != 14 && name_len != 17)
         return true;
-    const char *v = s + name_len + 1;
-    size_t vn = n - name_len - 1;
-    trim(&v, &vn);
     if (TOKEN_EQ(s, name_len, "content-length"))
-        on_content_length(p, v, vn);
+        p->_last_field = FIELD_CONTENT_LENGTH;
     else if (TOKEN_EQ(s, name_len, "transfer-encoding"))
-        on_transfer_encoding(p, v, vn);
+        p->_last_field = FIELD_TRANSFER_ENCODING;
     else if (TOKEN_EQ(s, name_len, "connection"))
-        on_connection(p, v, vn);
+        p->_last_field = FIELD_CONNECTION;
+    on_framing_value(p, s + name_len + 1, n - name_len - 1);
+    return true;
+}
+
+/* RFC 9112 §5.2: a user agent receiving obs-fold (a line starting with SP or
+ * HTAB after a field line) in a response replaces it with SP. The kept head
+ * gets the previous line's CRLF replaced by spaces, so that response() sees
+ * one field. Returns false for a fold with no field line before it. */
+static bool on_fold(struct http_parser *p, const struct line *ln)
+{
+    if (p->_last_field == FIELD_NONE)
+        return false;
+    p->_folded = true;
+    on_framing_value(p, ln->s, ln->n);
+    if (p->want_head) {
+        struct buf *h = &p->head;
+        h->data[h->len - 1] = ' ';
+        if (h->len >= 2 && h->data[h->len - 2] == '\r')
+            h->data[h->len - 2] = ' ';
+        buf_append(h, ln->s, ln->n);
+        buf_append(h, "\r\n", 2);
+    }
     return true;
 }
 
@@ -357,8 +410,12 @@ static enum step close_delimited(struct http_parser *p)
 static enum step end_of_head(struct http_parser *p)
 {
     if (p->status < 200 && p->status != 101) {
-        /* RFC 9110 §15.2: interim responses precede the final one. */
+        /* RFC 9110 §15.2: interim responses precede the final one. Their
+         * heads and the final one share one HTTP_MAX_HEAD (as curl counts
+         * them), so a server sending 100 Continue forever is an error. */
+        size_t interim = p->_head_len;
         reset_head(p);
+        p->_head_len = interim;
         return STEP_NEXT;
     }
     p->keep_alive = p->status != 101 && persistent(p);
@@ -401,7 +458,7 @@ static bool head_cached(struct http_parser *p, const char *buf, size_t len, size
     p->_conn_close = c->conn_close;
     p->_conn_keep_alive = c->conn_keep_alive;
     p->_remaining = c->length;
-    p->_head_len = c->len;
+    p->_head_len += c->len;
     if (p->want_head)
         buf_append(&p->head, c->data, c->len);
     *off += c->len;
@@ -442,6 +499,17 @@ static enum step on_head(struct http_parser *p, const char *buf, size_t len, siz
         if (r < 0)
             return fail(p, HTTP_ERR_HEAD_TOO_LARGE);
         p->_head_len += ln.raw;
+        if (p->_state == ST_STATUS_LINE && ln.n == 0) {
+            /* Empty lines before a status line (a stray CRLF after the last
+             * body) are skipped, as wrk does, and count towards the limit. */
+            start = *off;
+            continue;
+        }
+        if (is_ows(ln.s[0]) && p->_state == ST_FIELDS) {
+            if (!on_fold(p, &ln))
+                return fail(p, HTTP_ERR_HEADER);
+            continue;
+        }
         if (p->want_head)
             buf_append(&p->head, ln.s, ln.raw);
         if (p->_state == ST_STATUS_LINE) {
@@ -449,13 +517,23 @@ static enum step on_head(struct http_parser *p, const char *buf, size_t len, siz
                 return fail(p, HTTP_ERR_STATUS_LINE);
             p->_state = ST_FIELDS;
         } else if (ln.n == 0) {
-            if (whole && (p->status >= 200 || p->status == 101)) /* not an interim 1xx */
+            /* Not an interim 1xx, nor a head whose folds the kept copy undid. */
+            if (whole && (p->status >= 200 || p->status == 101) && !p->_folded)
                 head_remember(p, buf + start, *off - start);
             return end_of_head(p);
         } else if (!on_field_line(p, ln.s, ln.n)) {
             return fail(p, HTTP_ERR_HEADER);
         }
     }
+}
+
+/* Body bytes for a response() hook, up to HTTP_MAX_BODY: a huge or endless
+ * body must not cost its size in memory on every connection. */
+static void keep_body(struct http_parser *p, const char *s, size_t n)
+{
+    if (p->body.len + n > HTTP_MAX_BODY)
+        n = HTTP_MAX_BODY - p->body.len;
+    buf_append(&p->body, s, n);
 }
 
 /* Count down _remaining body bytes; they are copied only for a response() hook. */
@@ -465,7 +543,7 @@ static void skip_body(struct http_parser *p, const char *buf, size_t len, size_t
     if (n > p->_remaining)
         n = (size_t)p->_remaining;
     if (p->want_body)
-        buf_append(&p->body, buf + *off, n);
+        keep_body(p, buf + *off, n);
     *off += n;
     p->_remaining -= n;
 }
@@ -479,7 +557,7 @@ static enum step on_body(struct http_parser *p, const char *buf, size_t len, siz
 static enum step on_body_close(struct http_parser *p, const char *buf, size_t len, size_t *off)
 {
     if (p->want_body)
-        buf_append(&p->body, buf + *off, len - *off);
+        keep_body(p, buf + *off, len - *off);
     *off = len;
     return STEP_MORE;
 }
@@ -517,6 +595,7 @@ static enum step on_chunk_size(struct http_parser *p, const char *buf, size_t le
         return fail(p, HTTP_ERR_CHUNK);
     if (size == 0) {
         p->_head_len = 0; /* the trailer section gets the same limit as a head */
+        p->_last_field = FIELD_NONE;
         p->_state = ST_TRAILER;
     } else {
         p->_remaining = size;
@@ -564,8 +643,11 @@ static enum step on_trailer(struct http_parser *p, const char *buf, size_t len, 
         p->_head_len += ln.raw;
         if (ln.n == 0)
             return done(p);
-        if (!field_name(ln.s, ln.n))
+        /* A folded trailer line continues the one before (§5.2). */
+        bool fold = is_ows(ln.s[0]) && p->_last_field != FIELD_NONE;
+        if (!fold && !field_name(ln.s, ln.n))
             return fail(p, HTTP_ERR_HEADER);
+        p->_last_field = FIELD_OTHER;
     }
 }
 
@@ -916,6 +998,10 @@ static bool rq_body(struct rq *r, const struct rq_head *h)
             return rq_error(r, h->te_at, "invalid Transfer-Encoding");
         if (h->has_length)
             return rq_error(r, h->length_at, "Content-Length with Transfer-Encoding");
+        /* The usual cause: a Transfer-Encoding header added by hand
+         * (-H, wrk.headers) to a request whose body was not encoded. */
+        if (r->off == r->len)
+            return rq_error(r, h->te_at, "Transfer-Encoding: chunked without a chunked body");
         return rq_chunked(r);
     }
     if (h->has_length) {

@@ -15,6 +15,8 @@
 
 /* A larger response head (status line + header fields + blank line) is an error. */
 #define HTTP_MAX_HEAD (80 * 1024)
+/* The most of a body kept for a response() hook; the rest is skipped. */
+#define HTTP_MAX_BODY (64 * 1024 * 1024)
 
 enum http_result {
     HTTP_MORE,  /* all input consumed, the response is not complete yet */
@@ -53,13 +55,16 @@ struct http_parser {
     /* Set by the caller to keep what a response() hook needs. */
     bool want_head, want_body;
     struct buf head; /* with want_head: the final response's head, status line to blank line */
-    struct buf body; /* with want_body: its body, chunked coding removed */
+    struct buf body; /* with want_body: its body, chunked coding removed (at most
+                      * HTTP_MAX_BODY bytes of it) */
     struct http_head_cache *cache; /* set by the caller, or NULL */
     /* Private state. */
     int _state;
     bool _head_request, _started, _chunked, _close_delimited, _version_10;
     bool _has_te, _has_length, _bad_length; /* framing fields seen in this head */
     bool _conn_close, _conn_keep_alive;     /* Connection tokens seen in this head */
+    int _last_field;     /* which field an obs-fold line continues (0: none yet) */
+    bool _folded;        /* this head had obs-fold lines: not one to cache */
     uint64_t _remaining; /* body or chunk bytes left; the Content-Length while in the head */
     size_t _head_len;    /* bytes of the current head (or trailer section) so far */
     struct buf _carry;   /* an incomplete head or chunk-size line kept across reads */

@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "merge.h"
 #include "net.h"
+#include "output.h"
 #include "progress.h"
 #include "report.h"
 #include "request.h"
@@ -48,7 +49,8 @@ struct run {
     size_t nworkers;
     atomic_size_t nfinished;
     atomic_size_t nsettled;
-    bool over; /* ended before the deadline: interrupted, or done */
+    atomic_bool failed; /* a worker failed: the run ends without a report */
+    bool over;          /* ended before the deadline: interrupted, or done */
     struct timeline *timeline;
 };
 
@@ -147,11 +149,14 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
-/* Runs on a worker's thread. */
-static void worker_finished(void *arg)
+/* Runs on a worker's thread, when it ended on its own or failed. */
+static void worker_finished(struct worker *w, void *arg)
 {
     struct run *run = arg;
-    atomic_fetch_add(&run->nfinished, 1);
+    if (w->failure)
+        atomic_store(&run->failed, true);
+    else
+        atomic_fetch_add(&run->nfinished, 1);
     ev_async_send(run->loop, &run->finished);
 }
 
@@ -182,7 +187,7 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct run *run = a->data;
-    if (atomic_load(&run->nfinished) == run->nworkers ||
+    if (atomic_load(&run->failed) || atomic_load(&run->nfinished) == run->nworkers ||
         (run->budget.spent && atomic_load(&run->budget.unresolved) == 0)) {
         run->over = true;
         ev_break(loop, EVBREAK_ALL);
@@ -375,29 +380,37 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     }
 }
 
-/* Where --json goes. For "-" the document takes stdout to itself: the
- * original stdout is kept for it, and descriptor 1 becomes stderr, so the
- * text report and anything a script prints go to stderr. */
-static FILE *open_json(const char *path)
+/* request() returned nil on some connections: as in wrk, those sent
+ * nothing more; say so once, after the run. */
+static void report_retired(const struct run *run, const struct config *cfg)
 {
-    FILE *f;
-    if (strcmp(path, "-") != 0) {
-        if (!(f = fopen(path, "w")))
-            die("cannot open %s: %s", path, strerror(errno));
-        return f;
-    }
-    int fd = dup(STDOUT_FILENO);
-    if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
-        die("cannot write JSON to stdout: %s", strerror(errno));
-    return f;
+    size_t n = 0;
+    for (size_t i = 0; i < run->nworkers; i++)
+        n += run->workers[i]->retired;
+    if (n)
+        fprintf(stderr,
+                "volley: %s: request() returned nil on %zu connection%s, which then sent no "
+                "more requests\n",
+                cfg->script, n, n == 1 ? "" : "s");
 }
 
-static void write_json(FILE *f, const char *path, const struct result *r)
+/* A worker failed (a script error): its message, once every worker is
+ * joined; the run has no report. */
+static const char *run_failure(const struct run *run)
 {
-    bool ok = report_json(f, r);
-    if (fclose(f) != 0 || !ok)
-        die("cannot write %s: %s", strcmp(path, "-") == 0 ? "JSON to stdout" : path,
-            strerror(errno));
+    for (size_t i = 0; i < run->nworkers; i++)
+        if (run->workers[i]->failure)
+            return run->workers[i]->failure;
+    return NULL;
+}
+
+static void free_run(struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        worker_free(run->workers[i]);
+    free(run->workers);
+    timeline_free(run->timeline);
+    ev_loop_destroy(run->loop);
 }
 
 int main(int argc, char **argv)
@@ -405,7 +418,9 @@ int main(int argc, char **argv)
     struct config cfg;
     struct run run = {0};
     struct result result = {.cfg = &cfg};
+    struct output_json json;
 
+    output_reserve_stdio();
     if (argc > 1 && strcmp(argv[1], "merge") == 0)
         return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
@@ -414,7 +429,8 @@ int main(int argc, char **argv)
     if (cfg.url.tls)
         tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
-    FILE *json = cfg.json ? open_json(cfg.json) : NULL;
+    if (cfg.json)
+        output_json_open(&json, cfg.json);
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     if (cfg.verify || (cfg.http2 && cfg.url.tls))
@@ -427,8 +443,18 @@ int main(int argc, char **argv)
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
 
     report_header(stdout, &cfg);
-    fflush(stdout);
+    output_check_stdout();
     run_workers(&run, &cfg, &result);
+    const char *failure = run_failure(&run);
+    if (failure) {
+        fflush(stdout);
+        fprintf(stderr, "volley: %s\n", failure);
+        free_run(&run);
+        script_free(main_script);
+        tls_cleanup();
+        cli_free(&cfg);
+        return 1;
+    }
 
     stats_init(&result.stats);
     for (size_t i = 0; i < run.nworkers; i++)
@@ -438,22 +464,22 @@ int main(int argc, char **argv)
         result.scheduling_lag = result.stats.lag;
     }
     report_text(stdout, &result);
-    report_warnings(stdout, &result);
+    output_flush_stdout();
+    /* Warnings go to stderr: scripts that parse the lines after
+     * Transfer/sec (a done() hook's output) are not disturbed. */
+    report_warnings(stderr, &result);
+    report_retired(&run, &cfg);
     if (main_script)
         script_done(main_script, &result);
-    fflush(stdout);
-    if (json)
-        write_json(json, cfg.json, &result);
+    if (cfg.json)
+        output_json_write(&json, &result);
     timeline_check(run.timeline);
+    output_check_stdout();
 
-    for (size_t i = 0; i < run.nworkers; i++)
-        worker_free(run.workers[i]);
-    free(run.workers);
-    timeline_free(run.timeline);
+    free_run(&run);
     stats_free(&result.stats);
     script_free(main_script);
     tls_cleanup();
     cli_free(&cfg);
-    ev_loop_destroy(run.loop);
     return 0;
 }

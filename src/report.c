@@ -226,7 +226,7 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
     double cpu = r->cpu.user_s + r->cpu.system_s;
     load->cpus = usable_cpus();
     load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
-    load->saturated = r->cpu.busiest > REPORT_SATURATED;
+    load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
 }
 
 size_t report_inflight(const struct result *r)

@@ -51,6 +51,9 @@ struct result {
  * responses queued inside volley, that wait counted as latency, and the
  * throughput was volley's limit. */
 #define REPORT_SATURATED 0.9
+/* A run shorter than this (a quick -n) is mostly start-up and tear-down: how
+ * busy its threads were says nothing about the load it made. */
+#define REPORT_SATURATED_MIN_US 250000
 struct cpu_load {
     long cpus;          /* CPUs this process may run on */
     double utilisation; /* process CPU time / (run time x threads) */

@@ -42,7 +42,7 @@ bool request_set(struct request *r, char *data, size_t len, char *err, size_t er
     r->cap = len + 1;
     r->depth = n;
     /* Finding HEAD requests needs a second pass only when one may be there. */
-    if (memmem(data, len, "HEAD", 4)) {
+    if (request_may_have_head(r)) {
         r->heads = xcalloc(n, sizeof *r->heads);
         http_request_parse(data, len, r->heads, n, err, err_len);
     }
@@ -67,6 +67,18 @@ void request_repeat(struct request *r, size_t n)
     r->len *= n;
     r->cap = r->len + 1;
     r->depth *= n;
+}
+
+bool request_may_have_head(const struct request *r)
+{
+    /* One request: its method comes first (after empty lines, which the
+     * request check skips). A dynamic script's request() is checked this way
+     * on every batch, so the common case does not scan the whole request. */
+    if (r->depth == 1) {
+        const char *method = r->data + strspn(r->data, "\r\n"); /* data ends with a NUL */
+        return strncmp(method, "HEAD ", 5) == 0;
+    }
+    return memmem(r->data, r->len, "HEAD", 4) != NULL;
 }
 
 size_t request_prefix(const struct request *r, size_t n)

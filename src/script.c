@@ -3,15 +3,17 @@
  * wrk.connect written in C, and the userdata types a script meets: server
  * addresses, threads and statistics. Hooks run under lua_pcall with a
  * traceback handler; an error in any of them ends volley with the message.
- * Hook references are looked up once, after init(), and kept in the
- * registry, so the per-request cost is one call and no lookups.
+ * Hooks are global functions, looked up without metamethods (a strict-mode
+ * _G cannot turn a look-up into an error) and with interned names kept on
+ * the stack, so noticing that a script defined, replaced or removed one
+ * during the run costs one table look-up per call, as in wrk, which looks
+ * the global up on every call.
  * SPDX-License-Identifier: MIT */
 #include "script.h"
 
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,16 +34,27 @@
 #define ADDR_TYPE "volley.addr"
 #define THREAD_TYPE "volley.thread"
 #define STATS_TYPE "volley.stats"
-/* Stack slot of the error handler, pushed first in every state. */
+/* Stack slots every state keeps below whatever a call pushes: the error
+ * handler, debug.getinfo and the wrk module as they were before the script
+ * ran (a script may replace the globals), then for each per-request hook
+ * its name and the value it had at the last look. */
 #define HANDLER 1
+#define GETINFO 2
+#define MODULE 3
+#define HOOK_NAME(h) (4 + 2 * (int)(h))
+#define HOOK_SEEN(h) (5 + 2 * (int)(h))
 /* thread:get/set copy tables this deep at most. */
 #define COPY_DEPTH 64
+
+enum hook { HOOK_REQUEST, HOOK_RESPONSE, HOOK_DELAY, HOOKS };
+static const char *const hook_names[HOOKS] = {"request", "response", "delay"};
 
 struct script {
     lua_State *L;
     const struct config *cfg;
-    struct worker *worker; /* NULL for the main state */
-    int request_ref, response_ref, delay_ref;
+    struct worker *worker;   /* NULL for the main state */
+    bool defined[HOOKS];     /* whether each hook was a function at the last look */
+    const void *seen[HOOKS]; /* the value then (kept in HOOK_SEEN, so never reused) */
     bool response_head, response_body;
     struct buf scratch; /* wrk.format's output */
 };
@@ -50,45 +63,48 @@ struct script {
 /* Errors                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static pthread_mutex_t fatal_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* The error message on top of L ends volley. Worker threads may fail at the
- * same moment: the first one reports, the others wait for the exit. */
-static void fatal(lua_State *L) __attribute__((noreturn));
-static void fatal(lua_State *L)
+/* The error message on top of the stack ends volley: at once on the main
+ * thread (no worker runs then: setup, init and done run before the workers
+ * start or after they ended); on a running worker thread, the worker stops
+ * and main reports it once every worker has stopped (see worker_fail). */
+static void failed(struct script *s)
 {
-    pthread_mutex_lock(&fatal_lock);
-    const char *msg = lua_tostring(L, -1);
-    fflush(stdout);
-    fprintf(stderr, "volley: %s\n", msg ? msg : "(error object is not a string)");
-    exit(1);
+    const char *msg = lua_tostring(s->L, -1);
+    if (!msg)
+        msg = "(error object is not a string)";
+    if (!s->worker || !s->worker->running)
+        die("%s", msg);
+    worker_fail(s->worker, msg);
+    lua_pop(s->L, 1);
 }
 
-/* The message handler: the error plus a traceback of where it happened. */
+/* The message handler: the error plus a traceback of where it happened,
+ * from the debug.traceback saved before the script ran (upvalue 1). */
 static int on_error(lua_State *L)
 {
     if (!lua_isstring(L, 1))
         lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     else
         lua_pushvalue(L, 1);
-    lua_getglobal(L, "debug");
-    if (lua_istable(L, -1)) {
-        lua_getfield(L, -1, "traceback");
-        if (lua_isfunction(L, -1)) {
-            lua_pushvalue(L, -3);
-            lua_pushinteger(L, 2);
-            lua_call(L, 2, 1);
-            return 1;
-        }
+    if (lua_isfunction(L, lua_upvalueindex(1))) {
+        lua_pushvalue(L, lua_upvalueindex(1));
+        lua_pushvalue(L, -2);
+        lua_pushinteger(L, 2);
+        lua_call(L, 2, 1);
     }
-    lua_settop(L, 2);
     return 1;
 }
 
-static void call(struct script *s, int nargs, int nresults)
+/* Calls the function below its nargs arguments. Returns false after an
+ * error (reported by failed()), with nresults nils in place of results. */
+static bool call(struct script *s, int nargs, int nresults)
 {
-    if (lua_pcall(s->L, nargs, nresults, HANDLER) != 0)
-        fatal(s->L);
+    if (lua_pcall(s->L, nargs, nresults, HANDLER) == 0)
+        return true;
+    failed(s);
+    for (int i = 0; i < nresults; i++)
+        lua_pushnil(s->L);
+    return false;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -169,16 +185,46 @@ static void remove_keys(lua_State *L, int t, const char *name)
     }
 }
 
+/* Of the keys of table t equal to name ignoring case, keeps one and
+ * removes the others; pushes the one kept (nil if there was none). One the
+ * script spelled itself is kept rather than the spelling name has (the one
+ * wrk.init adds): a "host" a script set in init() wins over the default. */
+static void keep_one_key(lua_State *L, int t, const char *name)
+{
+    int kept = lua_gettop(L) + 1;
+    lua_pushnil(L);
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
+            (lua_isnil(L, kept) || strcmp(lua_tostring(L, kept), name) == 0)) {
+            lua_pushvalue(L, -1);
+            lua_replace(L, kept);
+        }
+    }
+    /* Clearing fields during a traversal is allowed. */
+    lua_pushnil(L);
+    while (lua_next(L, t)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
+            !lua_rawequal(L, -1, kept)) {
+            lua_pushvalue(L, -1);
+            lua_pushnil(L);
+            lua_rawset(L, t);
+        }
+    }
+}
+
 static bool name_is(const char *name, size_t len, const char *want, size_t want_len)
 {
     return len == want_len && strncasecmp(name, want, len) == 0;
 }
 
-/* Appends "name: value\r\n" for every field of the table at index t, noting
- * whether Host and Content-Length (in any case) are among the names. */
-static void write_fields(lua_State *L, int t, struct buf *out, bool *host, bool *length)
+/* Appends "name: value\r\n" for every field of the table at index t,
+ * counting the Host and Content-Length fields (in any case) among them. */
+static void write_fields(lua_State *L, int t, struct buf *out, int *host, int *length)
 {
-    *host = *length = false;
+    *host = *length = 0;
     lua_pushnil(L);
     while (lua_next(L, t)) {
         size_t name_len, value_len;
@@ -187,8 +233,8 @@ static void write_fields(lua_State *L, int t, struct buf *out, bool *host, bool 
         const char *value = lua_tolstring(L, -2, &value_len);
         if (!name || !value)
             luaL_error(L, "header names and values must be strings or numbers");
-        *host = *host || name_is(name, name_len, "Host", 4);
-        *length = *length || name_is(name, name_len, "Content-Length", 14);
+        *host += name_is(name, name_len, "Host", 4);
+        *length += name_is(name, name_len, "Content-Length", 14);
         buf_append(out, name, name_len);
         buf_append(out, ": ", 2);
         buf_append(out, value, value_len);
@@ -201,7 +247,8 @@ static void write_fields(lua_State *L, int t, struct buf *out, bool *host, bool 
  * headers table: Host is added from wrk.headers when missing, Content-Length
  * is set to the body's length, or removed when there is no body. Header
  * names match ignoring case, so "host" or "content-length" set by a script
- * are not sent twice. Written in C: dynamic scripts call it per request, and
+ * are not sent twice, even beside "Host" or "Content-Length" in the same
+ * table (one of them is kept). Written in C: dynamic scripts call it per request, and
  * the common call (a table with Host, no body) takes one pass over the
  * headers. The bytes are assembled in the state's scratch buffer (upvalue 1),
  * which an error cannot leak; upvalue 2 is the wrk module, as the upvalue
@@ -229,10 +276,13 @@ static int wrk_format(lua_State *L)
     buf_append(out, path, path_len);
     buf_append(out, " HTTP/1.1\r\n", 11);
     size_t fields_at = out->len;
-    bool host, length;
+    int host, length;
     write_fields(L, 3, out, &host, &length);
-    if (!host || body || length) {
-        if (!host) {
+    if (host != 1 || body || length) {
+        if (host > 1) {
+            keep_one_key(L, 3, "Host");
+            lua_settop(L, 5);
+        } else if (!host) {
             lua_getfield(L, 5, "headers");
             if (lua_istable(L, -1) && find_key(L, lua_gettop(L), "Host")) {
                 lua_gettable(L, -2);
@@ -241,8 +291,11 @@ static int wrk_format(lua_State *L)
             lua_settop(L, 5);
         }
         if (body) {
-            if (!find_key(L, 3, "Content-Length"))
+            keep_one_key(L, 3, "Content-Length");
+            if (lua_isnil(L, -1)) {
+                lua_pop(L, 1);
                 lua_pushliteral(L, "Content-Length");
+            }
             lua_pushinteger(L, (lua_Integer)body_len);
             lua_rawset(L, 3);
         } else {
@@ -362,13 +415,16 @@ static struct worker *check_thread(lua_State *L)
     return *(struct worker **)luaL_checkudata(L, 1, THREAD_TYPE);
 }
 
-/* thread:get(name): a copy of the thread's global name. */
+/* thread:get(name): a copy of the thread's global name. Globals are read
+ * and written without metamethods, so a strict-mode _G in the thread's
+ * state cannot raise an error there, where nothing would catch it. */
 static int thread_get(lua_State *L)
 {
     struct worker *w = check_thread(L);
-    const char *name = luaL_checkstring(L, 2);
+    luaL_checkstring(L, 2);
     lua_State *T = w->script->L;
-    lua_getglobal(T, name);
+    lua_pushstring(T, lua_tostring(L, 2));
+    lua_rawget(T, LUA_GLOBALSINDEX);
     transfer(L, T, -1, L, "from");
     lua_pop(T, 1);
     return 1;
@@ -381,8 +437,9 @@ static int thread_set(lua_State *L)
     const char *name = luaL_checkstring(L, 2);
     lua_State *T = w->script->L;
     luaL_checkany(L, 3);
+    lua_pushstring(T, name);
     transfer(L, L, 3, T, "to");
-    lua_setglobal(T, name);
+    lua_rawset(T, LUA_GLOBALSINDEX);
     return 0;
 }
 
@@ -406,7 +463,7 @@ static int thread_index(lua_State *L)
     else if (strcmp(key, "stop") == 0)
         lua_pushcfunction(L, thread_stop);
     else
-        lua_pushnil(L);
+        lua_settop(L, 2); /* wrk returns the key (as a string) for any other field */
     return 1;
 }
 
@@ -439,8 +496,8 @@ static int stats_percentile(lua_State *L)
 static int stats_index(lua_State *L)
 {
     const struct hist *h = check_stats(L);
-    const char *key = lua_tostring(L, 2);
-    if (!key || lua_type(L, 2) != LUA_TSTRING)
+    const char *key = lua_tostring(L, 2); /* a number key becomes a string, as in wrk */
+    if (!key)
         lua_pushnil(L);
     else if (strcmp(key, "min") == 0)
         lua_pushnumber(L, (lua_Number)hist_min(h));
@@ -453,7 +510,8 @@ static int stats_index(lua_State *L)
     else if (strcmp(key, "percentile") == 0)
         lua_pushcfunction(L, stats_percentile);
     else
-        lua_pushnil(L);
+        lua_settop(L, 2); /* wrk returns the key for any other field: a script's
+                           * "requests.total" concatenates as "total" */
     return 1;
 }
 
@@ -534,43 +592,82 @@ static void set_fields(lua_State *L, const struct config *cfg)
     lua_pop(L, 1);
 }
 
+/* Errors while a state is made (the script failing to load or at its top
+ * level) happen on the main thread, before any worker runs. */
+static void fatal(lua_State *L) __attribute__((noreturn));
+static void fatal(lua_State *L)
+{
+    const char *msg = lua_tostring(L, -1);
+    die("%s", msg ? msg : "(error object is not a string)");
+}
+
+/* Pushes debug[name] as the standard library made it. */
+static void push_debug(lua_State *L, const char *name)
+{
+    lua_getfield(L, LUA_GLOBALSINDEX, "debug");
+    lua_getfield(L, -1, name);
+    lua_remove(L, -2);
+}
+
+/* volley calls the module it made, whatever the script does with the global
+ * wrk; a script that replaces the table (wrk = {method = "POST"}) would
+ * otherwise see its fields silently ignored. */
+static void check_module(struct script *s)
+{
+    lua_State *L = s->L;
+    lua_pushliteral(L, "wrk");
+    lua_rawget(L, LUA_GLOBALSINDEX);
+    if (!lua_rawequal(L, -1, MODULE))
+        die("%s: the script replaced the global wrk (with %s): set its fields instead, as in "
+            "wrk.method = \"POST\"",
+            s->cfg->script, lua_istable(L, -1) ? "another table" : luaL_typename(L, -1));
+    lua_pop(L, 1);
+}
+
 static struct script *state_new(const struct config *cfg, struct worker *w)
 {
     struct script *s = xcalloc(1, sizeof *s);
     s->cfg = cfg;
     s->worker = w;
-    s->request_ref = s->response_ref = s->delay_ref = LUA_NOREF;
     lua_State *L = s->L = luaL_newstate();
     if (!L)
         die("unable to create a Lua state");
     luaL_openlibs(L);
-    lua_pushcfunction(L, on_error); /* HANDLER */
+    push_debug(L, "traceback");
+    lua_pushcclosure(L, on_error, 1); /* HANDLER */
+    push_debug(L, "getinfo");         /* GETINFO */
     register_types(L);
     lua_pushinteger(L, (lua_Integer)(cfg->timeout_us / 1000));
     lua_setfield(L, LUA_REGISTRYINDEX, "volley.timeout_ms");
 
     if (luaL_loadbuffer(L, wrk_lua, sizeof wrk_lua - 1, "@wrk.lua") != 0)
         fatal(L);
-    call(s, 0, 1);
+    call(s, 0, 1); /* MODULE */
     lua_pushlightuserdata(L, &s->scratch);
-    lua_pushvalue(L, -2);
+    lua_pushvalue(L, MODULE);
     lua_pushcclosure(L, wrk_format, 2);
-    lua_setfield(L, -2, "format");
+    lua_setfield(L, MODULE, "format");
     lua_pushcfunction(L, wrk_lookup);
-    lua_setfield(L, -2, "lookup");
+    lua_setfield(L, MODULE, "lookup");
     lua_pushcfunction(L, wrk_connect);
-    lua_setfield(L, -2, "connect");
+    lua_setfield(L, MODULE, "connect");
     set_fields(L, cfg);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "loaded");
-    lua_pushvalue(L, -3);
+    lua_pushvalue(L, MODULE);
     lua_setfield(L, -2, "wrk");
     lua_pop(L, 2);
+    lua_pushvalue(L, MODULE);
     lua_setglobal(L, "wrk");
+    for (int h = 0; h < HOOKS; h++) {
+        lua_pushstring(L, hook_names[h]); /* HOOK_NAME(h) */
+        lua_pushnil(L);                   /* HOOK_SEEN(h) */
+    }
 
     if (luaL_loadfile(L, cfg->script) != 0)
         fatal(L);
     call(s, 0, 0);
+    check_module(s);
     return s;
 }
 
@@ -590,50 +687,72 @@ void script_free(struct script *s)
     free(s);
 }
 
-/* Pushes wrk[name] (a function of the module). */
-static void push_wrk_function(lua_State *L, const char *name)
+/* Pushes module[name] (one of its functions). */
+static void push_module_field(lua_State *L, const char *name)
 {
-    lua_getglobal(L, "wrk");
-    lua_getfield(L, -1, name);
-    lua_remove(L, -2);
+    lua_pushstring(L, name);
+    lua_rawget(L, MODULE);
 }
 
 void script_setup(struct script *main, struct worker *w)
 {
-    push_wrk_function(main->L, "setup");
+    push_module_field(main->L, "setup");
     push_thread(main->L, w);
     call(main, 1, 0);
 }
 
-static int global_function_ref(lua_State *L, const char *name)
-{
-    lua_getglobal(L, name);
-    if (lua_isfunction(L, -1))
-        return luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_pop(L, 1);
-    return LUA_NOREF;
-}
+/* ------------------------------------------------------------------------ */
+/* Per-request hooks                                                         */
+/* ------------------------------------------------------------------------ */
 
-/* Which of (status, headers, body) response() declares: building the
- * headers table and body string costs, so only what is used is built.
- * Lua 5.1 cannot tell, and then gets all three. */
+/* Which of (status, headers, body) the response() on top of the stack
+ * declares: building the headers table and body string costs, so only what
+ * is used is built. Lua 5.1 cannot tell, and then gets all three. */
 static void response_params(struct script *s)
 {
     lua_State *L = s->L;
     s->response_head = s->response_body = true;
-    lua_getglobal(L, "debug");
-    lua_getfield(L, -1, "getinfo");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, s->response_ref);
+    lua_pushvalue(L, GETINFO);
+    lua_pushvalue(L, -2);
     lua_pushliteral(L, "u");
     call(s, 2, 1);
-    lua_getfield(L, -1, "nparams");
-    lua_getfield(L, -2, "isvararg");
-    if (lua_isnumber(L, -2) && !lua_toboolean(L, -1)) {
-        lua_Integer n = lua_tointeger(L, -2);
-        s->response_head = n >= 2;
-        s->response_body = n >= 3;
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "nparams");
+        lua_getfield(L, -2, "isvararg");
+        if (lua_isnumber(L, -2) && !lua_toboolean(L, -1)) {
+            lua_Integer n = lua_tointeger(L, -2);
+            s->response_head = n >= 2;
+            s->response_body = n >= 3;
+        }
+        lua_pop(L, 2);
     }
-    lua_pop(L, 4);
+    lua_pop(L, 1);
+}
+
+/* Whether the script defines hook h now; if it does, pushes it. The value
+ * is compared with the one the last look found, so a hook defined, replaced
+ * or removed by the script (a response() that switches request() after a
+ * login) is noticed at its next use. */
+static bool look(struct script *s, enum hook h)
+{
+    lua_State *L = s->L;
+    lua_pushvalue(L, HOOK_NAME(h));
+    lua_rawget(L, LUA_GLOBALSINDEX);
+    /* Comparing addresses is cheaper than lua_rawequal. Values without one
+     * (nil, numbers, strings) compare equal, but none is a function. */
+    const void *value = lua_topointer(L, -1);
+    if (value != s->seen[h]) {
+        s->seen[h] = value;
+        lua_pushvalue(L, -1);
+        lua_replace(L, HOOK_SEEN(h));
+        s->defined[h] = lua_isfunction(L, -1);
+        if (h == HOOK_RESPONSE && s->defined[h])
+            response_params(s);
+    }
+    if (s->defined[h])
+        return true;
+    lua_pop(L, 1);
+    return false;
 }
 
 /* The args table for init(): [0] the URL, then the arguments after it. */
@@ -648,84 +767,113 @@ static void push_args(lua_State *L, const struct config *cfg)
     }
 }
 
-/* Parse bytes a script produced into r, or exit with wrk's message. */
-static void set_request(struct request *r, const char *data, size_t len)
+/* Parse request bytes into r, or end volley saying which request was wrong
+ * (what) and where, in wrk's "<what> at <line>:<col>". */
+static void set_request(struct script *s, struct request *r, const char *data, size_t len,
+                        const char *what)
 {
     char err[128];
     char *copy = xmalloc(len + 1);
-    memcpy(copy, data, len);
+    if (len)
+        memcpy(copy, data, len);
     copy[len] = '\0';
     if (!request_set(r, copy, len, err, sizeof err))
-        die("%s", err);
+        die("%s: %s: %s", s->cfg->script, what, len ? err : "an empty string");
 }
 
 void script_init(struct script *s, struct request *r)
 {
     lua_State *L = s->L;
-    lua_getglobal(L, "wrk");
+    lua_pushliteral(L, "thread");
     push_thread(L, s->worker);
-    lua_setfield(L, -2, "thread");
-    lua_pop(L, 1);
-    push_wrk_function(L, "init");
+    lua_rawset(L, MODULE);
+    push_module_field(L, "init");
     push_args(L, s->cfg);
     call(s, 1, 1);
-    size_t len;
+    check_module(s);
+    size_t len = 0;
     const char *data = lua_tolstring(L, -1, &len);
-    set_request(r, data, len);
+    set_request(s, r, data, len,
+                "invalid request from wrk.method, wrk.path, wrk.headers, wrk.body");
     lua_pop(L, 1);
-    s->request_ref = global_function_ref(L, "request");
-    s->response_ref = global_function_ref(L, "response");
-    s->delay_ref = global_function_ref(L, "delay");
-    if (s->response_ref != LUA_NOREF)
-        response_params(s);
+    for (int h = 0; h < HOOKS; h++)
+        if (look(s, (enum hook)h))
+            lua_pop(L, 1);
 }
 
-/* Calls request() and leaves the string it returned on the stack. */
-static const char *call_request(struct script *s, size_t *len)
+/* Calls request() if the script defines it now. SCRIPT_DONE leaves the
+ * string it returned on the stack, at *data; a number counts as a string,
+ * as Lua converts it. */
+static enum script_call call_request(struct script *s, const char **data, size_t *len)
 {
     lua_State *L = s->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, s->request_ref);
-    call(s, 0, 1);
-    if (lua_type(L, -1) != LUA_TSTRING) {
-        lua_pushfstring(L, "%s: request() returned %s instead of a string", s->cfg->script,
-                        luaL_typename(L, -1));
-        fatal(L);
+    if (!look(s, HOOK_REQUEST))
+        return SCRIPT_NONE;
+    if (!call(s, 0, 1)) {
+        lua_pop(L, 1);
+        return SCRIPT_FAILED;
     }
-    return lua_tolstring(L, -1, len);
+    int type = lua_type(L, -1);
+    if (type == LUA_TSTRING || type == LUA_TNUMBER) {
+        *data = lua_tolstring(L, -1, len);
+        return SCRIPT_DONE;
+    }
+    if (!lua_toboolean(L, -1)) {
+        lua_pop(L, 1);
+        return SCRIPT_NIL;
+    }
+    lua_pushfstring(L, "%s: request() returned %s instead of a string", s->cfg->script,
+                    luaL_typename(L, -1));
+    lua_remove(L, -2);
+    failed(s);
+    return SCRIPT_FAILED;
 }
 
 size_t script_verify(struct script *s)
 {
     struct request r = {0};
-    size_t len;
-    const char *data = call_request(s, &len);
-    set_request(&r, data, len);
+    const char *data = NULL;
+    size_t len = 0;
+    if (call_request(s, &data, &len) != SCRIPT_DONE)
+        die("%s: request() returned nil instead of a request", s->cfg->script);
+    set_request(s, &r, data, len, "request() returned an invalid request");
     lua_pop(s->L, 1);
     size_t depth = r.depth;
     request_free(&r);
     return depth;
 }
 
-bool script_has_request(const struct script *s) { return s->request_ref != LUA_NOREF; }
-bool script_has_delay(const struct script *s) { return s->delay_ref != LUA_NOREF; }
-bool script_has_response(const struct script *s) { return s->response_ref != LUA_NOREF; }
+static bool has_hook(struct script *s, enum hook h)
+{
+    bool yes = look(s, h);
+    if (yes)
+        lua_pop(s->L, 1);
+    return yes;
+}
+
+bool script_has_request(struct script *s) { return has_hook(s, HOOK_REQUEST); }
+bool script_has_delay(struct script *s) { return has_hook(s, HOOK_DELAY); }
 
 bool script_response_wants(const struct script *s, bool *head, bool *body)
 {
-    *head = s->response_head;
-    *body = s->response_body;
-    return s->response_ref != LUA_NOREF;
+    bool yes = s->defined[HOOK_RESPONSE];
+    *head = yes && s->response_head;
+    *body = yes && s->response_body;
+    return yes;
 }
 
-void script_request(struct script *s, struct request *r)
+enum script_call script_request(struct script *s, struct request *r)
 {
+    const char *data;
     size_t len;
-    const char *data = call_request(s, &len);
+    enum script_call result = call_request(s, &data, &len);
+    if (result != SCRIPT_DONE)
+        return result;
     /* Most scripts return the same bytes every time (pipeline.lua, or a
      * request picked from a few): then the batch is already right. */
     if (r->data && len == r->len && memcmp(data, r->data, len) == 0) {
         lua_pop(s->L, 1);
-        return;
+        return SCRIPT_DONE;
     }
     if (len + 1 > r->cap) {
         r->cap = len + 1;
@@ -737,7 +885,7 @@ void script_request(struct script *s, struct request *r)
     lua_pop(s->L, 1);
     /* The depth stays what verification found (as in wrk); which of the
      * requests are HEAD requests is looked up only when one may be. */
-    if (memmem(r->data, len, "HEAD", 4)) {
+    if (request_may_have_head(r)) {
         char err[128];
         if (!r->heads)
             r->heads = xcalloc(r->depth, sizeof *r->heads);
@@ -746,16 +894,19 @@ void script_request(struct script *s, struct request *r)
     } else if (r->heads) {
         memset(r->heads, 0, r->depth * sizeof *r->heads);
     }
+    return SCRIPT_DONE;
 }
 
-double script_delay(struct script *s)
+enum script_call script_delay(struct script *s, double *ms)
 {
     lua_State *L = s->L;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, s->delay_ref);
-    call(s, 0, 1);
-    double ms = lua_tonumber(L, -1);
+    if (!look(s, HOOK_DELAY))
+        return SCRIPT_NONE;
+    bool ok = call(s, 0, 1);
+    double v = lua_tonumber(L, -1);
     lua_pop(L, 1);
-    return ms > 0 ? ms : 0;
+    *ms = v > 0 ? v : 0;
+    return ok ? SCRIPT_DONE : SCRIPT_FAILED;
 }
 
 /* HTTP/2 names are lower case; a script written for HTTP/1.1 looks them
@@ -790,11 +941,12 @@ static void push_headers(lua_State *L, const struct proto_response *r)
     }
 }
 
-void script_response(struct script *s, const struct proto_response *r)
+enum script_call script_response(struct script *s, const struct proto_response *r)
 {
     lua_State *L = s->L;
     int n = 1;
-    lua_rawgeti(L, LUA_REGISTRYINDEX, s->response_ref);
+    if (!look(s, HOOK_RESPONSE))
+        return SCRIPT_NONE;
     lua_pushinteger(L, r->status);
     if (s->response_head || s->response_body) {
         push_headers(L, r);
@@ -804,15 +956,7 @@ void script_response(struct script *s, const struct proto_response *r)
         lua_pushlstring(L, r->body ? r->body : "", r->body_len);
         n++;
     }
-    call(s, n, 0);
-}
-
-bool script_has_done(const struct script *main)
-{
-    lua_getglobal(main->L, "done");
-    bool yes = lua_isfunction(main->L, -1);
-    lua_pop(main->L, 1);
-    return yes;
+    return call(s, n, 0) ? SCRIPT_DONE : SCRIPT_FAILED;
 }
 
 static void set_number(lua_State *L, const char *name, uint64_t v)
@@ -825,7 +969,8 @@ void script_done(struct script *main, const struct result *r)
 {
     lua_State *L = main->L;
     const struct stats *st = &r->stats;
-    lua_getglobal(L, "done");
+    lua_pushliteral(L, "done");
+    lua_rawget(L, LUA_GLOBALSINDEX);
     if (!lua_isfunction(L, -1)) {
         lua_pop(L, 1);
         return;

@@ -29,26 +29,35 @@ void script_setup(struct script *main, struct worker *w);
 void script_init(struct script *s, struct request *r);
 /* With a request() hook: call it once, as wrk does before the run, and
  * parse what it returns (exiting with wrk's "<what> at <line>:<col>" when it
- * is malformed). Returns the number of requests in it: the pipeline depth
- * every request() batch is then read with. */
+ * is malformed, or nil). Returns the number of requests in it: the pipeline
+ * depth every request() batch is then read with. */
 size_t script_verify(struct script *s);
 
-/* Which per-request hooks the thread's script defines. */
-bool script_has_request(const struct script *s);
-bool script_has_delay(const struct script *s);
-bool script_has_response(const struct script *s);
-/* Whether response() declares the headers / body arguments. */
+/* What calling a per-request hook did. The script's globals are looked up
+ * on every call, as wrk does, so a hook a script defines, replaces or
+ * removes during the run is used (or not) from its next call on. */
+enum script_call {
+    SCRIPT_NONE,   /* the script does not define the hook (now) */
+    SCRIPT_DONE,   /* the hook ran */
+    SCRIPT_NIL,    /* request() returned nil: no request to send */
+    SCRIPT_FAILED, /* it raised an error: the worker is stopping (worker_fail) */
+};
+
+/* Whether the thread's script defines request() / delay() now. */
+bool script_has_request(struct script *s);
+bool script_has_delay(struct script *s);
+/* Whether response() was defined at the last call, and whether it declares
+ * the headers / body arguments. */
 bool script_response_wants(const struct script *s, bool *head, bool *body);
 
 /* request(): the returned bytes replace r->data/r->len (r->depth is kept). */
-void script_request(struct script *s, struct request *r);
-/* delay(): milliseconds to wait before the next request. */
-double script_delay(struct script *s);
+enum script_call script_request(struct script *s, struct request *r);
+/* delay(): milliseconds to wait before the next request, in *ms. */
+enum script_call script_delay(struct script *s, double *ms);
 /* response(status, headers, body) for the response r just completed. */
-void script_response(struct script *s, const struct proto_response *r);
+enum script_call script_response(struct script *s, const struct proto_response *r);
 
 /* After the report, in the main state: done(summary, latency, requests). */
 void script_done(struct script *main, const struct result *r);
-bool script_has_done(const struct script *main);
 
 #endif

@@ -1,6 +1,7 @@
 /* URL parsing for the benchmark target: scheme://[userinfo@]host[:port][path].
- * Only http and https are accepted; the path keeps query and fragment as typed,
- * because wrk sends them verbatim (wrk-spec §1.5).
+ * Only http and https are accepted; the path keeps the query as typed, and the
+ * fragment is left out, as browsers and curl do (RFC 9110 §4.2.4: it is not
+ * sent; wrk sends it, and servers answer 404).
  * SPDX-License-Identifier: MIT */
 #include "url.h"
 
@@ -23,17 +24,57 @@ static bool valid_reg_name(const char *s, size_t n)
     return true;
 }
 
-static bool valid_ipv6(const char *s, size_t n)
+static int hex_value(char c)
+{
+    return isdigit((unsigned char)c)    ? c - '0'
+           : isxdigit((unsigned char)c) ? tolower((unsigned char)c) - 'a' + 10
+                                        : -1;
+}
+
+/* An IPv6 literal, with a zone (interface) after '%' for link-local
+ * addresses. RFC 6874 writes it "fe80::1%25eth0" in a URL, percent-encoded;
+ * the raw form "fe80::1%eth0" is accepted too. Returns the address as
+ * getaddrinfo takes it ("fe80::1%eth0"), or NULL. */
+static char *ipv6_host(const char *s, size_t n)
 {
     char buf[64];
     struct in6_addr a;
-    const char *zone = memchr(s, '%', n);
+    const char *zone = memchr(s, '%', n), *end = s + n;
     size_t len = zone ? (size_t)(zone - s) : n;
     if (len == 0 || len >= sizeof buf)
-        return false;
+        return NULL;
     memcpy(buf, s, len);
     buf[len] = '\0';
-    return inet_pton(AF_INET6, buf, &a) == 1;
+    if (inet_pton(AF_INET6, buf, &a) != 1)
+        return NULL;
+    if (!zone)
+        return xstrndup(s, n);
+    const char *in = zone + 1;
+    if (end - in >= 2 && memcmp(in, "25", 2) == 0)
+        in += 2;
+    if (in == end)
+        return NULL;
+    char *host = xmalloc(n + 1), *out = host + len;
+    memcpy(host, s, len);
+    *out++ = '%';
+    while (in < end) {
+        int hi, lo;
+        if (*in == '%' && end - in >= 3 && (hi = hex_value(in[1])) >= 0 &&
+            (lo = hex_value(in[2])) >= 0) {
+            *out = (char)(hi << 4 | lo);
+            in += 3;
+        } else {
+            *out = *in++;
+        }
+        /* An interface name: no spaces, controls or separators. */
+        if ((unsigned char)*out <= ' ' || *out == 0x7f || strchr("%/?#[]@", *out)) {
+            free(host);
+            return NULL;
+        }
+        out++;
+    }
+    *out = '\0';
+    return host;
 }
 
 static bool valid_port(const char *s, size_t n)
@@ -87,9 +128,10 @@ static bool parse_authority(const char *a, size_t n, struct url *u, const char *
     }
     const char *host = a, *port = NULL;
     size_t host_len;
+    char *v6 = NULL;
     if (n > 0 && a[0] == '[') {
         const char *close = memchr(a, ']', n);
-        if (!close || !valid_ipv6(a + 1, (size_t)(close - a - 1))) {
+        if (!close || !(v6 = ipv6_host(a + 1, (size_t)(close - a - 1)))) {
             *why = "invalid IPv6 address";
             return false;
         }
@@ -99,6 +141,7 @@ static bool parse_authority(const char *a, size_t n, struct url *u, const char *
         if (after < a + n) {
             if (*after != ':') {
                 *why = "invalid host";
+                free(v6);
                 return false;
             }
             port = after + 1;
@@ -115,9 +158,10 @@ static bool parse_authority(const char *a, size_t n, struct url *u, const char *
     }
     if (port && !valid_port(port, (size_t)(a + n - port))) {
         *why = "invalid port";
+        free(v6);
         return false;
     }
-    u->host = xstrndup(host, host_len);
+    u->host = v6 ? v6 : xstrndup(host, host_len);
     if (port)
         u->port = xstrndup(port, (size_t)(a + n - port));
     u->service = xstrdup(u->port ? u->port : u->tls ? "443" : "80");
@@ -138,11 +182,12 @@ bool url_parse(const char *s, struct url *u, const char **why)
     size_t n = strcspn(rest, "/?#");
     if (!parse_authority(rest, n, u, why))
         goto fail;
-    /* A query or fragment with no path still needs the "/" before it. */
+    /* A query with no path still needs the "/" before it. */
+    size_t path_len = strcspn(rest + n, "#");
     if (rest[n] == '/')
-        u->path = xstrdup(rest + n);
+        u->path = xstrndup(rest + n, path_len);
     else
-        u->path = xasprintf("/%s", rest + n);
+        u->path = xasprintf("/%.*s", (int)path_len, rest + n);
     return true;
 fail:
     url_free(u);
@@ -162,6 +207,9 @@ void url_free(struct url *u)
 char *url_host_header(const struct url *u)
 {
     bool v6 = strchr(u->host, ':') != NULL;
-    return xasprintf("%s%s%s%s%s", v6 ? "[" : "", u->host, v6 ? "]" : "", u->port ? ":" : "",
-                     u->port ? u->port : "");
+    /* An IPv6 zone names an interface of this machine: the server has no
+     * use for it (RFC 6874 §4). */
+    int host_len = (int)strcspn(u->host, v6 ? "%" : "");
+    return xasprintf("%s%.*s%s%s%s", v6 ? "[" : "", host_len, u->host, v6 ? "]" : "",
+                     u->port ? ":" : "", u->port ? u->port : "");
 }

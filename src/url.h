@@ -8,10 +8,10 @@
 
 struct url {
     char *scheme;  /* as typed ("http", "HTTPS") */
-    char *host;    /* IPv6 literals without brackets */
+    char *host;    /* IPv6 literals without brackets, a zone after '%' decoded */
     char *port;    /* as typed, or NULL when the URL has none */
     char *service; /* port, or the scheme's default ("80", "443") */
-    char *path;    /* path + query + fragment as typed; "/" when empty */
+    char *path;    /* path + query as typed (no fragment); "/" when empty */
     bool tls;
 };
 
@@ -19,8 +19,8 @@ struct url {
 bool url_parse(const char *s, struct url *u, const char **why);
 void url_free(struct url *u);
 
-/* The default Host header: host (bracketed when it contains ':'), plus
- * ":port" only when the URL named a port. Caller frees. */
+/* The default Host header: host (bracketed when it contains ':', without an
+ * IPv6 zone), plus ":port" only when the URL named a port. Caller frees. */
 char *url_host_header(const struct url *u);
 
 #endif

@@ -122,7 +122,9 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
         conn_kick(&w->conns[i]);
 }
 
-/* The script's hooks, as the connections call them. */
+/* The script's hooks, as the connections call them. The script's globals
+ * are looked up at every call (as wrk does): a hook defined, replaced or
+ * removed by another hook during the run counts from its next use. */
 static const struct request *static_request(void *arg, struct request *own)
 {
     (void)own;
@@ -130,24 +132,60 @@ static const struct request *static_request(void *arg, struct request *own)
     return &w->request;
 }
 
-static const struct request *hook_request(void *arg, struct request *own)
-{
-    struct worker *w = arg;
-    own->depth = w->pipeline;
-    script_request(w->script, own);
-    return own;
-}
-
 static double hook_delay(void *arg)
 {
     struct worker *w = arg;
-    return script_delay(w->script);
+    double ms = 0;
+    if (script_delay(w->script, &ms) == SCRIPT_NONE)
+        w->env.delay = NULL; /* removed: no pause from the next batch on */
+    return ms;
+}
+
+/* -m over HTTP/1.1 is the static request's pipeline: a request() batch
+ * pipelines by what it holds. */
+static void check_pipelining(const struct worker *w)
+{
+    if (!w->cfg->http2 && w->cfg->streams > 1)
+        die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
+            "pipelines by returning several requests at once");
+}
+
+/* request() if the script defines it, else the static request; NULL when
+ * request() returned nil: as in wrk that connection sends no more (main
+ * says how many did, after the run), and when none of the worker's does,
+ * it is done, as after thread:stop(). */
+static const struct request *hook_request(void *arg, struct request *own)
+{
+    struct worker *w = arg;
+    const struct request *r = NULL;
+    own->depth = w->pipeline;
+    switch (script_request(w->script, own)) {
+    case SCRIPT_NONE:
+        r = &w->request;
+        break;
+    case SCRIPT_DONE:
+        check_pipelining(w); /* request() may be defined during the run */
+        r = own;
+        break;
+    case SCRIPT_NIL:
+        if (++w->retired == w->nconns)
+            worker_finish(w);
+        break;
+    case SCRIPT_FAILED:
+        break;
+    }
+    /* Every batch asks for a request: a delay() a hook defined meanwhile
+     * is noticed here, and pauses the batches after this one. */
+    if (!w->env.delay && script_has_delay(w->script))
+        w->env.delay = hook_delay;
+    return r;
 }
 
 static void hook_response(void *arg, const struct proto_response *r)
 {
     struct worker *w = arg;
     script_response(w->script, r);
+    script_response_wants(w->script, &w->env.want_head, &w->env.want_body);
 }
 
 static void settled(void *arg)
@@ -259,16 +297,32 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
 {
     struct conn_env *env = &w->env;
     w->pipeline = pipeline;
-    if (script_has_request(w->script)) {
-        if (!w->cfg->http2 && w->cfg->streams > 1)
-            die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
-                "pipelines by returning several requests at once");
-        env->request = hook_request;
+    bool request = script_has_request(w->script), delay = script_has_delay(w->script);
+    bool response = script_response_wants(w->script, &env->want_head, &env->want_body);
+    if (request)
+        check_pipelining(w);
+    /* Only a hook can define another during the run: a script with none now
+     * never will, and its connections need not ask it anything. */
+    if (!request && !delay && !response)
+        return;
+    /* Otherwise every batch and every response asks the script, which may
+     * define request() or response() later; the depth stays the static
+     * request's until a request() is defined. */
+    env->request = hook_request;
+    if (request)
         env->depth = pipeline;
-    }
-    env->delay = script_has_delay(w->script) ? hook_delay : NULL;
-    env->response =
-        script_response_wants(w->script, &env->want_head, &env->want_body) ? hook_response : NULL;
+    env->delay = delay ? hook_delay : NULL;
+    env->response = hook_response;
+}
+
+/* A run shorter than one sample interval (a quick -n) would have no Req/Sec
+ * sample at all; its one sample is then the whole run's rate. */
+static void last_sample(struct worker *w)
+{
+    uint64_t now = clock_us(), requests = w->total.requests + w->stats.requests;
+    if (hist_count(w->total.rps) + hist_count(w->stats.rps) == 0 && requests && now > w->sample_at)
+        hist_record(w->stats.rps,
+                    (uint64_t)((double)requests * 1e6 / (double)(now - w->sample_at)));
 }
 
 static void *run(void *arg)
@@ -276,6 +330,7 @@ static void *run(void *arg)
     struct worker *w = arg;
     struct cpu_thread start, end;
     cpu_thread_now(&start);
+    w->running = true;
     /* The loop was made before a script's setup or a --start-at wait: its
      * idea of now is stale, and timers set from it would fire at once. */
     ev_now_update(w->loop);
@@ -292,14 +347,15 @@ static void *run(void *arg)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);
     cpu_thread_since(&start, &end, &w->load);
+    last_sample(w);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
     ev_timer_stop(w->loop, &w->interval_timer);
     cut(w); /* the last interval ends with the run */
     if (w->intervals)
         intervals_end(w->intervals, w->index);
-    if (w->finished && w->on_finish)
-        w->on_finish(w->on_finish_arg);
+    if ((w->finished || w->failure) && w->on_finish)
+        w->on_finish(w, w->on_finish_arg);
     return NULL;
 }
 
@@ -325,6 +381,14 @@ void worker_finish(struct worker *w)
     ev_break(w->loop, EVBREAK_ALL);
 }
 
+void worker_fail(struct worker *w, const char *message)
+{
+    if (!w->failure)
+        w->failure = xstrdup(message);
+    w->env.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
 void worker_free(struct worker *w)
 {
     for (size_t i = 0; i < w->nconns; i++)
@@ -334,6 +398,7 @@ void worker_free(struct worker *w)
     request_free(&w->request);
     schedule_free(&w->pace.schedule);
     script_free(w->script);
+    free(w->failure);
     stats_free(&w->stats);
     stats_free(&w->total);
     ev_loop_destroy(w->loop);

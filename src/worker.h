@@ -59,9 +59,12 @@ struct worker {
      * ordering, so relaxed stores and loads suffice. */
     _Atomic uint64_t live_requests, live_errors;
     struct cpu_busy load; /* how busy the thread was while it ran */
-    bool finished;        /* ended on its own (thread:stop) */
-    /* Called on the worker thread when it ends on its own. */
-    void (*on_finish)(void *arg);
+    bool running;         /* its thread has started (set and read on that thread) */
+    bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
+    char *failure;        /* a fatal error on its thread (a script error), or NULL */
+    size_t retired;       /* connections that stopped sending: request() returned nil */
+    /* Called on the worker thread when it ends on its own or fails. */
+    void (*on_finish)(struct worker *w, void *arg);
     void *on_finish_arg;
     /* Called on the worker thread once each of its connections has been
      * opened or has failed to open for the first time. */
@@ -88,14 +91,20 @@ void worker_stop(struct worker *w);
 void worker_join(struct worker *w);
 void worker_free(struct worker *w);
 
-/* After init() in the worker's Lua state: note which hooks it defines, and
- * how many responses each request() batch calls for. */
+/* After init() in the worker's Lua state: how many responses each
+ * request() batch calls for, and the hooks its connections call. The
+ * script's globals are looked up on every call, so a hook it defines,
+ * replaces or removes during the run counts from then on. */
 void worker_set_hooks(struct worker *w, size_t pipeline);
 
 /* thread:stop(): end this worker's run early, whether it is running (from
  * its own thread) or not started yet (from setup()). Requests it had in
  * flight go back to -n's budget. */
 void worker_finish(struct worker *w);
+/* On the worker's thread: a fatal error (message) ends its run. It does not
+ * exit: main stops and joins the other workers, then reports the error, so
+ * that no thread is inside OpenSSL when the process exits. */
+void worker_fail(struct worker *w, const char *message);
 
 /* Requests per batch: what request() returns, or the static request. */
 static inline size_t worker_depth(const struct worker *w) { return w->env.depth; }

@@ -5,6 +5,11 @@
 -- from the command line before the user's script runs.
 -- SPDX-License-Identifier: MIT
 
+-- The script's hooks are its global functions, looked up without
+-- metamethods, so that a strict-mode _G (an __index that raises for
+-- undeclared names) does not turn a missing hook into an error.
+local rawget, G = rawget, _G
+
 local wrk = {
    scheme  = "http",
    host    = "localhost",
@@ -18,6 +23,7 @@ local wrk = {
 
 -- Called by volley in the main state for each thread before it starts.
 function wrk.setup(thread)
+   local setup = rawget(G, "setup")
    if type(setup) == "function" then
       setup(thread)
    end
@@ -41,7 +47,8 @@ function wrk.init(args)
    if not has_header(wrk.headers, "Host") then
       local host = wrk.host
       if host:find(":", 1, true) then
-         host = "[" .. host .. "]"
+         -- an IPv6 literal; its zone (fe80::1%eth0) is this machine's business
+         host = "[" .. host:gsub("%%.*", "") .. "]"
       end
       if wrk.port then
          host = host .. ":" .. wrk.port
@@ -49,6 +56,7 @@ function wrk.init(args)
       wrk.headers["Host"] = host
    end
 
+   local init = rawget(G, "init")
    if type(init) == "function" then
       init(args)
    end

@@ -2,10 +2,12 @@
  * SPDX-License-Identifier: MIT */
 #include "xalloc.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void *check(void *p)
 {
@@ -41,14 +43,22 @@ char *xasprintf(const char *fmt, ...)
     return s;
 }
 
+/* die() may be called on any thread. exit() would run the atexit handlers,
+ * OpenSSL's clean-up among them, while other threads may still be inside
+ * OpenSSL (a crash, not an exit status); so the streams are flushed here and
+ * the process ends with _exit(). A second thread dying meanwhile waits on the
+ * lock until the process is gone, so one message is printed. */
 void die(const char *fmt, ...)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     va_list ap;
+    pthread_mutex_lock(&lock);
     fflush(stdout);
     fputs("volley: ", stderr);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
-    exit(1);
+    fflush(NULL);
+    _exit(1);
 }

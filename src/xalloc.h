@@ -14,7 +14,8 @@ char *xstrndup(const char *s, size_t n);
 /* printf into a new string */
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Print "volley: <message>" on stderr and exit(1). */
+/* Print "volley: <message>" on stderr and end the process with status 1,
+ * from any thread (without running atexit handlers). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 #endif

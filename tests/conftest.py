@@ -266,10 +266,27 @@ def testd(tmp_path):
 # nginx from Debian
 # --------------------------------------------------------------------------
 
+# Ports for servers that cannot pick their own (nginx, nghttpd): below the
+# kernel's ephemeral range, where no bind to port 0 lands, and a block of
+# its own for each process of a parallel run (pytest-xdist's gw0, gw1...),
+# so two servers never race for one port between its choice and its bind.
+PORT_BASE, PORT_BLOCK = 20000, 2000
+_next_port = [0]
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    base = PORT_BASE + PORT_BLOCK * (int(worker[2:]) if worker[2:].isdigit() else 0)
+    for _ in range(PORT_BLOCK):
+        port = base + _next_port[0] % PORT_BLOCK
+        _next_port[0] += 1
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {base}..{base + PORT_BLOCK - 1}")
 
 
 class Nginx:

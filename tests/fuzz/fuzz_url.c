@@ -1,7 +1,8 @@
 /* Fuzz target for the URL parser (src/url.c). A URL it accepts must have
  * every part set sensibly, and the URL rebuilt from its scheme, its Host
- * header and its path must parse back to the same parts; a URL it refuses
- * must come with a reason and leave nothing allocated.
+ * header and its path must parse back to the same parts (but an IPv6 zone,
+ * which the Host header leaves out); a URL it refuses must come with a
+ * reason and leave nothing allocated.
  * SPDX-License-Identifier: MIT */
 #include <stdbool.h>
 #include <string.h>
@@ -38,7 +39,9 @@ static void check_accepted(const struct url *u)
     struct url v;
     const char *why = NULL;
     FUZZ_CHECK(url_parse(again, &v, &why));
-    FUZZ_CHECK(strcmp(u->scheme, v.scheme) == 0 && strcmp(u->host, v.host) == 0);
+    size_t host_len = strchr(u->host, ':') ? strcspn(u->host, "%") : strlen(u->host);
+    FUZZ_CHECK(strcmp(u->scheme, v.scheme) == 0 && strlen(v.host) == host_len &&
+               strncmp(u->host, v.host, host_len) == 0);
     FUZZ_CHECK(same_or_null(u->port, v.port) && strcmp(u->service, v.service) == 0);
     FUZZ_CHECK(strcmp(u->path, v.path) == 0 && u->tls == v.tls);
     url_free(&v);

@@ -2,12 +2,14 @@
 clear error line (exit 1, nothing sent) for every kind of bad input.
 SPDX-License-Identifier: MIT
 """
+import os
 import re
 import resource
+import subprocess
 
 import pytest
 
-from conftest import volley, free_port
+from conftest import VOLLEY, volley, free_port
 
 
 def first_error_line(run):
@@ -101,8 +103,51 @@ def test_version_names_libraries_and_exits_0():
 def test_bad_input_is_one_clear_line(args, message):
     run = volley(*args)
     assert first_error_line(run) == message
-    # usage follows the error line, on stderr too
-    assert "Usage: volley" in run.stderr
+    # then where to look, not the whole usage, which would push the line
+    # that matters off the screen
+    assert run.stderr.splitlines()[1:] == ["Try 'volley --help' for more information."], run
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-H", "Transfer-Encoding: chunked", "http://h/"],
+     "volley: -H 'Transfer-Encoding: ...' needs a script that sends a body in that coding"),
+])
+def test_headers_a_request_without_a_script_cannot_have(args, message):
+    run = volley(*args)
+    assert first_error_line(run) == message
+
+
+def test_threads_default_to_no_more_than_connections(testd):
+    # ab's habit: -c1 -n N works without -t; an explicit -t still has to fit.
+    srv = testd()
+    run = volley("-c1", "-n", "100", srv.url)
+    assert run.returncode == 0, run
+    assert run.report["threads"] == 1 and run.report["connections"] == 1
+    assert run.report["requests"] == 100
+    stats = srv.stop()
+    assert stats["requests"] == 100 and stats["connections"] == 2  # the probe and one
+    run = volley("-t2", "-c1", "-n", "100", srv.url)
+    assert first_error_line(run) == "volley: number of connections must be >= threads"
+
+
+def test_a_report_that_cannot_be_written_is_an_error(testd):
+    # A full disk, or stdout closed (the first socket must not become
+    # descriptor 1 and swallow the report): exit 1 with the reason, before
+    # a run whose report would be lost.
+    srv = testd()
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([VOLLEY, "-t1", "-c1", "-d300ms", srv.url], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=30)
+    assert proc.returncode == 1, proc
+    assert proc.stderr == "volley: cannot write the report to standard output: " \
+                          "No space left on device\n", proc
+    proc = subprocess.run([VOLLEY, "-t1", "-c1", "-d300ms", srv.url], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, timeout=30,
+                          preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 1, proc
+    assert proc.stderr == "volley: cannot write the report to standard output: " \
+                          "Bad file descriptor\n", proc
+    assert srv.stop()["requests"] == 0
 
 
 def test_unresolvable_host():

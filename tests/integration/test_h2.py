@@ -73,7 +73,7 @@ def test_server_stream_limit_caps_m_and_is_reported(nginx_h2, tmp_path):
     assert doc["http2"]["refused"] == doc["http2"]["rst_stream_received"].get(
         "REFUSED_STREAM", 0)
     note = "Note: the server allows 8 concurrent streams per connection: -m 64 ran as -m 8"
-    assert run.stdout.count(note) == 1, run
+    assert run.stderr.count(note) == 1, run
 
 
 def test_http11_only_tls_server_stops_the_run(nginx, certs):
@@ -401,13 +401,14 @@ def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allow
         # Exact: every request the server did not process was sent again.
         assert n == 300 and found == {}, doc
         assert stats["answered"] == 300, stats
-        assert doc["http2"]["refused"] > 0
     if mode == "goaway":
         # one on each connection may still be on its way when a timed run ends
         sent = stats["goaway_sent"]
         assert sent > 1 and sent - 2 <= doc["http2"]["goaway_received"] <= sent, (doc, stats)
     if mode == "rst":
         code = peer_options[-1]
+        if code == "REFUSED_STREAM":
+            assert doc["http2"]["refused"] == stats["rst_sent"][code], (doc, stats)
         # a reset still on its way when the run ended is not counted
         got = doc["http2"]["rst_stream_received"][code]
         assert stats["rst_sent"][code] - 2 * 4 <= got <= stats["rst_sent"][code], (doc, stats)
@@ -476,7 +477,7 @@ def test_shards_of_an_http2_run_merge(nginx_h2, tmp_path):
     assert whole["options"]["protocol"] == "HTTP/2" and whole["options"]["streams"] == 8
     assert whole["http2"]["streams"] == 4
     assert whole["http2"]["refused"] == sum(d["http2"]["refused"] for d in docs)
-    assert "-m 8 ran as -m 4" in run.stdout
+    assert "-m 8 ran as -m 4" in run.stdout + run.stderr
     # the same shard over HTTP/1.1 is not a part of it
     h1 = dict(docs[1], http2=None, options=dict(docs[1]["options"], protocol="HTTP/1.1"))
     other = tmp_path / "h1.json"

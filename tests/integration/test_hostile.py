@@ -44,6 +44,9 @@ MODES = {
     "huge-body": (["--hostile", "huge-body", "--body-size", "16m"], None, None, True, False),
     # The requests are never read: each one times out.
     "no-read": (["--hostile", "no-read"], "timeout", "response_timeout", False, True),
+    # 100 Continue forever: the interim heads share the final head's 80 KiB,
+    # so each connection fails within that (not gigabytes later, timed out).
+    "interim-flood": (["--hostile", "interim-flood"], "read", "header_too_large", False, False),
 }
 
 
@@ -101,6 +104,9 @@ def test_hostile_server(testd, tmp_path, mode):
     if silent:
         # Waiting costs nothing: no busy loop while the server is silent.
         assert run.cpu < 0.25 * run.elapsed, run
+    if mode == "interim-flood":
+        # the head limit, and what the last reads brought beyond it
+        assert r["bytes"] <= errors["read"] * (80 + 3 * 64) * 1024, run
     if mode == "huge-body":
         # the report rounds bytes to 3 significant digits
         assert r["bytes"] >= 0.99 * r["requests"] * (16 << 20), run

@@ -86,9 +86,9 @@ def test_rate_shortfall_is_explained(testd):
     run = volley("-t1", "-c10", "-d2s", "-R1000", server.url + "/")
     assert run.returncode == 0, run
     assert run.report["rps"] < 250
-    # The warning ends the report.
-    assert run.stdout.splitlines()[-1].startswith("Warning: sent "), run
-    warning = [line for line in run.stdout.splitlines() if line.startswith("Warning: sent")]
+    # The warning follows the report, on stderr (stdout stays wrk2's report).
+    assert run.stdout.splitlines()[-1].startswith("Transfer/sec:"), run
+    warning = [line for line in run.stderr.splitlines() if line.startswith("Warning: sent")]
     assert len(warning) == 1, run
     assert "short of the 1000" in warning[0] and "raise -c" in warning[0], warning
 
@@ -102,6 +102,18 @@ def test_requests_exact_count(testd):
     stats = server.stop()
     assert stats["requests"] == 1000, stats
     assert stats["responses"] == 1000, stats
+
+
+def test_a_run_shorter_than_a_sample_still_has_req_sec(testd):
+    # -n 200 takes a few ms, less than Req/Sec's 100 ms sample interval: each
+    # thread's one sample is its whole run, not an empty "-nan%" row.
+    server = testd()
+    run = volley("-t2", "-c6", "-n", "200", server.url + "/")
+    assert run.returncode == 0 and run.report["requests"] == 200, run
+    row = next(l for l in run.stdout.splitlines() if l.startswith("    Req/Sec"))
+    assert "nan" not in row and run.report["rps_avg"] > 0, run
+    # as many samples as threads: the mean lies within their spread
+    assert run.report["rps_avg"] <= run.report["rps_max"], run
 
 
 def test_requests_exact_with_pipelining_and_closes(testd, tmp_path):
@@ -182,6 +194,26 @@ def test_unix_socket_against_nginx(nginx, tmp_path):
     log = server.log()
     assert len(log) >= run.report["requests"]
     assert set(log) == {"api.local /v1/x?y=1"}
+
+
+@pytest.mark.parametrize("script", [None, "function init(args) print(wrk.host, wrk.path) end\n"])
+def test_fragment_and_ipv6_zone_stay_out_of_the_request(testd, tmp_path, script):
+    # The URL's fragment is not sent (RFC 9110 §4.2.4), and an IPv6 zone
+    # (RFC 6874's %25) names an interface here, not part of Host; a Unix
+    # socket lets the URL name any host. With and without a script (the
+    # wrk module builds Host itself).
+    srv = testd(listen=f"unix:{tmp_path / 't.sock'}")
+    args = ["-t1", "-c1", "-d300ms", "--unix-socket", srv.path]
+    if script:
+        (tmp_path / "s.lua").write_text(script)
+        args += ["-s", str(tmp_path / "s.lua")]
+    run = volley(*args, "http://[fe80::1%25eth0]:8080/p?q=1#section")
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    if script:
+        assert run.stdout.startswith("fe80::1%eth0\t/p?q=1\n"), run
+    log = srv.log()
+    assert {(r["target"], dict(r["headers"])["Host"]) for r in log} == \
+        {("/p?q=1", "[fe80::1]:8080")}, log[:2]
 
 
 def test_unix_socket_refused(tmp_path):

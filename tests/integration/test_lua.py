@@ -7,6 +7,7 @@ SPDX-License-Identifier: MIT
 """
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -40,10 +41,12 @@ def line_of(text, marker):
 
 
 def ok(run):
+    """A clean run: nothing on stderr but volley's own warnings (a CPU-bound
+    generator on a busy machine, say)."""
     assert run.returncode == 0, run
     assert not run.report["socket_errors_line"], run
     assert run.report["non2xx"] == 0, run
-    assert run.stderr == "", run
+    assert [l for l in run.stderr.splitlines() if not l.startswith("Warning: ")] == [], run
     return run
 
 
@@ -58,10 +61,9 @@ def before_running(out):
 
 
 def after_report(out):
-    """What the script printed after the report; volley's own warnings (a
-    CPU-bound generator on a busy machine, say) come before it and are left out."""
-    lines = out.split("Transfer/sec:")[1].splitlines()[1:]
-    return [l for l in lines if not l.startswith("Warning: ")]
+    """What the script printed after the report (volley's own warnings go to
+    stderr, so that nothing comes between the two)."""
+    return out.split("Transfer/sec:")[1].splitlines()[1:]
 
 
 # --------------------------------------------------------------------------
@@ -311,7 +313,8 @@ def test_wrk_table(testd, tmp_path):
     """)
     run = ok(volley("-t2", "-c2", "-d300ms", "-H", "X-A: 1", "-s", script,
                     srv.url + "/p?q#f"))
-    common = f"http\t127.0.0.1\tstring\t{srv.port}\tGET\t/p?q#f\tnil"
+    # the fragment is not part of the path (nor sent)
+    common = f"http\t127.0.0.1\tstring\t{srv.port}\tGET\t/p?q\tnil"
     host = f"127.0.0.1:{srv.port}"
     lines = before_running(run.stdout)
     # the top level runs in every state (main + one per thread); Host is added
@@ -354,6 +357,12 @@ def test_wrk_format(testd, tmp_path):
            show(wrk.format("GET", "/r", {["Content-Length"] = "9"}))
            -- header names match whatever their case: no second Host or Content-Length
            show(wrk.format("GET", "/s", {host = "other", ["content-length"] = "1"}, "xy"))
+           -- both spellings in one table: still one of each, the script's own kept
+           show(wrk.format("GET", "/t", {Host = "a", host = "b", ["Content-Length"] = "9",
+                                         ["content-length"] = "8"}, "xyz"))
+           -- a host set after wrk.init added the default one
+           wrk.headers["host"] = "mine"
+           show(wrk.format(nil, "/u"))
         end
     """)
     srv = testd()
@@ -371,6 +380,9 @@ def test_wrk_format(testd, tmp_path):
     assert lines[4] == f"GET /r HTTP/1.1|{host}||"
     assert lines[5] in ("GET /s HTTP/1.1|host: other|content-length: 2||xy",
                         "GET /s HTTP/1.1|content-length: 2|host: other||xy")
+    assert lines[6] in ("GET /t HTTP/1.1|host: b|content-length: 3||xyz",
+                        "GET /t HTTP/1.1|content-length: 3|host: b||xyz")
+    assert lines[7] == "GET /u HTTP/1.1|host: mine||"
     # the static request is what wrk.format() gives after init()
     assert all(r["method"] == "GET" and r["body"] == "" for r in srv.log())
 
@@ -503,7 +515,8 @@ def test_thread_fields(testd, tmp_path):
     lines = before_running(run.stdout)
     assert lines[0].startswith("false\t") and "volley.addr expected" in lines[0], lines
     assert lines[1].startswith("false\t") and "cannot set 'name' on a thread" in lines[1]
-    assert lines[2] == "function\tfunction\tfunction\tnil"
+    # As in wrk, any other field reads as its own name.
+    assert lines[2] == "function\tfunction\tfunction\tnothing"
 
 
 @pytest.mark.parametrize("hook", ["request", "response", "init", "setup"])
@@ -616,6 +629,26 @@ def test_done_on_an_empty_run(testd, tmp_path):
     assert lat[4:] == ["0", "0", "0", "0", "0", "0", "0", "0", "0", "0"], lat
 
 
+def test_unknown_fields_read_as_in_wrk(testd, tmp_path):
+    # wrk returns the key itself for any other field of a statistics or
+    # thread object; real scripts depend on it ("n=" .. requests.total).
+    script = write(tmp_path, """
+        function setup(thread) t = thread end
+        function done(summary, latency, requests)
+           print(latency.total, requests.total, type(latency.count), latency[1],
+                 type(latency[1]), "n=" .. requests.total, t.id, type(t[2]), t[2])
+        end
+    """)
+    srv = testd()
+    ours = ok(volley("-t1", "-c1", "-d1s", "-s", script, srv.url))
+    theirs = subprocess.run(["wrk", "-t1", "-c1", "-d1s", "-s", script, srv.url],
+                            capture_output=True, text=True, timeout=30)
+    assert theirs.returncode == 0, theirs
+    expected = "total\ttotal\tstring\t1\tstring\tn=total\tid\tstring\t2"
+    assert theirs.stdout.splitlines()[-1] == expected, theirs.stdout
+    assert after_report(ours.stdout) == [expected], ours
+
+
 # --------------------------------------------------------------------------
 # response() and what it is given
 # --------------------------------------------------------------------------
@@ -670,6 +703,84 @@ def test_response_headers_and_body_of_chunked_responses(testd, tmp_path):
 
 
 # --------------------------------------------------------------------------
+# Hooks defined, replaced or removed during the run
+# --------------------------------------------------------------------------
+
+def test_request_switched_after_a_login(testd, tmp_path):
+    # Log in first (the static request), then response() defines request():
+    # every later request carries the token, as under wrk, which looks the
+    # hooks up on every call.
+    script = write(tmp_path, """
+        wrk.path = "/authenticate"
+        local function work()
+           return wrk.format("GET", "/resource", {["X-Token"] = token})
+        end
+        function response(status, headers)
+           if status == 200 and headers["X-Token"] then
+              token = headers["X-Token"]
+              request = work
+              response = function(status) if status ~= 200 then error("refused") end end
+           end
+        end
+    """)
+    srv = testd()
+    run = ok(volley("-t2", "-c4", "-d500ms", "-s", script, srv.url))
+    stats = srv.stop()
+    # one login per connection, in its first batch; then only the resource
+    assert stats["paths"]["/authenticate"] == 4, stats
+    assert stats["paths"]["/resource"] > 100 and stats["status"] == {"200": stats["responses"]}
+    assert run.report["requests"] > 100
+
+
+def test_request_removed_falls_back_to_the_static_request(testd, tmp_path):
+    script = write(tmp_path, """
+        n = 0
+        function request()
+           n = n + 1
+           if n == 10 then request = nil end
+           return wrk.format(nil, "/dynamic")
+        end
+    """)
+    srv = testd()
+    ok(volley("-t1", "-c1", "-d300ms", "-s", script, srv.url))
+    paths = srv.stop()["paths"]
+    assert paths["/dynamic"] == 9 and paths["/"] > 50, paths  # one call was verification's
+
+
+def test_response_replaced_by_one_that_wants_more(testd, tmp_path):
+    # The first response() takes the status only; the one it installs takes
+    # headers and body, which the connection keeps from its next response on.
+    script = write(tmp_path, """
+        function response(status)
+           response = function(status, headers, body)
+              if headers["Content-Length"] == "7" and body == "Hello w" then
+                 full = (full or 0) + 1
+              end
+           end
+        end
+        function setup(thread) t = thread end
+        function done(summary) print(t:get("full") >= summary.requests - 2) end
+    """)
+    srv = testd("--body-size", "7")
+    run = ok(volley("-t1", "-c1", "-d300ms", "-s", script, srv.url))
+    assert after_report(run.stdout) == ["true"], run
+
+
+def test_delay_defined_during_the_run(testd, tmp_path):
+    script = write(tmp_path, """
+        function response(status)
+           n = (n or 0) + 1
+           if n == 20 then delay = function() return 100 end end
+        end
+    """)
+    srv = testd()
+    run = ok(volley("-t1", "-c2", "-d1s", "-s", script, srv.url))
+    # 20 at full speed, then a request per connection every 100 ms at most
+    assert 20 <= run.report["requests"] <= 20 + 2 * 11, run
+    assert srv.stop()["requests"] <= 20 + 2 * 12
+
+
+# --------------------------------------------------------------------------
 # Errors in scripts
 # --------------------------------------------------------------------------
 
@@ -718,22 +829,29 @@ def test_error_in_a_hook_is_fatal(testd, tmp_path, hook, line):
 @pytest.mark.parametrize("returned,message", [
     ('"GET / HTTP/1.1\\r\\nHost: x\\r\\n"', "incomplete request at 3:1"),
     ('"GET / HTTP/1.1\\r\\nbad header\\r\\n\\r\\n"', r"[a-zA-Z ]+ at 2:\d+"),
-    ('""', "incomplete request at 1:1"),
+    ('""', "an empty string"),
+    # A number is turned into a string, as Lua does: here not a request.
+    ("42", "incomplete request at 1:3"),
 ])
 def test_requests_that_fail_verification(testd, tmp_path, returned, message):
-    script = write(tmp_path, f"function request() return {returned} end\n")
+    write(tmp_path, f"function request() return {returned} end\n")
     srv = testd()
-    run = volley("-t1", "-c1", "-d1s", "-s", script, srv.url)
+    run = volley("-t1", "-c1", "-d1s", "-s", "t.lua", srv.url, cwd=tmp_path)
     assert run.returncode == 1, run
-    assert re.fullmatch(f"volley: {message}\n", run.stderr), run
+    assert re.fullmatch(f"volley: t.lua: request\\(\\) returned an invalid request: {message}\n",
+                        run.stderr), run
     assert "Running" not in run.stdout
     assert srv.stop()["requests"] == 0
 
 
-def test_request_returning_no_string(testd, tmp_path):
-    write(tmp_path, "function request() return 42 end\n")
+@pytest.mark.parametrize("returned,message", [
+    ("nil", "request() returned nil instead of a request"),
+    ("{}", "request() returned table instead of a string"),
+])
+def test_request_returning_no_string(testd, tmp_path, returned, message):
+    write(tmp_path, f"function request() return {returned} end\n")
     srv = testd()
     run = volley("-t1", "-c1", "-d1s", "-s", "t.lua", srv.url, cwd=tmp_path)
     assert run.returncode == 1
-    assert run.stderr == "volley: t.lua: request() returned number instead of a string\n", run
+    assert run.stderr == f"volley: t.lua: {message}\n", run
     assert srv.stop()["requests"] == 0

@@ -341,10 +341,10 @@ def test_the_shard_comes_from_the_environment_as_in_an_indexed_job(testd, tmp_pa
 
 
 def one_line_error_or_usage(run, text):
-    """A usage error: the one line, then the usage text."""
+    """A usage error: the one line, then a pointer to --help."""
     assert run.returncode == 1, run
     assert run.stderr.startswith("volley: " + text), run.stderr
-    assert "Usage: volley" in run.stderr
+    assert run.stderr.endswith("\nTry 'volley --help' for more information.\n"), run.stderr
 
 
 def test_a_wait_longer_than_the_timeout_is_not_a_connect_timeout(testd):

@@ -282,7 +282,8 @@ def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_pa
     assert "# threads: " in "\n".join(comments) and ", duration: 3s" in "\n".join(comments)
     assert [r[0] for r in rows] == [1, 2]
     # The interrupted level is kept, marked, and not counted for the peak.
-    assert [r[-1] for r in rows] == ["-", "cut-short"]
+    # (A level cut short on a busy machine may be marked cpu-bound as well.)
+    assert rows[0][-1] == "-" and "cut-short" in rows[1][-1].split(","), rows
     assert re.search(r"^\s+2 .* cut-short$", out, re.M), out
     assert "  not counted: 2 (cut-short)\n" in out
     assert "peak: " in out and " at 1 connection " in out

@@ -289,7 +289,11 @@ def test_freezes_show_in_their_intervals_only(testd, tmp_path):
     head, records = read_jsonl(timeline)
     t0 = datetime.datetime.strptime(head["start_time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
         tzinfo=datetime.timezone.utc).timestamp()
-    thaws = [started + 2 * k - t0 for k in (1, 2)]  # in the run's time, seconds
+    # In the run's time, seconds: the run starts after its 600 connections
+    # are open, which on a loaded machine takes a while, so count the thaws
+    # that fell inside it.
+    runtime = doc["duration_us"] / 1e6
+    thaws = [t for t in (started + 2 * k - t0 for k in (1, 2, 3)) if 0.1 <= t <= runtime - 0.1]
     frozen, calm = [], []
     for r in records:
         begin, end = r["start_us"] / 1e6, (r["start_us"] + r["length_us"]) / 1e6
@@ -297,7 +301,7 @@ def test_freezes_show_in_their_intervals_only(testd, tmp_path):
             frozen.append(r)
         elif not any(begin - 0.05 <= t <= end + 0.05 for t in thaws):
             calm.append(r)
-    assert len(frozen) == 2 and len(calm) >= 3, (thaws, records)
+    assert thaws and len(frozen) == len(thaws) and len(calm) >= 3, (thaws, records)
     for r in frozen:
         assert r["latency"]["p99"] >= 300000, r
     # Between stalls p99 is a few ms. A machine busy with other work can hold

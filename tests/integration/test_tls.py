@@ -89,6 +89,23 @@ def test_reconnects_resume_the_session(nginx, certs, protocol):
     assert tls["handshake_mean_us"] > 0
 
 
+def test_script_error_mid_run_exits_1_while_other_threads_use_openssl(nginx, certs, tmp_path):
+    # A hook error on one worker while the others are inside OpenSSL: the
+    # run stops in order (no exit() from a worker, whose atexit clean-up of
+    # OpenSSL crashed the others now and then). Every run: status 1 and the
+    # message, never a crash.
+    (tmp_path / "err.lua").write_text(
+        'local n = 0\nfunction response(s) n = n + 1; if n > 20 then error("stop " .. n) end end\n')
+    server = https_nginx(nginx, certs)
+    for i in range(40):
+        threads = 2 if i % 4 == 0 else 4
+        run = volley(f"-t{threads}", f"-c{4 * threads}", "-d2s", "-s", "err.lua",
+                     local_url(server), cwd=tmp_path)
+        assert run.returncode == 1, (i, run)
+        assert run.stderr.startswith("volley: err.lua:2: stop 21\nstack traceback:"), (i, run)
+        assert "requests in" not in run.stdout, run  # no report
+
+
 def test_no_sni_for_ip_literals_and_sni_override(nginx, certs):
     server = https_nginx(nginx, certs)
     run = volley("-t", 1, "-c", 1, "-d", "300ms", local_url(server, "127.0.0.1"))

@@ -104,6 +104,9 @@
  *   huge-body       a body of 64 MiB (or --body-size), streamed from a small buffer.
  *   die-after:MS    write the stats and exit 0 MS after start-up (connections refused after).
  *   no-read         accept connections, never read from them (nor close them).
+ *   interim-flood   each request is answered with "HTTP/1.1 100 Continue" responses (each with
+ *                   a 1000-byte X-Pad field) forever, streamed with backpressure; no final
+ *                   response (none of it counts in responses or interim_responses).
  *   Bad requests get their normal 400 in every mode except no-read. In garbage mode a response
  *   counts in "responses" but under no status.
  *
@@ -200,6 +203,7 @@ enum hostile {
     HOSTILE_BAD_CHUNK,
     HOSTILE_HUGE_BODY,
     HOSTILE_NO_READ,
+    HOSTILE_INTERIM_FLOOD,
 };
 
 struct config {
@@ -1179,6 +1183,23 @@ static void render_final(struct conn *c, struct pending *p)
                    g_cfg.chunked ? "0\r\nX-Trailer: end\r\n\r\n" : NULL);
 }
 
+/* --hostile interim-flood: one interim response, repeated so that the body
+ * producer can copy FILL_CHUNK bytes from any offset into it. */
+#define INTERIM_FLOOD_LEN 1034 /* "HTTP/1.1 100 Continue\r\nX-Pad: " + 1000 + "\r\n\r\n" */
+static const char *interim_flood_pattern(void)
+{
+    static char pattern[FILL_CHUNK + INTERIM_FLOOD_LEN];
+    if (!pattern[0]) {
+        char one[INTERIM_FLOOD_LEN + 1];
+        int n = snprintf(one, sizeof one, "HTTP/1.1 100 Continue\r\nX-Pad: %01000d\r\n\r\n", 0);
+        if (n != INTERIM_FLOOD_LEN)
+            die("interim-flood: a response of %d bytes", n);
+        for (size_t i = 0; i < sizeof pattern; i++)
+            pattern[i] = one[i % INTERIM_FLOOD_LEN];
+    }
+    return pattern;
+}
+
 static bool render_hostile(struct conn *c, struct pending *p)
 {
     static const char garbage[] = "garbage\r\n\r\n\x00\xff\xfe\x80\x7f\x1b[0m\x01\x02\r\n";
@@ -1201,6 +1222,10 @@ static bool render_hostile(struct conn *c, struct pending *p)
         buf_str(o, "HTTP/1.1 200 OK\r\nX-Huge: ");
         start_body(c, HUGE_HEADER, g_fill_pat, 1, 0,
                    "\r\nContent-Type: text/plain\r\nContent-Length: 12\r\n\r\nHello world\n");
+        return true;
+    case HOSTILE_INTERIM_FLOOD:
+        start_body(c, UINT64_MAX, interim_flood_pattern(), INTERIM_FLOOD_LEN, 0, NULL);
+        p->status = 0;
         return true;
     default:
         return false;
@@ -1968,6 +1993,7 @@ static void opt_hostile(const char *s)
         [HOSTILE_BAD_CHUNK] = "bad-chunk",
         [HOSTILE_HUGE_BODY] = "huge-body",
         [HOSTILE_NO_READ] = "no-read",
+        [HOSTILE_INTERIM_FLOOD] = "interim-flood",
     };
     if (strncmp(s, "die-after:", 10) == 0) {
         g_cfg.die_after = opt_number("hostile die-after", s + 10, 0, 1e12) / 1000;
@@ -1991,7 +2017,7 @@ static void usage(void)
          "         [--freeze MS:PERIOD_MS] [--shed N] [--interim] [--never] [--early]\n"
          "         [--rcvbuf N] [--trickle-ms MS]\n"
          "         [--hostile garbage|short-body|reset|trickle|huge-header|bad-chunk|\n"
-         "                    huge-body|die-after:MS|no-read]\n"
+         "                    huge-body|die-after:MS|no-read|interim-flood]\n"
          "The comment at the top of tests/server/testd.c documents every option.");
 }
 

@@ -349,6 +349,15 @@ TEST(within_stdev_small_set)
     hist_free(h);
 }
 
+TEST(within_stdev_one_sample_inside_a_wide_slot)
+{
+    /* 11681 shares a 4-wide slot from 11680: still within 0 of the mean. */
+    struct hist *h = hist_new(DAY_US);
+    hist_record(h, 11681);
+    CHECK_DBL(hist_within_stdev(h, hist_mean(h), hist_stdev(h)), 100.0, 0);
+    hist_free(h);
+}
+
 TEST(within_stdev_1_to_10000)
 {
     uint64_t *v = iota(10000);

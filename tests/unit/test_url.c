@@ -52,14 +52,16 @@ TEST(default_ports_and_host_header)
     CHECK_STR(u.scheme, "HTTPS");
 }
 
-TEST(path_query_fragment_as_typed)
+TEST(path_and_query_as_typed_without_the_fragment)
 {
     CHECK(parse("http://h:1/p?q=1#f"));
-    CHECK_STR(u.path, "/p?q=1#f");
+    CHECK_STR(u.path, "/p?q=1");
     CHECK(parse("http://h?x=1"));
     CHECK_STR(u.path, "/?x=1");
     CHECK(parse("http://h#frag"));
-    CHECK_STR(u.path, "/#frag");
+    CHECK_STR(u.path, "/");
+    CHECK(parse("http://h/a%23b?c#d#e"));
+    CHECK_STR(u.path, "/a%23b?c");
 }
 
 TEST(ipv6_literals)
@@ -71,6 +73,24 @@ TEST(ipv6_literals)
     CHECK(parse("http://[2001:db8::5]/a"));
     CHECK_STR(u.host, "2001:db8::5");
     CHECK_STR(host_header(), "[2001:db8::5]");
+}
+
+TEST(ipv6_zones)
+{
+    /* RFC 6874's "%25", percent-encoded, or the raw form; never in Host */
+    CHECK(parse("http://[fe80::1%25eth0]:8080/"));
+    CHECK_STR(u.host, "fe80::1%eth0");
+    CHECK_STR(host_header(), "[fe80::1]:8080");
+    CHECK(parse("http://[fe80::1%eth0]/"));
+    CHECK_STR(u.host, "fe80::1%eth0");
+    CHECK_STR(host_header(), "[fe80::1]");
+    CHECK(parse("http://[fe80::1%25en%2Dp0]/"));
+    CHECK_STR(u.host, "fe80::1%en-p0");
+    CHECK(!parse("http://[fe80::1%25]/"));
+    CHECK(!parse("http://[fe80::1%]/"));
+    CHECK(!parse("http://[zz%25eth0]/"));
+    CHECK(!parse("http://[fe80::1%25a%00b]/"));
+    CHECK(!parse("http://[fe80::1%25a%20b]/"));
 }
 
 TEST(userinfo_ignored)
