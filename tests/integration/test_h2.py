@@ -439,10 +439,14 @@ def test_m_pipelines_the_static_request_over_http11(testd):
     assert max_open_is(stats, 2)
 
 
-def test_m_with_a_request_hook_over_http11_is_an_error(testd, tmp_path):
+@pytest.mark.parametrize("when", ["start", "run"])
+def test_m_with_a_request_hook_over_http11_is_an_error(testd, tmp_path, when):
     script = tmp_path / "r.lua"
-    script.write_text("function request() return wrk.format() end\n")
-    run = volley("-m4", "-d1s", "-s", script, testd().url)
+    define = "function request() return wrk.format() end\n"
+    # defined at the start, or by response() during the run
+    script.write_text(define if when == "start" else
+                      f"function response(status)\n{define}end\n")
+    run = volley("-t1", "-c1", "-m4", "-d2s", "-s", script, testd().url)
     assert run.returncode == 1
     assert run.stderr == "volley: -m/--streams pipelines the static request over HTTP/1.1; " \
                          "a script's request() pipelines by returning several requests at once\n"
