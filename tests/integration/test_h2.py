@@ -386,14 +386,15 @@ def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allow
     options = [str(script) if o == "BIG_POST" else o for o in options]
     # -R bounds the work of the peer (Python), whatever it answers.
     run, doc = run_json(tmp_path, "--http2", "-t1", "-c2", "-m4", "-R", "2000",
-                        "--timeout", "300ms", *options, srv.url + "/h", timeout=30)
+                        "--timeout", "500ms", *options, srv.url + "/h", timeout=30)
     stats = srv.stats()
-    # -d1s and --timeout 300ms: a run never takes much longer than both
+    # -d1s and --timeout 500ms: a run never takes much longer than both
     assert run.elapsed < 4, run
     found = causes(doc)
-    # The peer is Python: flooding from many connections at once it can fall
-    # behind in acknowledging volley's SETTINGS, which is counted as such.
-    late = {"settings_timeout"} if "flood" in mode else set()
+    # The peer is Python: on a loaded machine, or flooding from many
+    # connections at once, it can fall behind in acknowledging volley's
+    # SETTINGS or in answering, which is counted as such.
+    late = ({"settings_timeout", "response_timeout"} - allowed) if "-d1s" in options else set()
     assert set(found) <= allowed | late, (found, run)
     n = doc["requests"]
     assert n <= stats["answered"], (n, stats)
