@@ -36,6 +36,9 @@ static const char usage_text[] =
     "                           connections); latency counts from the intended time\n"
     "    -U, --u_latency        With -R, also print the uncorrected latency\n"
     "    -n, --requests    <N>  Send exactly N requests, then stop\n"
+    "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
+    "                           or HTTP/1.1 pipelining (default 1)\n"
+    "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
     "        --no-keepalive     A new connection for every request\n"
     "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
     "\n"
@@ -64,11 +67,16 @@ static const char usage_text[] =
     "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
     "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n";
 
-static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:";
+/* -m: far more than any server allows (nginx: 128), and what an HTTP/1.1
+ * pipeline of that many copies of a request can hold in memory. */
+#define CLI_STREAMS_MAX 1000000
+
+static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:";
 
 /* Long options without a short form. */
 enum {
     OPT_NO_KEEPALIVE = 256,
+    OPT_HTTP2,
     OPT_UNIX_SOCKET,
     OPT_SNI,
     OPT_VERIFY,
@@ -98,6 +106,8 @@ static const struct option long_options[] = {
     {"rate", required_argument, NULL, 'R'},
     {"u_latency", no_argument, NULL, 'U'},
     {"requests", required_argument, NULL, 'n'},
+    {"streams", required_argument, NULL, 'm'},
+    {"http2", no_argument, NULL, OPT_HTTP2},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"sni", required_argument, NULL, OPT_SNI},
@@ -295,6 +305,7 @@ static void defaults(struct config *cfg)
     cfg->threads = 2;
     cfg->duration_us = 10 * 1000000ULL;
     cfg->timeout_us = 2 * 1000000ULL;
+    cfg->streams = 1;
     cfg->progress = true;
     cfg->interval_us = 1000000;
 }
@@ -342,6 +353,14 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->requests = metric_arg("number of requests", optarg);
             if (cfg->requests == 0)
                 usage_error("number of requests must be at least 1");
+            break;
+        case 'm':
+            cfg->streams = metric_arg("number of streams", optarg);
+            if (cfg->streams == 0 || cfg->streams > CLI_STREAMS_MAX)
+                usage_error("number of streams must be 1 to %d", CLI_STREAMS_MAX);
+            break;
+        case OPT_HTTP2:
+            cfg->http2 = true;
             break;
         case OPT_NO_KEEPALIVE:
             cfg->no_keepalive = true;

@@ -52,6 +52,9 @@ struct config {
     bool u_latency;    /* -U: also report latency from the actual send */
     uint64_t requests; /* -n: stop after exactly this many responses, 0 = no limit */
     bool no_keepalive; /* a new connection for every request */
+    bool http2;        /* speak HTTP/2: ALPN h2 over TLS, h2c with prior knowledge */
+    uint64_t streams;  /* -m: requests in flight per connection (HTTP/2 streams,
+                          HTTP/1.1 pipeline depth of the static request) */
     char *unix_socket; /* connect here instead of the URL's host and port */
 
     /* TLS. */

@@ -68,6 +68,9 @@ static void check_same_run(const struct part *p, const struct part *first, const
     if (p->counted != first->counted)
         merge_bad(file, "%s with -n and %s without cannot be one run",
                   p->counted ? p->file : first->file, p->counted ? first->file : p->file);
+    if (p->http2 != first->http2)
+        merge_bad(file, "%s over HTTP/2 and %s over HTTP/1.1 cannot be one run",
+                  p->http2 ? p->file : first->file, p->http2 ? first->file : p->file);
     if (!p->shard.count != !first->shard.count)
         merge_bad(file, "a shard and a whole run cannot be parts of one run (%s is %s)",
                   first->file, first->shard.count ? "a shard" : "a whole run");
@@ -293,9 +296,14 @@ static void check_sums(const struct part *p, const struct stats *t)
         {hist_count(t->u_latency), hist_count(s->u_latency)},
         {hist_count(t->lag), hist_count(s->lag)},
         {hist_count(t->connect), hist_count(s->connect)},
+        {t->h2.goaways, s->h2.goaways},
+        {t->h2.refused, s->h2.refused},
     };
     for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
         if (sums[i][0] + sums[i][1] < sums[i][0])
+            merge_bad(p->file, "counts too large to add up (past 2^64)");
+    for (int code = 0; code < STATS_H2_CODES; code++)
+        if (t->h2.resets[code] + s->h2.resets[code] < t->h2.resets[code])
             merge_bad(p->file, "counts too large to add up (past 2^64)");
 }
 
@@ -329,6 +337,8 @@ static void whole_config(struct config *cfg, const struct inputs *in, const stru
     cfg->duration_us = cfg->time_limit_us = first->time_limit_us;
     cfg->duration_set = first->duration_set;
     cfg->timeout_us = first->timeout_us;
+    cfg->http2 = first->http2;
+    cfg->streams = first->streams;
     cfg->latency = mc->latency;
     cfg->no_keepalive = jdoc_get(o, "keepalive") && jdoc_get(o, "keepalive")->type == JDOC_FALSE;
     if (jdoc_string(jdoc_get(o, "unix_socket")))

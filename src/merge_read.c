@@ -216,6 +216,30 @@ static void read_cpu(struct part *p)
         p->cpu.wait_s = need_number(p->file, cpu, "run_queue_wait_s");
 }
 
+/* What an HTTP/2 run saw of the protocol: null or absent for HTTP/1.1. */
+static void read_http2(struct part *p)
+{
+    const struct jdoc *h2 = need_object(p->file, p->doc, "http2", true), *codes;
+    struct h2_stats *s = &p->stats.h2;
+    if (!h2 || !p->http2)
+        return;
+    s->goaways = need_u64(p->file, h2, "goaway_received");
+    s->refused = need_u64(p->file, h2, "refused");
+    if (!is_null(jdoc_get(h2, "streams"))) {
+        s->streams = need_u64(p->file, h2, "streams");
+        s->settings = 1;
+    }
+    codes = need_object(p->file, h2, "rst_stream_received", false);
+    for (size_t i = 0; i < codes->len; i++) {
+        const struct jdoc_member *m = &codes->u.members[i];
+        unsigned code = 0;
+        while (code < STATS_H2_CODES && strcmp(stats_h2_code_name(code), m->key) != 0)
+            code++;
+        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &s->resets[code]))
+            merge_bad(p->file, "http2.rst_stream_received.%s: not an error code's count", m->key);
+    }
+}
+
 /* Counters, and what the text report needs that no counter holds. */
 static void read_totals(struct part *p)
 {
@@ -239,6 +263,7 @@ static void read_totals(struct part *p)
                 count_of(p->file, "tls.handshake_mean_us",
                          need_number(p->file, tls, "handshake_mean_us") * (double)s->handshakes);
     }
+    read_http2(p);
     /* sent is written as a rate over the run; the count is that times its length */
     const struct jdoc *rate = need_object(p->file, doc, "rate", !p->open_model);
     if (rate)
@@ -271,6 +296,10 @@ static void read_options(struct part *p)
     p->connections = need_u64(p->file, o, "connections");
     p->open_model = !is_null(jdoc_get(o, "rate"));
     p->counted = !is_null(jdoc_get(o, "requests"));
+    /* results written before HTTP/2 have no protocol: HTTP/1.1 */
+    const char *protocol = jdoc_string(jdoc_get(o, "protocol"));
+    p->http2 = protocol && strcmp(protocol, "HTTP/2") == 0;
+    p->streams = jdoc_get(o, "streams") ? need_u64(p->file, o, "streams") : 1;
     p->rate = p->open_model ? (double)need_u64(p->file, o, "rate") : 0;
     p->requests = p->counted ? need_u64(p->file, o, "requests") : 0;
     /* null: no time limit (-n without -d, or -d 0) */

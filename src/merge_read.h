@@ -22,6 +22,8 @@ struct part {
     const struct jdoc *options;
     const char *url;
     bool open_model, counted; /* -R, -n */
+    bool http2;               /* --http2 (options.protocol) */
+    uint64_t streams;         /* -m */
     struct shard shard;       /* count 0 when the file is not a shard */
     uint64_t threads, connections, requests;
     double rate;

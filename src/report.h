@@ -66,7 +66,11 @@ void report_cpu_load(const struct result *r, struct cpu_load *load);
 /* "Running 10s test @ URL" and "  2 threads and 10 connections". */
 void report_header(FILE *f, const struct config *cfg);
 void report_text(FILE *f, const struct result *r);
-/* After the text report: a warning line when the generator was saturated,
+/* Requests a connection had in flight at most: the pipeline depth, or over
+ * HTTP/2 the streams -m asked for, capped by the server's SETTINGS. */
+size_t report_inflight(const struct result *r);
+/* After the text report: with HTTP/2, a line when the server allowed fewer
+ * streams than -m asked for; a warning line when the generator was saturated,
  * and with -R one when fewer requests went out than asked for, saying why
  * (too few connections for the server's response time, errors, or the
  * generator itself). */

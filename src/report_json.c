@@ -40,6 +40,8 @@ static void options(struct json *j, const struct result *r)
     else
         json_null(j, "requests");
     json_uint(j, "pipeline", r->pipeline);
+    json_string(j, "protocol", cfg->http2 ? "HTTP/2" : "HTTP/1.1");
+    json_uint(j, "streams", cfg->streams);
     json_bool(j, "keepalive", !cfg->no_keepalive);
     json_string(j, "unix_socket", cfg->unix_socket);
     json_string(j, "script", cfg->script);
@@ -242,6 +244,29 @@ static void tls(struct json *j, const struct result *r)
     json_object_end(j);
 }
 
+/* What an HTTP/2 run saw of the protocol itself. */
+static void http2(struct json *j, const struct result *r)
+{
+    const struct h2_stats *h2 = &r->stats.h2;
+    if (!r->cfg->http2) {
+        json_null(j, "http2");
+        return;
+    }
+    json_object_begin(j, "http2");
+    if (h2->settings)
+        json_uint(j, "streams", h2->streams);
+    else
+        json_null(j, "streams");
+    json_uint(j, "goaway_received", h2->goaways);
+    json_uint(j, "refused", h2->refused);
+    json_object_begin(j, "rst_stream_received");
+    for (unsigned code = 0; code < STATS_H2_CODES; code++)
+        if (h2->resets[code])
+            json_uint(j, stats_h2_code_name(code), h2->resets[code]);
+    json_object_end(j);
+    json_object_end(j);
+}
+
 static void cpu(struct json *j, const struct result *r)
 {
     struct cpu_load load;
@@ -295,6 +320,7 @@ bool report_json(FILE *f, const struct result *r)
     json_uint(&j, "reopened", s->reopened);
     json_uint(&j, "reconnects", s->reconnects);
     tls(&j, r);
+    http2(&j, r);
     distribution(&j, "connect_time", s->connect);
 
     distribution(&j, "latency", s->latency);
