@@ -21,7 +21,7 @@
 
 static const char usage_text[] =
     "Usage: volley <options> <url>\n"
-    "       volley merge [--json <F>] [--latency] [--threshold <E>] <file>...\n"
+    "       volley merge <options> <file>...\n"
     "  Options:\n"
     "    -c, --connections <N>  Connections to keep open\n"
     "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
@@ -39,6 +39,9 @@ static const char usage_text[] =
     "                           connections); latency counts from the intended time\n"
     "    -U, --u_latency        With -R, also print the uncorrected latency\n"
     "    -n, --requests    <N>  Send exactly N requests, then stop\n"
+    "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
+    "                           or HTTP/1.1 pipelining (default 1)\n"
+    "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
     "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
     "                           each stage ramps from the rate before it (-R or 0)\n"
     "                           to its own, and the run lasts their sum\n"
@@ -78,11 +81,16 @@ static const char usage_text[] =
     "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
     "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n";
 
-static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:";
+/* -m: far more than any server allows (nginx: 128), and what an HTTP/1.1
+ * pipeline of that many copies of a request can hold in memory. */
+#define CLI_STREAMS_MAX 1000000
+
+static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:";
 
 /* Long options without a short form. */
 enum {
     OPT_NO_KEEPALIVE = 256,
+    OPT_HTTP2,
     OPT_UNIX_SOCKET,
     OPT_SNI,
     OPT_VERIFY,
@@ -118,6 +126,8 @@ static const struct option long_options[] = {
     {"rate", required_argument, NULL, 'R'},
     {"u_latency", no_argument, NULL, 'U'},
     {"requests", required_argument, NULL, 'n'},
+    {"streams", required_argument, NULL, 'm'},
+    {"http2", no_argument, NULL, OPT_HTTP2},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"sni", required_argument, NULL, OPT_SNI},
@@ -412,6 +422,7 @@ static void defaults(struct config *cfg)
     cfg->threads = 2;
     cfg->duration_us = 10 * 1000000ULL;
     cfg->timeout_us = 2 * 1000000ULL;
+    cfg->streams = 1;
     cfg->progress = true;
     cfg->interval_us = 1000000;
 }
@@ -460,6 +471,14 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->requests = metric_arg("number of requests", optarg);
             if (cfg->requests == 0)
                 usage_error("number of requests must be at least 1");
+            break;
+        case 'm':
+            cfg->streams = metric_arg("number of streams", optarg);
+            if (cfg->streams == 0 || cfg->streams > CLI_STREAMS_MAX)
+                usage_error("number of streams must be 1 to %d", CLI_STREAMS_MAX);
+            break;
+        case OPT_HTTP2:
+            cfg->http2 = true;
             break;
         case OPT_NO_KEEPALIVE:
             cfg->no_keepalive = true;
@@ -706,12 +725,17 @@ const struct header *cli_header(const struct config *cfg, const char *name)
 /* ---- volley merge -------------------------------------------------------- */
 
 static const char merge_usage_text[] =
-    "Usage: volley merge [--json <F>] [--latency] [--threshold <E>] <file>...\n"
+    "Usage: volley merge <options> <file>...\n"
     "  Merges the --json results of the parts of one run (shards, machines)\n"
     "  into the result of the whole: prints its report and, with --json, its\n"
-    "  JSON document. A file '-' is standard input.\n"
+    "  JSON document. Their --timeline files (JSON Lines), given among the\n"
+    "  files, are merged interval by interval. A file '-' is standard input.\n"
     "    -L, --latency          Print latency statistics\n"
     "        --json        <F>  Write the merged result as JSON to F (- for stdout)\n"
+    "        --timeline    <F>  Write the merged intervals to F: JSON Lines, CSV if F\n"
+    "                           ends in .csv (- for stdout)\n"
+    "        --hdr-log     <F>  Write each merged interval's latency histogram to F\n"
+    "                           (HdrHistogram interval log)\n"
     "        --threshold   <E>  Exit 2 unless E holds for the whole (repeatable)\n"
     "    -h, --help             Print this help\n";
 
@@ -732,6 +756,8 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
     static const struct option options[] = {
         {"latency", no_argument, NULL, 'L'},
         {"json", required_argument, NULL, OPT_JSON},
+        {"timeline", required_argument, NULL, OPT_TIMELINE},
+        {"hdr-log", required_argument, NULL, OPT_HDR_LOG},
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -748,6 +774,12 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
             break;
         case OPT_JSON:
             set_string(&mc->json, optarg);
+            break;
+        case OPT_TIMELINE:
+            set_string(&mc->timeline, optarg);
+            break;
+        case OPT_HDR_LOG:
+            set_string(&mc->hdr_log, optarg);
             break;
         case OPT_THRESHOLD:
             add_threshold(&mc->thresholds, &mc->nthresholds, optarg, merge_usage_error);
@@ -771,6 +803,8 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
     }
     if (stdin_uses > 1)
         merge_usage_error("standard input ('-') can be read only once");
+    if (to_stdout(mc->json) + to_stdout(mc->timeline) + to_stdout(mc->hdr_log) > 1)
+        merge_usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
 }
 
 void cli_free_merge(struct merge_config *mc)
@@ -779,6 +813,8 @@ void cli_free_merge(struct merge_config *mc)
         free(mc->files[i]);
     free(mc->files);
     free(mc->json);
+    free(mc->timeline);
+    free(mc->hdr_log);
     free_thresholds(mc->thresholds, mc->nthresholds);
     memset(mc, 0, sizeof *mc);
 }

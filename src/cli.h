@@ -60,6 +60,9 @@ struct config {
     bool u_latency;    /* -U: also report latency from the actual send */
     uint64_t requests; /* -n: stop after exactly this many responses, 0 = no limit */
     bool no_keepalive; /* a new connection for every request */
+    bool http2;        /* speak HTTP/2: ALPN h2 over TLS, h2c with prior knowledge */
+    uint64_t streams;  /* -m: requests in flight per connection (HTTP/2 streams,
+                          HTTP/1.1 pipeline depth of the static request) */
     char *unix_socket; /* connect here instead of the URL's host and port */
     /* --stages: the open model's target over time. rate is then the mean
      * target of the stages and stages_from the rate they start from (-R,
@@ -113,7 +116,9 @@ void cli_free(struct config *cfg);
 struct merge_config {
     char **files; /* "-" is stdin */
     size_t nfiles;
-    char *json; /* --json OUT, "-" for stdout */
+    char *json;     /* --json OUT, "-" for stdout */
+    char *timeline; /* --timeline OUT: the merged intervals */
+    char *hdr_log;  /* --hdr-log OUT */
     bool latency;
     struct threshold *thresholds;
     size_t nthresholds;

@@ -37,7 +37,8 @@
 static void on_read(struct ev_loop *loop, ev_io *io, int revents);
 static void on_write(struct ev_loop *loop, ev_io *io, int revents);
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
-static void pump(struct conn *c);
+static bool pump(struct conn *c);
+static void flush(struct conn *c);
 static void open_socket(struct conn *c);
 
 void conn_init(struct conn *c, struct conn_env *env, size_t index)
@@ -116,12 +117,12 @@ void conn_free(struct conn *c)
 /* Outcomes: responses, errors, closes                                        */
 /* ------------------------------------------------------------------------ */
 
-bool conn_response(struct conn *c, const struct http_parser *p, uint64_t start_at, uint64_t sent_at,
-                   uint64_t now)
+bool conn_response(struct conn *c, const struct proto_response *r, uint64_t start_at,
+                   uint64_t sent_at, uint64_t now)
 {
     struct conn_env *env = c->env;
     struct stats *s = env->stats;
-    int status = p->status;
+    int status = r->status;
     s->requests++;
     s->status[status > 0 && status < STATS_STATUS_MAX ? status : 0]++;
     if (status > 399)
@@ -133,7 +134,7 @@ bool conn_response(struct conn *c, const struct http_parser *p, uint64_t start_a
     if (env->budget)
         budget_resolve(env->budget, 1);
     if (env->response) {
-        env->response(env->arg, p);
+        env->response(env->arg, r);
         if (env->stopping)
             return false;
     }
@@ -150,6 +151,14 @@ static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
 {
     *class += n;
     c->env->stats->causes[cause] += n;
+}
+
+void conn_request_failed(struct conn *c, enum cause cause)
+{
+    struct conn_env *env = c->env;
+    count(c, &env->stats->errors.read, cause, 1);
+    if (env->budget)
+        budget_resolve(env->budget, 1);
 }
 
 /* After a failure: try again after the back-off, or else on the next turn
@@ -243,8 +252,10 @@ static void timed_out(struct conn *c)
 {
     struct conn_env *env = c->env;
     size_t n = env->proto->inflight(c);
-    /* Every request still unanswered has timed out. */
-    count(c, &env->stats->errors.timeout, CAUSE_RESPONSE_TIMEOUT, n);
+    enum cause cause = env->proto->expired(c);
+    /* Every request still unanswered has timed out. A connection whose
+     * set-up never completed (HTTP/2's SETTINGS) fails even with none. */
+    count(c, &env->stats->errors.timeout, cause, n || cause == CAUSE_RESPONSE_TIMEOUT ? n : 1);
     if (env->budget && n)
         budget_resolve(env->budget, n);
     drop(c);
@@ -279,7 +290,9 @@ static void ready(struct conn *c)
     c->available_at = now;
     env->proto->open(c);
     settle(c);
-    pump(c);
+    flush(c); /* what the protocol says first (HTTP/2's preface) */
+    if (c->state == CONN_OPEN)
+        pump(c);
 }
 
 static void handshake(struct conn *c)
@@ -390,6 +403,15 @@ static void flush(struct conn *c)
 /* When a batch goes out                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* Wake at time at, or at the end of a delay() pause still running if that
+ * is sooner. */
+static void wake(struct conn *c, uint64_t at, uint64_t now)
+{
+    if (c->delay_until > now && c->delay_until < at)
+        at = c->delay_until;
+    timer_start(c, at > now ? at - now : 0);
+}
+
 /* The delay() pause before the next batch: whether it is over. A pause is
  * asked for once per batch and served out even if the connection closes
  * and reopens meanwhile: asking again on every reconnect would never let a
@@ -411,7 +433,8 @@ static bool paused(struct conn *c, uint64_t now)
         env->stats->paused_us += us;
     }
     if (c->delay_until > now) {
-        timer_start(c, c->delay_until - now);
+        uint64_t oldest = c->state == CONN_OPEN ? env->proto->oldest(c) : 0;
+        wake(c, oldest ? oldest + env->timeout_us : c->delay_until, now);
         return true;
     }
     /* Under -R the pause is the script's think time, not the server's:
@@ -468,7 +491,7 @@ static bool send_batch(struct conn *c, uint64_t now)
         c->done = !r;
         return false;
     }
-    uint64_t start = now;
+    uint64_t start = 0; /* from when each request goes out */
     if (env->pace) {
         /* Latency counts from the intended time, however late the send,
          * but not from before the connection was set up or its pause ended. */
@@ -483,38 +506,42 @@ static bool send_batch(struct conn *c, uint64_t now)
      * still running: on_timer moves it on, so the common case costs nothing. */
     if (!ev_is_active(&c->timer))
         timer_start(c, env->timeout_us);
-    flush(c);
-    return c->state == CONN_OPEN;
+    return true;
 }
 
-/* Send the next batch if it may go now; otherwise arrange to be called
- * when it may: the pause's timer, the schedule, the connection opening. */
-static void pump(struct conn *c)
+/* Hand the session every batch that may go now, then write them at once;
+ * otherwise arrange to be called when one may: the pause's timer, the
+ * schedule, the connection opening. Returns whether it wrote. */
+static bool pump(struct conn *c)
 {
     struct conn_env *env = c->env;
+    bool sent = false;
     while (!env->stopping && !c->done) {
         if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
-            return; /* ready() pumps */
+            break; /* ready() pumps */
         if (c->state == CONN_OPEN && !env->proto->ready(c))
-            return; /* the session is busy: it pumps when it is done */
+            break; /* the session is busy: it pumps when it is done */
         if (env->budget && !c->claimed && !budget_left(env->budget))
-            return;
+            break;
         uint64_t now = clock_us();
         if (env->delay && paused(c, now))
-            return;
+            break;
         if (env->pace && waiting_for_turn(c, now))
-            return;
+            break;
         if (c->state == CONN_CLOSED) {
-            if (c->retry_at > now) {
+            if (c->retry_at > now)
                 timer_start(c, c->retry_at - now);
-                return;
-            }
-            conn_start(c, true);
-            return;
+            else
+                conn_start(c, true);
+            return false;
         }
         if (!send_batch(c, now))
-            return;
+            break;
+        sent = true;
     }
+    if (sent && c->state == CONN_OPEN)
+        flush(c);
+    return sent;
 }
 
 void conn_kick(struct conn *c) { pump(c); }
@@ -536,10 +563,28 @@ static void at_eof(struct conn *c)
         closed(c);
 }
 
+/* After input: the next batch goes out from here, with what the session has
+ * to say in return (HTTP/2's acknowledgements and window updates), or that
+ * alone when no batch goes. Returns whether the session could take a batch:
+ * for HTTP/1.1 the one before it is done, so its answer cannot be in the
+ * socket yet. */
+static inline bool reply(struct conn *c)
+{
+    if (c->env->proto->ready(c)) {
+        if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
+            flush(c);
+        return true;
+    }
+    if (!ev_is_active(&c->wio))
+        flush(c);
+    return false;
+}
+
 static void read_ready(struct conn *c)
 {
     struct conn_env *env = c->env;
     size_t burst = 0;
+    bool owed = false; /* input came that reply() has not followed yet */
     for (;;) {
         ssize_t n = env->transport->read(&c->sock, env->rbuf, env->rbuf_len);
         if (n > 0) {
@@ -558,13 +603,14 @@ static void read_ready(struct conn *c)
                 return;
             }
             bool more = env->transport->pending(&c->sock) > 0;
-            if (env->proto->ready(c)) {
-                /* The batch is done: the next goes out from here, and its
-                 * answer cannot be in the socket yet. */
-                pump(c);
-                if (!more || c->state != CONN_OPEN)
-                    return;
-            }
+            /* Records the transport holds already (TLS) are read first, so
+             * that one write carries what all of them call for. */
+            owed = more && burst < READ_BURST;
+            if (owed)
+                continue;
+            bool done = reply(c);
+            if (c->state != CONN_OPEN || (done && !more))
+                return;
             /* A short read drained the socket; a full one may have left more. */
             if ((size_t)n < env->rbuf_len && !more)
                 return;
@@ -578,6 +624,9 @@ static void read_ready(struct conn *c)
             at_eof(c);
             return;
         } else if (n == IO_WANT_READ) {
+            /* What the transport held was no data (a TLS session ticket). */
+            if (owed)
+                reply(c);
             return;
         } else if (n == IO_WANT_WRITE) {
             /* TLS: the read must first write; resumed from on_write. */
@@ -671,16 +720,17 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
     case CONN_OPEN: {
-        uint64_t oldest = env->proto->oldest(c);
-        if (!oldest) { /* a delay() pause is over */
-            pump(c);
+        uint64_t now = clock_us(), oldest = env->proto->oldest(c);
+        if (oldest && now >= oldest + env->timeout_us) {
+            timed_out(c);
             break;
         }
-        uint64_t now = clock_us(), deadline = oldest + env->timeout_us;
-        if (now < deadline)
-            timer_start(c, deadline - now);
-        else
-            timed_out(c);
+        /* A delay() pause may be over; requests may be in flight meanwhile
+         * (HTTP/2): the timer goes on to whichever comes first, the end of
+         * a pause still running or the oldest one's deadline. */
+        pump(c);
+        if (c->state == CONN_OPEN && (oldest = env->proto->oldest(c)) != 0)
+            wake(c, oldest + env->timeout_us, now);
         break;
     }
     }

@@ -20,7 +20,6 @@
 
 struct budget;
 struct http_head_cache;
-struct http_parser;
 struct net_addr;
 
 /* -R: the open model's schedule. Connection g (numbered over every worker)
@@ -43,6 +42,8 @@ struct conn_env {
     const struct transport *transport;
     const struct proto_ops *proto;
     const struct net_addr *addr;
+    bool tls;       /* the URL is https (HTTP/2's :scheme) */
+    size_t streams; /* -m: requests in flight at most (HTTP/2 streams) */
     uint64_t timeout_us;
     bool no_keepalive;
     struct stats *stats;
@@ -59,7 +60,7 @@ struct conn_env {
     double (*delay)(void *arg);
     /* response(): given each response; NULL if none. want_head and want_body
      * say what of the response it takes. */
-    void (*response)(void *arg, const struct http_parser *p);
+    void (*response)(void *arg, const struct proto_response *r);
     bool want_head, want_body;
     void *arg;
     size_t depth;  /* requests per batch */
@@ -123,8 +124,11 @@ void conn_free(struct conn *c);
 /* For sessions: a final response of a request whose latency counts from
  * start_at, sent at sent_at, completed at now. Returns false when the
  * worker is stopping (a response() hook ended the run). */
-bool conn_response(struct conn *c, const struct http_parser *p, uint64_t start_at, uint64_t sent_at,
-                   uint64_t now);
+bool conn_response(struct conn *c, const struct proto_response *r, uint64_t start_at,
+                   uint64_t sent_at, uint64_t now);
+/* For sessions: one request failed on its own (its stream was reset) while
+ * the connection goes on: one read error, counted under cause. */
+void conn_request_failed(struct conn *c, enum cause cause);
 /* For sessions: n requests that went out but will not be answered on this
  * connection, though the server did nothing wrong (they were behind a
  * response that closed it): -n sends them again. */

@@ -7,6 +7,7 @@
  * fully written never lets the next request into the rest of that body.
  * SPDX-License-Identifier: MIT */
 #include <stdlib.h>
+#include <string.h>
 
 #include "conn.h"
 #include "http.h"
@@ -23,6 +24,7 @@ struct h1 {
     size_t pending;              /* responses still expected (the response side) */
     uint64_t sent_at;            /* when the batch's first byte went out */
     uint64_t start_at;           /* where its latency counts from */
+    struct proto_response view;  /* the response just parsed, as conn_response takes it */
 };
 
 static void *h1_new(struct conn *c)
@@ -65,7 +67,7 @@ static void h1_submit(struct conn *c, const struct request *r, size_t n, uint64_
     s->len = request_prefix(r, n);
     s->written = 0;
     s->sent_at = now;
-    s->start_at = start_at;
+    s->start_at = start_at ? start_at : now;
     s->parser.want_head = c->env->want_head;
     s->parser.want_body = c->env->want_body;
     http_begin(&s->parser, request_is_head(r, 0));
@@ -102,12 +104,31 @@ static enum cause parse_cause(const struct http_parser *p)
     }
 }
 
+/* What the response() hook takes of the response just parsed: the field
+ * lines of its head (after the status line) and its body. */
+static void hook_view(const struct http_parser *p, struct proto_response *r)
+{
+    r->fields = NULL;
+    r->fields_len = 0;
+    if (p->head.len) {
+        const char *nl = memchr(p->head.data, '\n', p->head.len);
+        size_t start = nl ? (size_t)(nl - p->head.data) + 1 : p->head.len;
+        r->fields = p->head.data + start;
+        r->fields_len = p->head.len - start;
+    }
+    r->body = p->body.data;
+    r->body_len = p->body.len;
+}
+
 /* A final response completed. */
 static enum proto_status response_done(struct conn *c, uint64_t now)
 {
     struct h1 *s = c->session;
     s->pending--;
-    if (!conn_response(c, &s->parser, s->start_at, s->sent_at, now))
+    s->view.status = s->parser.status;
+    if (c->env->response)
+        hook_view(&s->parser, &s->view);
+    if (!conn_response(c, &s->view, s->start_at, s->sent_at, now))
         return PROTO_OK;
     if (!s->parser.keep_alive || (c->env->no_keepalive && s->pending == 0)) {
         /* Requests pipelined behind a closing response were never read by
@@ -194,6 +215,12 @@ static uint64_t h1_oldest(const struct conn *c)
     return s->batch ? s->sent_at : 0;
 }
 
+static enum cause h1_expired(const struct conn *c)
+{
+    (void)c;
+    return CAUSE_RESPONSE_TIMEOUT;
+}
+
 static void h1_abort(struct conn *c)
 {
     struct h1 *s = c->session;
@@ -214,5 +241,6 @@ const struct proto_ops proto_h1 = {
     .eof = h1_eof,
     .inflight = h1_inflight,
     .oldest = h1_oldest,
+    .expired = h1_expired,
     .abort = h1_abort,
 };

@@ -1,320 +1,24 @@
-/* volley merge: reads each --json result strictly (they come from other
- * machines), checks that they can be parts of one run, adds them up into a
- * struct result as one process would have measured it, and prints that
- * with the run's own report and JSON writers.
+/* volley merge: checks that the parts read (merge_read.c), results and
+ * their timelines, can make one run, adds them up into a struct result as
+ * one process would have measured it, and prints that with the run's own
+ * report, JSON and timeline writers.
  * SPDX-License-Identifier: MIT */
 #include "merge.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "jdoc.h"
+#include "merge_read.h"
+#include "output.h"
 #include "report.h"
 #include "threshold.h"
+#include "timeline.h"
 #include "units.h"
 #include "xalloc.h"
-
-/* volley's results are a few hundred KB at most. */
-#define MERGE_MAX_FILE (64u << 20)
-/* Far more machines than anyone runs a load from. */
-#define MERGE_MAX_SHARDS 100000
-
-/* One result file, as far as merging needs it. */
-struct part {
-    const char *file;
-    struct jdoc *doc;
-    const struct jdoc *options;
-    const char *url;
-    bool open_model, counted; /* -R, -n */
-    struct shard shard;       /* count 0 when the file is not a shard */
-    uint64_t threads, connections, requests;
-    double rate;
-    int64_t start_us;
-    uint64_t duration_us;
-    struct stats stats;
-    struct {
-        double user_s, system_s, wait_s, busiest;
-        bool has_wait;
-    } cpu;
-};
-
-static void bad(const struct part *p, const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 2, 3)));
-static void bad(const struct part *p, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "volley: %s: ", p->file);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    exit(1);
-}
-
-/* ---- reading one file ---------------------------------------------------- */
-
-static char *slurp(const char *file, size_t *len)
-{
-    FILE *f = strcmp(file, "-") == 0 ? stdin : fopen(file, "rb");
-    if (!f)
-        die("cannot open %s: %s", file, strerror(errno));
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = xmalloc(cap);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n > MERGE_MAX_FILE)
-            die("%s: larger than %u MiB: not a volley result", file, MERGE_MAX_FILE >> 20);
-        if (n == cap)
-            buf = xrealloc(buf, cap *= 2);
-    }
-    if (ferror(f))
-        die("cannot read %s: %s", file, strerror(errno));
-    if (f != stdin)
-        fclose(f);
-    *len = n;
-    return buf;
-}
-
-/* The member at a dotted path ("rate.sent"), or NULL where any step is missing. */
-static const struct jdoc *at(const struct jdoc *v, const char *path)
-{
-    char key[64];
-    while (v && *path) {
-        size_t n = strcspn(path, ".");
-        snprintf(key, sizeof key, "%.*s", (int)n, path);
-        v = jdoc_get(v, key);
-        path += n + (path[n] == '.');
-    }
-    return v;
-}
-
-static bool is_null(const struct jdoc *v) { return v && v->type == JDOC_NULL; }
-
-static uint64_t need_u64(const struct part *p, const struct jdoc *in, const char *path)
-{
-    uint64_t v;
-    if (!jdoc_u64(at(in, path), &v))
-        bad(p, "%s: missing, or not a count", path);
-    return v;
-}
-
-static double need_number(const struct part *p, const struct jdoc *in, const char *path)
-{
-    double v;
-    if (!jdoc_double(at(in, path), &v) || v < 0)
-        bad(p, "%s: missing, or not a number >= 0", path);
-    return v;
-}
-
-static const char *need_string(const struct part *p, const struct jdoc *in, const char *path)
-{
-    const char *s = jdoc_string(at(in, path));
-    if (!s)
-        bad(p, "%s: missing, or not a string", path);
-    return s;
-}
-
-static const struct jdoc *need_object(const struct part *p, const struct jdoc *in, const char *path,
-                                      bool nullable)
-{
-    const struct jdoc *v = at(in, path);
-    if (nullable && is_null(v))
-        return NULL;
-    if (!v || v->type != JDOC_OBJECT)
-        bad(p, "%s: missing, or not an object", path);
-    return v;
-}
-
-/* A distribution's histogram with the exact figures the document gives
- * beside it, added into dst (whose layout it must have). */
-static void distribution(struct part *p, const struct jdoc *d, const char *name, struct hist *dst)
-{
-    char path[64];
-    const char *why;
-    snprintf(path, sizeof path, "%s.hdr_histogram", name);
-    struct hist *h = hist_decode(need_string(p, d, "hdr_histogram"), &why);
-    if (!h)
-        bad(p, "%s: %s", path, why);
-    uint64_t count = need_u64(p, d, "count");
-    if (hist_highest(h) != hist_highest(dst))
-        bad(p, "%s: tracks values up to %" PRIu64 ", not up to %" PRIu64 " as volley does", path,
-            hist_highest(h), hist_highest(dst));
-    if (hist_count(h) != count)
-        bad(p, "%s: holds %" PRIu64 " samples, but %s.count says %" PRIu64, path, hist_count(h),
-            name, count);
-    if (count && !hist_set_summary(h, need_u64(p, d, "min"), need_u64(p, d, "max"),
-                                   need_number(p, d, "mean"), need_number(p, d, "stdev")))
-        bad(p, "%s: min, max, mean and stdev do not fit its histogram", name);
-    hist_merge(dst, h);
-    hist_free(h);
-}
-
-static void read_distributions(struct part *p)
-{
-    const struct jdoc *doc = p->doc;
-    struct stats *s = &p->stats;
-    distribution(p, need_object(p, doc, "latency", false), "latency", s->latency);
-    distribution(p, need_object(p, doc, "requests_per_sec", false), "requests_per_sec", s->rps);
-    const struct jdoc *u = need_object(p, doc, "latency_uncorrected", !p->open_model);
-    const struct jdoc *lag = need_object(p, doc, "scheduling_lag", !p->open_model);
-    if (p->open_model) {
-        distribution(p, u, "latency_uncorrected", s->u_latency);
-        distribution(p, lag, "scheduling_lag", s->lag);
-    }
-    if (hist_count(s->latency) != s->requests)
-        bad(p, "latency.count is %" PRIu64 ", not requests (%" PRIu64 ")", hist_count(s->latency),
-            s->requests);
-}
-
-/* "200": 12 ... and "other": n; they add up to requests. */
-static void read_status_codes(struct part *p)
-{
-    const struct jdoc *codes = need_object(p, p->doc, "status_codes", false);
-    uint64_t total = 0;
-    for (size_t i = 0; i < codes->len; i++) {
-        const struct jdoc_member *m = &codes->u.members[i];
-        uint64_t code = 0, n;
-        char *end;
-        if (strcmp(m->key, "other") != 0) {
-            code = strtoull(m->key, &end, 10);
-            if (*end || m->key[0] < '1' || m->key[0] > '9' || code >= STATS_STATUS_MAX)
-                bad(p, "status_codes: \"%s\" is not a status code", m->key);
-        }
-        if (!jdoc_u64(&m->value, &n) || total + n < total)
-            bad(p, "status_codes.%s: not a count", m->key);
-        p->stats.status[code] = n;
-        total += n;
-    }
-    if (total != p->stats.requests)
-        bad(p, "status_codes add up to %" PRIu64 ", not to requests (%" PRIu64 ")", total,
-            p->stats.requests);
-}
-
-/* The error classes, and their causes, which add up to them. */
-static void read_errors(struct part *p)
-{
-    struct errors *e = &p->stats.errors;
-    const struct jdoc *errors = need_object(p, p->doc, "errors", false);
-    const struct jdoc *causes = need_object(p, p->doc, "error_causes", false);
-    e->connect = need_u64(p, errors, "connect");
-    e->read = need_u64(p, errors, "read");
-    e->write = need_u64(p, errors, "write");
-    e->timeout = need_u64(p, errors, "timeout");
-    e->status = need_u64(p, errors, "status");
-    unsigned __int128 causes_total = 0;
-    for (int c = 0; c < CAUSE_COUNT; c++) {
-        p->stats.causes[c] = need_u64(p, causes, stats_cause_name(c));
-        causes_total += p->stats.causes[c];
-    }
-    if (causes_total != (unsigned __int128)e->connect + e->read + e->write + e->timeout)
-        bad(p, "error_causes do not add up to the socket errors");
-    if (causes_total > UINT64_MAX)
-        bad(p, "errors: more than 2^64");
-}
-
-/* Counters, and what the text report needs that no counter holds. */
-static void read_totals(struct part *p)
-{
-    const struct jdoc *doc = p->doc;
-    struct stats *s = &p->stats;
-    s->requests = need_u64(p, doc, "requests");
-    s->bytes = need_u64(p, doc, "bytes");
-    s->connects = need_u64(p, doc, "connects");
-    s->reconnects = need_u64(p, doc, "reconnects");
-    p->duration_us = need_u64(p, doc, "duration_us");
-    const struct jdoc *tls = need_object(p, doc, "tls", true);
-    if (tls) {
-        s->handshakes = need_u64(p, tls, "handshakes");
-        s->resumed = need_u64(p, tls, "resumed");
-        if (s->handshakes)
-            s->handshake_us =
-                (uint64_t)llround(need_number(p, tls, "handshake_mean_us") * (double)s->handshakes);
-    }
-    /* sent is written as a rate over the run; the count is that times its length */
-    const struct jdoc *rate = need_object(p, doc, "rate", !p->open_model);
-    if (rate)
-        s->sent = (uint64_t)llround(need_number(p, rate, "sent") * (double)p->duration_us / 1e6);
-    const struct jdoc *cpu = need_object(p, doc, "cpu", false);
-    p->cpu.user_s = need_number(p, cpu, "user_s");
-    p->cpu.system_s = need_number(p, cpu, "system_s");
-    p->cpu.busiest = need_number(p, cpu, "busiest_thread");
-    p->cpu.has_wait = !is_null(jdoc_get(cpu, "run_queue_wait_s"));
-    if (p->cpu.has_wait)
-        p->cpu.wait_s = need_number(p, cpu, "run_queue_wait_s");
-}
-
-/* When the part started: start_time_us, or for a result written before it
- * existed, start_time to the millisecond. */
-static void read_start(struct part *p)
-{
-    const struct jdoc *us = jdoc_get(p->doc, "start_time_us");
-    uint64_t v;
-    if (us) {
-        if (!jdoc_u64(us, &v) || v > INT64_MAX)
-            bad(p, "start_time_us: not a time");
-        p->start_us = (int64_t)v;
-    } else if (!units_parse_instant(need_string(p, p->doc, "start_time"), &p->start_us)) {
-        bad(p, "start_time: not an RFC 3339 time");
-    }
-}
-
-/* What was asked for, and this part's share of it. */
-static void read_options(struct part *p)
-{
-    const struct jdoc *o = p->options = need_object(p, p->doc, "options", false);
-    p->url = need_string(p, o, "url");
-    p->threads = need_u64(p, o, "threads");
-    p->connections = need_u64(p, o, "connections");
-    p->open_model = !is_null(jdoc_get(o, "rate"));
-    p->counted = !is_null(jdoc_get(o, "requests"));
-    p->rate = p->open_model ? (double)need_u64(p, o, "rate") : 0;
-    p->requests = p->counted ? need_u64(p, o, "requests") : 0;
-    const struct jdoc *sh = need_object(p, p->doc, "shard", true);
-    if (!sh)
-        return;
-    p->shard.index = need_u64(p, sh, "index");
-    p->shard.count = need_u64(p, sh, "count");
-    if (p->shard.index >= p->shard.count)
-        bad(p, "shard.index: %" PRIu64 " of %" PRIu64 " shards", p->shard.index, p->shard.count);
-    if (p->shard.count > MERGE_MAX_SHARDS)
-        bad(p, "shard.count: more than %d shards", MERGE_MAX_SHARDS);
-    p->connections = need_u64(p, sh, "connections");
-    p->rate = p->open_model ? need_number(p, sh, "rate") : 0;
-    p->requests = p->counted ? need_u64(p, sh, "requests") : 0;
-}
-
-static void read_part(struct part *p, const char *file)
-{
-    size_t len;
-    char err[160];
-    char *text = slurp(file, &len);
-    p->file = strcmp(file, "-") == 0 ? "standard input" : file;
-    p->doc = jdoc_parse(text, len, err, sizeof err);
-    free(text);
-    if (!p->doc)
-        bad(p, "%s", err);
-    if (p->doc->type != JDOC_OBJECT)
-        bad(p, "not a volley result (not a JSON object)");
-    uint64_t version = need_u64(p, p->doc, "schema_version");
-    if (version != 1)
-        bad(p, "schema version %" PRIu64 "; this volley reads version 1", version);
-    stats_init(&p->stats);
-    read_options(p);
-    read_start(p);
-    read_totals(p);
-    /* ends are start + duration: keep them far from overflowing */
-    if (p->start_us > INT64_MAX / 2 || p->duration_us > (uint64_t)INT64_MAX / 2)
-        bad(p, "start_time_us or duration_us out of range");
-    read_errors(p);
-    read_status_codes(p);
-    read_distributions(p);
-}
 
 /* ---- one run? ------------------------------------------------------------ */
 
@@ -356,29 +60,210 @@ static bool same_value(const struct jdoc *a, const struct jdoc *b)
  * one sharded run were given the same options and are each there once. */
 static void check_same_run(const struct part *p, const struct part *first, const bool *seen)
 {
+    const char *file = p->file;
     if (strcmp(p->url, first->url) != 0)
-        bad(p, "a run against %s, not %s like %s", p->url, first->url, first->file);
+        merge_bad(file, "a run against %s, not %s like %s", p->url, first->url, first->file);
     if (p->open_model != first->open_model)
-        bad(p, "%s with -R and %s without cannot be one run", p->open_model ? p->file : first->file,
-            p->open_model ? first->file : p->file);
+        merge_bad(file, "%s with -R and %s without cannot be one run",
+                  p->open_model ? p->file : first->file, p->open_model ? first->file : p->file);
     if (p->counted != first->counted)
-        bad(p, "%s with -n and %s without cannot be one run", p->counted ? p->file : first->file,
-            p->counted ? first->file : p->file);
+        merge_bad(file, "%s with -n and %s without cannot be one run",
+                  p->counted ? p->file : first->file, p->counted ? first->file : p->file);
+    if (p->http2 != first->http2)
+        merge_bad(file, "%s over HTTP/2 and %s over HTTP/1.1 cannot be one run",
+                  p->http2 ? p->file : first->file, p->http2 ? first->file : p->file);
     if (!p->shard.count != !first->shard.count)
-        bad(p, "a shard and a whole run cannot be parts of one run (%s is %s)", first->file,
-            first->shard.count ? "a shard" : "a whole run");
+        merge_bad(file, "a shard and a whole run cannot be parts of one run (%s is %s)",
+                  first->file, first->shard.count ? "a shard" : "a whole run");
     if (!p->shard.count)
         return;
     if (p->shard.count != first->shard.count)
-        bad(p, "shard %" PRIu64 " of %" PRIu64 ", but %s is one of %" PRIu64, p->shard.index,
-            p->shard.count, first->file, first->shard.count);
+        merge_bad(file, "shard %" PRIu64 " of %" PRIu64 ", but %s is one of %" PRIu64,
+                  p->shard.index, p->shard.count, first->file, first->shard.count);
     /* threads may differ: a shard with fewer connections than -t has fewer */
     if (!same_members(first->options, p->options, "threads") ||
         !same_members(p->options, first->options, "threads"))
-        bad(p, "options differ from those of %s: shards of one run are given the same options",
-            first->file);
+        merge_bad(file,
+                  "options differ from those of %s: shards of one run are given the same options",
+                  first->file);
     if (seen[p->shard.index])
-        bad(p, "shard %" PRIu64 " is there twice", p->shard.index);
+        merge_bad(file, "shard %" PRIu64 " is there twice", p->shard.index);
+}
+
+static void check_results(struct inputs *in)
+{
+    if (!in->nparts)
+        die("no results among the files: volley merge adds up --json results, with their "
+            "timelines");
+    struct part *first = &in->parts[0];
+    if (first->shard.count)
+        in->seen = xcalloc(first->shard.count, sizeof *in->seen);
+    for (size_t i = 0; i < in->nparts; i++) {
+        check_same_run(&in->parts[i], first, in->seen);
+        if (in->seen)
+            in->seen[in->parts[i].shard.index] = true;
+    }
+}
+
+/* ---- timelines with their results ---------------------------------------- */
+
+/* The intervals of a timeline add up exactly to its run's totals. */
+static void check_totals(const struct series *s)
+{
+    const struct part *p = s->part;
+    const struct stats *t = &p->stats;
+    unsigned __int128 sums[15] = {0};
+    uint64_t totals[15] = {t->requests,     t->bytes,          t->connects,
+                           t->reconnects,   t->errors.connect, t->errors.read,
+                           t->errors.write, t->errors.timeout, t->errors.status};
+    static const char *const what[15] = {
+        "requests",      "bytes",         "connects",      "reconnects",    "connect errors",
+        "read errors",   "write errors",  "timeouts",      "status errors", "1xx responses",
+        "2xx responses", "3xx responses", "4xx responses", "5xx responses", "other responses"};
+    totals[14] = t->requests;
+    for (int c = 0; c < 5; c++) {
+        for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
+            totals[9 + c] += t->status[code];
+        totals[14] -= totals[9 + c];
+    }
+    for (size_t k = 0; k < s->n; k++) {
+        const struct slice *sl = &s->slices[k];
+        const uint64_t v[15] = {sl->requests,     sl->bytes,          sl->connects,
+                                sl->reconnects,   sl->errors.connect, sl->errors.read,
+                                sl->errors.write, sl->errors.timeout, sl->errors.status,
+                                sl->status[0],    sl->status[1],      sl->status[2],
+                                sl->status[3],    sl->status[4],      sl->status[5]};
+        for (int i = 0; i < 15; i++)
+            sums[i] += v[i];
+    }
+    for (int i = 0; i < 15; i++)
+        if (sums[i] != totals[i])
+            merge_bad(
+                s->file, "its intervals hold %s%" PRIu64 " %s, but its result %s has %" PRIu64,
+                sums[i] > UINT64_MAX ? "more than " : "",
+                sums[i] > UINT64_MAX ? UINT64_MAX : (uint64_t)sums[i], what[i], p->file, totals[i]);
+}
+
+/* Timelines of one run hit the same URL as the results, and have intervals
+ * of one length: only then do they add up interval by interval. */
+static void check_same_timeline(const struct series *s, const struct series *first,
+                                const struct part *first_part)
+{
+    char a[UNITS_BUF], b[UNITS_BUF];
+    if (strcmp(s->url, first_part->url) != 0)
+        merge_bad(s->file, "a run against %s, not %s like %s", s->url, first_part->url,
+                  first_part->file);
+    if (s->interval_us != first->interval_us)
+        merge_bad(s->file,
+                  "intervals of %s, not %s like %s: timelines add up only interval by "
+                  "interval",
+                  units_duration(s->interval_us, a), units_duration(first->interval_us, b),
+                  first->file);
+}
+
+/* The result of the series' run: the same start, to the microsecond, and
+ * the same shard. */
+static struct part *result_of(const struct inputs *in, const struct series *s)
+{
+    char when[UNITS_BUF], shard[48] = "";
+    struct timespec t = {s->start_us / 1000000, s->start_us % 1000000 * 1000};
+    for (size_t i = 0; i < in->nparts; i++) {
+        struct part *p = &in->parts[i];
+        if (p->start_us != s->start_us || p->shard.count != s->shard.count ||
+            p->shard.index != s->shard.index)
+            continue;
+        if (p->series)
+            merge_bad(s->file, "the timeline of its run is there already (%s)", p->series->file);
+        return p;
+    }
+    if (s->shard.count)
+        snprintf(shard, sizeof shard, "shard %" PRIu64 " of %" PRIu64 ", ", s->shard.index,
+                 s->shard.count);
+    merge_bad(s->file,
+              "the result of its run (%sstarted %s) is not among the files: a timeline is "
+              "merged with its run's --json result",
+              shard, units_utc_time(&t, when));
+}
+
+/* A timeline agrees with its result. */
+static void check_with_result(const struct series *s)
+{
+    char a[UNITS_BUF], b[UNITS_BUF];
+    const struct part *p = s->part;
+    if (p->interval_us && p->interval_us != s->interval_us)
+        merge_bad(s->file, "intervals of %s, but its result %s says %s",
+                  units_duration(s->interval_us, a), p->file, units_duration(p->interval_us, b));
+    if (s->open_model != p->open_model)
+        merge_bad(s->file, "a timeline %s -R, but its result %s is of a run %s",
+                  s->open_model ? "with" : "without", p->file, p->open_model ? "with" : "without");
+    for (size_t k = 0; k < s->n; k++)
+        if (isnan(s->slices[k].server_s) == p->server.known)
+            merge_bad(s->file, "interval %zu: server_cpu_s is %s, but its result %s has %s server",
+                      k, p->server.known ? "null" : "a number", p->file,
+                      p->server.known ? "a" : "no");
+    check_totals(s);
+}
+
+static int by_offset(const void *a, const void *b)
+{
+    const struct series *x = *(const struct series *const *)a;
+    const struct series *y = *(const struct series *const *)b;
+    return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* Each part's interval k goes into merged interval offset + k: where its
+ * intervals start, after the earliest part's, in intervals, rounded. Parts
+ * started with --start-at count their intervals from the same instant (or
+ * within milliseconds of it), so their k-th intervals coincide; parts
+ * started apart are placed on the nearest interval. The parts cover one
+ * stretch of time: one that starts after the others have ended is not part
+ * of the same run. */
+static void place_series(struct inputs *in)
+{
+    uint64_t T = in->series[0].interval_us, end = 0;
+    struct series **order = xcalloc(in->nseries, sizeof *order);
+    in->origin_us = INT64_MAX;
+    for (size_t i = 0; i < in->nseries; i++)
+        if (in->series[i].origin_us < in->origin_us)
+            in->origin_us = in->series[i].origin_us;
+    for (size_t i = 0; i < in->nseries; i++) {
+        struct series *s = order[i] = &in->series[i];
+        s->offset = ((uint64_t)(s->origin_us - in->origin_us) + T / 2) / T;
+    }
+    qsort(order, in->nseries, sizeof *order, by_offset);
+    const struct series *late = NULL;
+    for (size_t i = 0; i < in->nseries && !late; i++) {
+        const struct series *s = order[i];
+        if (s->n && s->offset > end)
+            late = s;
+        else if (s->n && s->offset + s->n > end)
+            end = s->offset + s->n;
+    }
+    free(order);
+    if (late)
+        merge_bad(late->file,
+                  "it starts %" PRIu64 " intervals after the other timelines end: not part of "
+                  "the same run",
+                  late->offset - end);
+}
+
+/* Every part has its timeline, or none has. */
+static void check_timelines(struct inputs *in)
+{
+    for (size_t i = 0; i < in->nseries; i++) {
+        struct series *s = &in->series[i];
+        check_same_timeline(s, &in->series[0], &in->parts[0]);
+        s->part = result_of(in, s);
+        s->part->series = s;
+        check_with_result(s);
+    }
+    if (!in->nseries)
+        return;
+    for (size_t i = 0; i < in->nparts; i++)
+        if (!in->parts[i].series)
+            merge_bad(in->parts[i].file, "its timeline is not among the files: merge the "
+                                         "timelines of every part, or of none");
+    place_series(in);
 }
 
 /* ---- the whole ----------------------------------------------------------- */
@@ -386,7 +271,7 @@ static void check_same_run(const struct part *p, const struct part *first, const
 static void add_count(const struct part *p, uint64_t *total, uint64_t v, const char *what)
 {
     if (*total + v < *total)
-        bad(p, "the total of %s passes 2^64", what);
+        merge_bad(p->file, "the total of %s passes 2^64", what);
     *total += v;
 }
 
@@ -411,25 +296,32 @@ static void check_sums(const struct part *p, const struct stats *t)
         {hist_count(t->rps), hist_count(s->rps)},
         {hist_count(t->u_latency), hist_count(s->u_latency)},
         {hist_count(t->lag), hist_count(s->lag)},
+        {hist_count(t->connect), hist_count(s->connect)},
+        {t->h2.goaways, s->h2.goaways},
+        {t->h2.refused, s->h2.refused},
     };
     for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
         if (sums[i][0] + sums[i][1] < sums[i][0])
-            bad(p, "counts too large to add up (past 2^64)");
+            merge_bad(p->file, "counts too large to add up (past 2^64)");
+    for (int code = 0; code < STATS_H2_CODES; code++)
+        if (t->h2.resets[code] + s->h2.resets[code] < t->h2.resets[code])
+            merge_bad(p->file, "counts too large to add up (past 2^64)");
 }
 
 /* The options the merged result reports: the first part's, with the
- * connections, rate and requests of all the parts. */
-static void whole_config(struct config *cfg, const struct part *parts, size_t n, bool latency)
+ * connections, rate and requests of all the parts; the intervals of their
+ * timelines, and the files to write. */
+static void whole_config(struct config *cfg, const struct inputs *in, const struct merge_config *mc)
 {
-    const struct part *first = &parts[0];
+    const struct part *parts = in->parts, *first = &parts[0];
     const struct jdoc *o = first->options, *list;
     const char *why;
     memset(cfg, 0, sizeof *cfg);
     cfg->url_arg = xstrdup(first->url);
     if (!url_parse(cfg->url_arg, &cfg->url, &why))
-        bad(first, "options.url: %s", why);
+        merge_bad(first->file, "options.url: %s", why);
     double rate = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < in->nparts; i++) {
         add_count(&parts[i], &cfg->threads, parts[i].threads, "threads");
         add_count(&parts[i], &cfg->connections, parts[i].connections, "connections");
         add_count(&parts[i], &cfg->requests, parts[i].requests, "requests");
@@ -443,13 +335,12 @@ static void whole_config(struct config *cfg, const struct part *parts, size_t n,
         rate = (double)cfg->rate;
     cfg->shard =
         (struct shard){.connections = cfg->connections, .requests = cfg->requests, .rate = rate};
-    /* null: no time limit (-n without -d, or -d 0) */
-    const struct jdoc *limit = jdoc_get(o, "duration_us");
-    cfg->duration_us = is_null(limit) ? 0 : need_u64(first, o, "duration_us");
-    cfg->duration_set = !first->counted || !is_null(limit);
-    cfg->time_limit_us = cfg->duration_us;
-    cfg->timeout_us = need_u64(first, o, "timeout_us");
-    cfg->latency = latency;
+    cfg->duration_us = cfg->time_limit_us = first->time_limit_us;
+    cfg->duration_set = first->duration_set;
+    cfg->timeout_us = first->timeout_us;
+    cfg->http2 = first->http2;
+    cfg->streams = first->streams;
+    cfg->latency = mc->latency;
     cfg->no_keepalive = jdoc_get(o, "keepalive") && jdoc_get(o, "keepalive")->type == JDOC_FALSE;
     if (jdoc_string(jdoc_get(o, "unix_socket")))
         cfg->unix_socket = xstrdup(jdoc_string(jdoc_get(o, "unix_socket")));
@@ -471,46 +362,253 @@ static void whole_config(struct config *cfg, const struct part *parts, size_t n,
                     (struct header){xstrdup(h->u.items[0].u.text), xstrdup(h->u.items[1].u.text)};
         }
     }
+    /* 0: no intervals known, and the JSON's intervals are null */
+    cfg->interval_us = in->nseries ? in->series[0].interval_us : 0;
+    if (mc->timeline)
+        cfg->timeline = xstrdup(mc->timeline);
+    if (mc->hdr_log)
+        cfg->hdr_log = xstrdup(mc->hdr_log);
 }
 
-/* The run's span is from the earliest start to the latest end. (Series
- * over time, once results carry them, add up here too: interval by
- * interval, aligned on wall time by each part's start_time_us.) */
-static void whole_result(struct result *r, struct part *parts, size_t n, struct result_input *list)
+/* volley's own CPU: times add up, the busiest thread is the busiest of all.
+ * The CPUs add up too (on separate machines, what the run had). */
+static void whole_cpu(struct result *r, const struct inputs *in)
 {
-    int64_t start = INT64_MAX, end = INT64_MIN;
-    stats_init(&r->stats);
     r->cpu.has_wait = true;
-    for (size_t i = 0; i < n; i++) {
-        struct part *p = &parts[i];
-        int64_t p_end = p->start_us + (int64_t)p->duration_us;
-        start = p->start_us < start ? p->start_us : start;
-        end = p_end > end ? p_end : end;
-        check_sums(p, &r->stats);
-        stats_merge(&r->stats, &p->stats);
+    for (size_t i = 0; i < in->nparts; i++) {
+        const struct part *p = &in->parts[i];
         r->cpu.user_s += p->cpu.user_s;
         r->cpu.system_s += p->cpu.system_s;
         r->cpu.wait_s += p->cpu.wait_s;
         r->cpu.has_wait &= p->cpu.has_wait;
         r->cpu.busiest = p->cpu.busiest > r->cpu.busiest ? p->cpu.busiest : r->cpu.busiest;
-        list[i] = (struct result_input){p->file,           p->start_us,         p->duration_us,
-                                        p->stats.requests, p->shard.count != 0, p->shard.index};
+        r->cpu.cpus += (long)p->cpu.cpus;
     }
+}
+
+/* The run's span is from the earliest start to the latest end. */
+static void whole_result(struct result *r, const struct inputs *in, struct result_input *list)
+{
+    int64_t start = INT64_MAX, end = INT64_MIN;
+    stats_init(&r->stats);
+    for (size_t i = 0; i < in->nparts; i++) {
+        const struct part *p = &in->parts[i];
+        int64_t p_end = p->start_us + (int64_t)p->duration_us;
+        start = p->start_us < start ? p->start_us : start;
+        end = p_end > end ? p_end : end;
+        check_sums(p, &r->stats);
+        stats_merge(&r->stats, &p->stats);
+        list[i] = (struct result_input){p->file,           p->series ? p->series->file : NULL,
+                                        p->start_us,       p->duration_us,
+                                        p->stats.requests, p->shard.count != 0,
+                                        p->shard.index};
+    }
+    whole_cpu(r, in);
     r->runtime_us = (uint64_t)(end - start);
     r->started = (struct timespec){start / 1000000, start % 1000000 * 1000};
-    r->pipeline = need_u64(&parts[0], parts[0].options, "pipeline");
+    r->pipeline = in->parts[0].pipeline;
     if (r->cfg->rate) {
         r->latency_uncorrected = r->stats.u_latency;
         r->scheduling_lag = r->stats.lag;
     }
     r->inputs = list;
-    r->ninputs = n;
+    r->ninputs = in->nparts;
 }
+
+/* ---- the server ------------------------------------------------------------ */
+
+/* The group of part i, in a forest of parts (union-find). */
+static size_t root(size_t *parent, size_t i)
+{
+    while (parent[i] != i)
+        i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+struct pid_of {
+    pid_t pid;
+    size_t part;
+};
+
+static int by_pid(const void *a, const void *b)
+{
+    const struct pid_of *x = a, *y = b;
+    return (x->pid > y->pid) - (x->pid < y->pid);
+}
+
+/* Which parts measured the same server: those whose --server-pid
+ * processes have one in common (shards on one machine). Returns each part's
+ * group (the index of a part of it), and every process, ascending. */
+static size_t *same_servers(const struct inputs *in, pid_t **pids, size_t *npids)
+{
+    size_t n = 0, *group = xcalloc(in->nparts, sizeof *group);
+    for (size_t i = 0; i < in->nparts; i++) {
+        group[i] = i;
+        n += in->parts[i].server.npids;
+    }
+    struct pid_of *all = xcalloc(n ? n : 1, sizeof *all);
+    n = 0;
+    for (size_t i = 0; i < in->nparts; i++)
+        for (size_t k = 0; k < in->parts[i].server.npids; k++)
+            all[n++] = (struct pid_of){in->parts[i].server.pids[k], i};
+    qsort(all, n, sizeof *all, by_pid);
+    *pids = xcalloc(n ? n : 1, sizeof **pids);
+    *npids = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (k && all[k].pid == all[k - 1].pid)
+            group[root(group, all[k].part)] = root(group, all[k - 1].part);
+        else
+            (*pids)[(*npids)++] = all[k].pid;
+    }
+    for (size_t i = 0; i < in->nparts; i++)
+        group[i] = root(group, i);
+    free(all);
+    return group;
+}
+
+static double server_cpu_s(const struct part *p) { return p->server.user_s + p->server.system_s; }
+
+/* A server measured by several parts counts once, as the part that
+ * measured the most CPU time (each measured it over its own span, within
+ * the whole run's); different servers add up. Marks the parts chosen;
+ * false when no part measured a server. */
+static bool whole_server(struct inputs *in, struct server_times *cpu, pid_t **pids, size_t *npids)
+{
+    size_t *group = same_servers(in, pids, npids);
+    size_t *most = xcalloc(in->nparts, sizeof *most);
+    for (size_t i = 0; i < in->nparts; i++)
+        most[i] = SIZE_MAX;
+    for (size_t i = 0; i < in->nparts; i++) {
+        size_t *m = &most[group[i]];
+        if (in->parts[i].server.known &&
+            (*m == SIZE_MAX || server_cpu_s(&in->parts[i]) > server_cpu_s(&in->parts[*m])))
+            *m = i;
+    }
+    *cpu = (struct server_times){0, 0};
+    for (size_t i = 0; i < in->nparts; i++) {
+        if (most[i] == SIZE_MAX)
+            continue;
+        struct part *p = &in->parts[most[i]];
+        p->server.chosen = true;
+        cpu->user_s += p->server.user_s;
+        cpu->system_s += p->server.system_s;
+    }
+    free(most);
+    free(group);
+    return *npids > 0;
+}
+
+/* ---- the intervals ----------------------------------------------------------- */
+
+static void add_latency(struct hist *dst, const struct series *s, size_t k,
+                        const struct slice_latency *l)
+{
+    /* read once already: this cannot fail, but says where if it did */
+    char *where = xasprintf("%s: line %zu", s->file, k + 2);
+    struct hist *h = merge_read_latency(where, l);
+    hist_merge(dst, h);
+    hist_free(h);
+    free(where);
+}
+
+/* Adds interval k of the series into the merged interval's statistics. A
+ * record has the status classes: each class counts at its first code,
+ * which is all the timeline's writer adds up. */
+static void add_slice(struct stats *acc, const struct series *s, size_t k)
+{
+    const struct slice *sl = &s->slices[k];
+    acc->requests += sl->requests;
+    acc->sent += sl->sent;
+    acc->bytes += sl->bytes;
+    acc->connects += sl->connects;
+    acc->reconnects += sl->reconnects;
+    acc->errors.connect += sl->errors.connect;
+    acc->errors.read += sl->errors.read;
+    acc->errors.write += sl->errors.write;
+    acc->errors.timeout += sl->errors.timeout;
+    acc->errors.status += sl->errors.status;
+    for (int c = 0; c < 5; c++)
+        acc->status[100 * (c + 1)] += sl->status[c];
+    acc->status[0] += sl->status[5];
+    add_latency(acc->latency, s, k, &sl->latency);
+    if (s->open_model)
+        add_latency(acc->u_latency, s, k, &sl->uncorrected);
+}
+
+/* Merged interval j: every part's interval placed there, added up. It is
+ * of full length but for the last, which ends with the whole run (and is at
+ * least as long as the longest placed there); span_us is from the start of
+ * the first to the end of the run. */
+static void merge_interval(struct timeline *t, const struct inputs *in, struct stats *acc,
+                           uint64_t j, uint64_t count, uint64_t span_us, bool server)
+{
+    uint64_t T = in->series[0].interval_us, longest = 0, length = T;
+    double server_s = server ? 0 : NAN;
+    stats_reset(acc);
+    for (size_t i = 0; i < in->nseries; i++) {
+        const struct series *s = &in->series[i];
+        if (j < s->offset || j - s->offset >= s->n)
+            continue;
+        const struct slice *sl = &s->slices[j - s->offset];
+        add_slice(acc, s, j - s->offset);
+        longest = sl->length_us > longest ? sl->length_us : longest;
+        if (s->part->server.chosen)
+            server_s += sl->server_s;
+    }
+    if (j + 1 == count) {
+        length = span_us > j * T ? span_us - j * T : 0;
+        length = longest > length ? longest : length;
+    }
+    /* whole microseconds of CPU time, without the noise of adding decimals */
+    timeline_add(t, acc, j, length, round(server_s * 1e6) / 1e6);
+}
+
+static void merge_intervals(struct timeline *t, const struct inputs *in, const struct result *r,
+                            bool server)
+{
+    uint64_t count = 0;
+    struct stats acc;
+    for (size_t i = 0; i < in->nseries; i++)
+        if (in->series[i].n && in->series[i].offset + in->series[i].n > count)
+            count = in->series[i].offset + in->series[i].n;
+    /* the run ends at its start + runtime_us; the intervals start at origin_us */
+    int64_t end =
+        (int64_t)(r->started.tv_sec * 1000000 + r->started.tv_nsec / 1000) + (int64_t)r->runtime_us;
+    uint64_t span = end > in->origin_us ? (uint64_t)(end - in->origin_us) : 0;
+    stats_init(&acc);
+    for (uint64_t j = 0; j < count; j++)
+        merge_interval(t, in, &acc, j, count, span, server);
+    stats_free(&acc);
+}
+
+/* The merged intervals, written as a run writes its own, and the server's
+ * CPU time over the whole run. */
+static struct timeline *whole_timeline(const struct result *r, struct inputs *in)
+{
+    struct timeline *t = timeline_new(r->cfg);
+    struct server_times cpu;
+    pid_t *pids;
+    size_t npids;
+    bool server = whole_server(in, &cpu, &pids, &npids);
+    if (server)
+        timeline_set_server(t, pids, npids, &cpu);
+    free(pids);
+    if (in->nseries) {
+        timeline_start_merged(t, &r->started, in->origin_us);
+        merge_intervals(t, in, r, server);
+        timeline_close(t);
+    }
+    return t;
+}
+
+/* ---- output ------------------------------------------------------------------ */
 
 /* "  merged 4 shards of 4, started within 0.42ms": which parts, and how
  * closely they started, before the report of the whole. */
-static void describe(FILE *f, const struct part *parts, size_t n, const bool *seen)
+static void describe(FILE *f, const struct inputs *in)
 {
+    const struct part *parts = in->parts;
+    size_t n = in->nparts;
     int64_t first = INT64_MAX, last = INT64_MIN;
     char spread[UNITS_BUF];
     for (size_t i = 0; i < n; i++) {
@@ -525,21 +623,44 @@ static void describe(FILE *f, const struct part *parts, size_t n, const bool *se
     if (parts[0].shard.count && n < parts[0].shard.count) {
         fputs("; missing:", f);
         for (uint64_t i = 0; i < parts[0].shard.count; i++)
-            if (!seen[i])
+            if (!in->seen[i])
                 fprintf(f, " %" PRIu64, i);
     }
     fputc('\n', f);
 }
 
-static void write_json(const char *path, const struct result *r)
+static void read_inputs(struct inputs *in, const struct merge_config *mc)
 {
-    bool to_stdout = strcmp(path, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(path, "w");
-    if (!f)
-        die("cannot open %s: %s", path, strerror(errno));
-    bool ok = report_json(f, r);
-    if ((to_stdout ? fflush(f) : fclose(f)) != 0 || !ok)
-        die("cannot write %s: %s", to_stdout ? "JSON to stdout" : path, strerror(errno));
+    in->parts = xcalloc(mc->nfiles, sizeof *in->parts);
+    in->series = xcalloc(mc->nfiles, sizeof *in->series);
+    for (size_t i = 0; i < mc->nfiles; i++)
+        merge_read_file(in, mc->files[i]);
+    check_results(in);
+    check_timelines(in);
+    if ((mc->timeline || mc->hdr_log) && !in->nseries)
+        die("%s: no timelines among the files to merge (give each part's --timeline file with "
+            "its result)",
+            mc->timeline ? "--timeline" : "--hdr-log");
+}
+
+static void free_inputs(struct inputs *in)
+{
+    for (size_t i = 0; i < in->nparts; i++) {
+        stats_free(&in->parts[i].stats);
+        jdoc_free(in->parts[i].doc);
+        free(in->parts[i].server.pids);
+    }
+    for (size_t i = 0; i < in->nseries; i++) {
+        for (size_t k = 0; k < in->series[i].n; k++) {
+            free(in->series[i].slices[k].latency.hdr);
+            free(in->series[i].slices[k].uncorrected.hdr);
+        }
+        free(in->series[i].slices);
+        free(in->series[i].url);
+    }
+    free(in->parts);
+    free(in->series);
+    free(in->seen);
 }
 
 int merge_main(int argc, char **argv)
@@ -547,46 +668,40 @@ int merge_main(int argc, char **argv)
     struct merge_config mc;
     struct config cfg;
     struct result result = {.cfg = &cfg};
+    struct inputs in = {0};
+    struct output_json json;
     cli_parse_merge(argc, argv, &mc);
-    struct part *parts = xcalloc(mc.nfiles, sizeof *parts);
-    bool *seen = NULL;
-    for (size_t i = 0; i < mc.nfiles; i++) {
-        read_part(&parts[i], mc.files[i]);
-        if (i == 0 && parts[0].shard.count)
-            seen = xcalloc(parts[0].shard.count, sizeof *seen);
-        check_same_run(&parts[i], &parts[0], seen);
-        if (seen)
-            seen[parts[i].shard.index] = true;
-    }
-    struct result_input *list = xcalloc(mc.nfiles, sizeof *list);
-    whole_config(&cfg, parts, mc.nfiles, mc.latency);
-    whole_result(&result, parts, mc.nfiles, list);
+    read_inputs(&in, &mc);
+    struct result_input *list = xcalloc(in.nparts, sizeof *list);
+    whole_config(&cfg, &in, &mc);
+    whole_result(&result, &in, list);
+    /* as a run's: with the JSON on stdout, the report goes to stderr */
+    if (mc.json)
+        output_json_open(&json, mc.json);
+    struct timeline *timeline = whole_timeline(&result, &in);
+    result.timeline = timeline;
 
-    /* With the JSON on stdout, the report goes to stderr, as for a run. */
-    FILE *text = mc.json && strcmp(mc.json, "-") == 0 ? stderr : stdout;
-    report_header(text, &cfg);
-    describe(text, parts, mc.nfiles, seen);
-    report_text(text, &result);
-    report_warnings(text, &result);
+    report_header(stdout, &cfg);
+    describe(stdout, &in);
+    report_text(stdout, &result);
     struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
     bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
                                   cfg.timeout_us, NULL, verdicts);
     if (mc.nthresholds) {
-        threshold_print(text, verdicts, mc.nthresholds, NULL);
+        threshold_print(stdout, verdicts, mc.nthresholds, NULL);
         result.verdicts = verdicts;
         result.nverdicts = mc.nthresholds;
     }
-    fflush(text);
+    output_flush_stdout();
+    report_warnings(stderr, &result);
     if (mc.json)
-        write_json(mc.json, &result);
+        output_json_write(&json, &result);
+    timeline_check(timeline);
+    output_check_stdout();
 
-    for (size_t i = 0; i < mc.nfiles; i++) {
-        stats_free(&parts[i].stats);
-        jdoc_free(parts[i].doc);
-    }
-    free(parts);
+    free_inputs(&in);
     free(list);
-    free(seen);
+    timeline_free(timeline);
     free(verdicts);
     stats_free(&result.stats);
     cli_free(&cfg);

@@ -31,12 +31,16 @@ static void report_shard(FILE *f, const struct config *cfg)
 void report_header(FILE *f, const struct config *cfg)
 {
     char d[UNITS_BUF];
+    /* wrk's line, naming the protocol when it is not wrk's. */
+    const char *proto = cfg->http2 ? " over HTTP/2" : "";
     if (cfg->requests && !cfg->time_limit_us)
-        fprintf(f, "Running %" PRIu64 " requests test @ %s\n", cfg->requests, cfg->url_arg);
+        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", cfg->requests, cfg->url_arg,
+                proto);
     else if (!cfg->time_limit_us) /* -d 0: until Ctrl-C */
-        fprintf(f, "Running unlimited test @ %s\n", cfg->url_arg);
+        fprintf(f, "Running unlimited test @ %s%s\n", cfg->url_arg, proto);
     else
-        fprintf(f, "Running %s test @ %s\n", units_duration(cfg->duration_us, d), cfg->url_arg);
+        fprintf(f, "Running %s test @ %s%s\n", units_duration(cfg->duration_us, d), cfg->url_arg,
+                proto);
     fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
             cfg->shard.connections);
     if (cfg->shard.count)
@@ -185,13 +189,15 @@ static void rate_shortfall(FILE *f, const struct result *r)
     if (sent >= 0.98 * rate)
         return;
     fprintf(f, "Warning: sent %.2f requests/sec, short of the %.10g asked for: ", sent, rate);
-    /* With one batch outstanding per connection, c connections at a mean
-     * response time of L, each pausing P for delay() between batches, carry
-     * at most c / (L + P) batches a second. */
+    /* With d requests outstanding per connection (a pipelined batch, or
+     * HTTP/2 streams), c connections at a mean response time of L, each
+     * pausing P for delay() between batches, carry at most c d / (L + P)
+     * requests a second. */
     double mean = hist_mean(s->u_latency) / 1e6;
     double pause = s->pauses ? (double)s->paused_us / (double)s->pauses / 1e6 : 0;
     double cycle = mean + pause;
-    double capacity = cycle > 0 ? (double)(connections * r->pipeline) / cycle : 0;
+    double depth = (double)report_inflight(r);
+    double capacity = cycle > 0 ? (double)connections * depth / cycle : 0;
     uint64_t socket_errors = e->connect + e->read + e->write + e->timeout;
     char l[UNITS_BUF], p[UNITS_BUF];
     if (capacity > 0 && capacity < 1.02 * rate) {
@@ -201,7 +207,7 @@ static void rate_shortfall(FILE *f, const struct result *r)
         fprintf(f,
                 ", %" PRIu64 " connections carry at most %.0f requests/sec; raise -c to at "
                 "least %.0f\n",
-                connections, capacity, ceil(rate * cycle * 1.25 / (double)r->pipeline));
+                connections, capacity, ceil(rate * cycle * 1.25 / depth));
     } else if (socket_errors)
         fprintf(f, "%" PRIu64 " socket errors kept connections from sending\n", socket_errors);
     else
@@ -221,14 +227,35 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
 {
     double seconds = (double)r->runtime_us / 1e6;
     double cpu = r->cpu.user_s + r->cpu.system_s;
-    load->cpus = usable_cpus();
+    load->cpus = r->cpu.cpus ? r->cpu.cpus : usable_cpus();
     load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
     load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
+}
+
+size_t report_inflight(const struct result *r)
+{
+    const struct h2_stats *h2 = &r->stats.h2;
+    if (!r->cfg->http2)
+        return r->pipeline;
+    return h2->settings && h2->streams < r->cfg->streams ? (size_t)h2->streams
+                                                         : (size_t)r->cfg->streams;
+}
+
+/* HTTP/2: -m asked for more streams than the server lets a connection open. */
+static void streams_capped(FILE *f, const struct result *r)
+{
+    const struct h2_stats *h2 = &r->stats.h2;
+    if (r->cfg->http2 && h2->settings && h2->streams < r->cfg->streams)
+        fprintf(f,
+                "Note: the server allows %" PRIu64 " concurrent streams per connection: "
+                "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
+                h2->streams, r->cfg->streams, h2->streams);
 }
 
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
+    streams_capped(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)
         fprintf(f,

@@ -19,7 +19,8 @@ struct timeline;
 /* One of the results volley merge added up, as the merged document lists it. */
 struct result_input {
     const char *file;
-    int64_t start_us; /* wall-clock start, Unix time in us */
+    const char *timeline; /* the timeline merged with it, or NULL */
+    int64_t start_us;     /* wall-clock start, Unix time in us */
     uint64_t duration_us, requests;
     bool sharded;
     uint64_t shard; /* its index, when sharded */
@@ -37,6 +38,7 @@ struct result {
         double wait_s;           /* worker threads runnable but waiting for a CPU */
         bool has_wait;           /* wait_s is known (Linux) */
         double busiest;          /* highest share of its run a worker thread was busy */
+        long cpus;               /* CPUs the run had; 0: those this process may use */
     } cpu;
     /* With -R: latency from the actual send, and how late requests were sent
      * after their intended time; NULL in the closed model. */
@@ -73,7 +75,11 @@ void report_cpu_load(const struct result *r, struct cpu_load *load);
 /* "Running 10s test @ URL" and "  2 threads and 10 connections". */
 void report_header(FILE *f, const struct config *cfg);
 void report_text(FILE *f, const struct result *r);
-/* After the text report: a warning line when the generator was saturated,
+/* Requests a connection had in flight at most: the pipeline depth, or over
+ * HTTP/2 the streams -m asked for, capped by the server's SETTINGS. */
+size_t report_inflight(const struct result *r);
+/* After the text report: with HTTP/2, a line when the server allowed fewer
+ * streams than -m asked for; a warning line when the generator was saturated,
  * and with -R one when fewer requests went out than asked for, saying why
  * (too few connections for the server's response time, errors, or the
  * generator itself). */

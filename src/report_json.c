@@ -72,6 +72,8 @@ static void options(struct json *j, const struct result *r)
     optional_us(j, "ramp_up_us", cfg->ramp_up_us);
     optional_us(j, "warmup_us", cfg->warmup_us);
     json_uint(j, "pipeline", r->pipeline);
+    json_string(j, "protocol", cfg->http2 ? "HTTP/2" : "HTTP/1.1");
+    json_uint(j, "streams", cfg->streams);
     json_bool(j, "keepalive", !cfg->no_keepalive);
     json_string(j, "unix_socket", cfg->unix_socket);
     json_string(j, "script", cfg->script);
@@ -134,6 +136,7 @@ static void inputs(struct json *j, const struct result *r)
         const struct result_input *in = &r->inputs[i];
         json_object_begin(j, NULL);
         json_string(j, "file", in->file);
+        json_string(j, "timeline", in->timeline);
         if (in->sharded)
             json_uint(j, "shard", in->shard);
         else
@@ -273,6 +276,29 @@ static void tls(struct json *j, const struct result *r)
     json_object_end(j);
 }
 
+/* What an HTTP/2 run saw of the protocol itself. */
+static void http2(struct json *j, const struct result *r)
+{
+    const struct h2_stats *h2 = &r->stats.h2;
+    if (!r->cfg->http2) {
+        json_null(j, "http2");
+        return;
+    }
+    json_object_begin(j, "http2");
+    if (h2->settings)
+        json_uint(j, "streams", h2->streams);
+    else
+        json_null(j, "streams");
+    json_uint(j, "goaway_received", h2->goaways);
+    json_uint(j, "refused", h2->refused);
+    json_object_begin(j, "rst_stream_received");
+    for (unsigned code = 0; code < STATS_H2_CODES; code++)
+        if (h2->resets[code])
+            json_uint(j, stats_h2_code_name(code), h2->resets[code]);
+    json_object_end(j);
+    json_object_end(j);
+}
+
 static void cpu(struct json *j, const struct result *r)
 {
     struct cpu_load load;
@@ -344,6 +370,7 @@ bool report_json(FILE *f, const struct result *r)
     json_uint(&j, "reopened", s->reopened);
     json_uint(&j, "reconnects", s->reconnects);
     tls(&j, r);
+    http2(&j, r);
     distribution(&j, "connect_time", s->connect);
 
     distribution(&j, "latency", s->latency);

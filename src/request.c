@@ -49,6 +49,26 @@ bool request_set(struct request *r, char *data, size_t len, char *err, size_t er
     return true;
 }
 
+void request_repeat(struct request *r, size_t n)
+{
+    char *data = xmalloc(r->len * n + 1);
+    for (size_t i = 0; i < n; i++)
+        memcpy(data + i * r->len, r->data, r->len);
+    data[r->len * n] = '\0';
+    if (r->heads) {
+        bool *heads = xmalloc(r->depth * n * sizeof *heads);
+        for (size_t i = 0; i < n; i++)
+            memcpy(heads + i * r->depth, r->heads, r->depth * sizeof *heads);
+        free(r->heads);
+        r->heads = heads;
+    }
+    free(r->data);
+    r->data = data;
+    r->len *= n;
+    r->cap = r->len + 1;
+    r->depth *= n;
+}
+
 bool request_may_have_head(const struct request *r)
 {
     /* One request: its method comes first (after empty lines, which the

@@ -32,6 +32,9 @@ static inline bool request_is_head(const struct request *r, size_t i)
     return r->heads && i < r->depth && r->heads[i];
 }
 
+/* n copies of the batch, one after the other (a pipeline n times as deep). */
+void request_repeat(struct request *r, size_t n);
+
 /* Whether a request of the batch (data, NUL-terminated, len and depth set)
  * may be a HEAD request: false means none is. */
 bool request_may_have_head(const struct request *r);

@@ -24,6 +24,7 @@
 #include "hist.h"
 #include "http.h"
 #include "net.h"
+#include "proto.h"
 #include "report.h"
 #include "request.h"
 #include "worker.h"
@@ -908,31 +909,51 @@ enum script_call script_delay(struct script *s, double *ms)
     return ok ? SCRIPT_DONE : SCRIPT_FAILED;
 }
 
-static void push_headers(lua_State *L, const struct http_parser *p)
+/* HTTP/2 names are lower case; a script written for HTTP/1.1 looks them
+ * up as the server spelt them (headers["X-Token"]): the table answers any
+ * spelling, while pairs() shows the names as they came. */
+static const char lower_index[] = "local rawget, type, lower = rawget, type, string.lower\n"
+                                  "return { __index = function(t, k)\n"
+                                  "    if type(k) == 'string' then return rawget(t, lower(k)) end\n"
+                                  "end }\n";
+
+static void push_headers(lua_State *L, const struct proto_response *r)
 {
     const char *name, *value;
     size_t pos = 0, name_len, value_len;
     lua_newtable(L);
-    while (http_header_next(&p->head, &pos, &name, &name_len, &value, &value_len)) {
+    while (http_field_next(r->fields, r->fields_len, &pos, &name, &name_len, &value, &value_len)) {
         lua_pushlstring(L, name, name_len);
         lua_pushlstring(L, value, value_len);
         lua_rawset(L, -3);
     }
+    if (r->lower_case) {
+        lua_getfield(L, LUA_REGISTRYINDEX, "volley.lower_index");
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            if (luaL_loadstring(L, lower_index) != 0)
+                fatal(L);
+            lua_call(L, 0, 1);
+            lua_pushvalue(L, -1);
+            lua_setfield(L, LUA_REGISTRYINDEX, "volley.lower_index");
+        }
+        lua_setmetatable(L, -2);
+    }
 }
 
-enum script_call script_response(struct script *s, const struct http_parser *p)
+enum script_call script_response(struct script *s, const struct proto_response *r)
 {
     lua_State *L = s->L;
     int n = 1;
     if (!look(s, HOOK_RESPONSE))
         return SCRIPT_NONE;
-    lua_pushinteger(L, p->status);
+    lua_pushinteger(L, r->status);
     if (s->response_head || s->response_body) {
-        push_headers(L, p);
+        push_headers(L, r);
         n++;
     }
     if (s->response_body) {
-        lua_pushlstring(L, p->body.data ? p->body.data : "", p->body.len);
+        lua_pushlstring(L, r->body ? r->body : "", r->body_len);
         n++;
     }
     return call(s, n, 0) ? SCRIPT_DONE : SCRIPT_FAILED;

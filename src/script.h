@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 struct config;
-struct http_parser;
+struct proto_response;
 struct request;
 struct result;
 struct worker;
@@ -54,8 +54,8 @@ bool script_response_wants(const struct script *s, bool *head, bool *body);
 enum script_call script_request(struct script *s, struct request *r);
 /* delay(): milliseconds to wait before the next request, in *ms. */
 enum script_call script_delay(struct script *s, double *ms);
-/* response(status, headers, body) for the response p just completed. */
-enum script_call script_response(struct script *s, const struct http_parser *p);
+/* response(status, headers, body) for the response r just completed. */
+enum script_call script_response(struct script *s, const struct proto_response *r);
 
 /* After the report, in the main state: done(summary, latency, requests). */
 void script_done(struct script *main, const struct result *r);

@@ -21,6 +21,31 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_BROKEN_PIPE] = "broken_pipe",
     [CAUSE_WRITE_OTHER] = "write_other",
     [CAUSE_RESPONSE_TIMEOUT] = "response_timeout",
+    [CAUSE_GOAWAY] = "goaway",
+    [CAUSE_STREAM_RESET] = "stream_reset",
+    [CAUSE_H2_PROTOCOL] = "http2_protocol",
+    [CAUSE_H2_FLOOD] = "http2_flood",
+    [CAUSE_FLOW_CONTROL] = "flow_control",
+    [CAUSE_SETTINGS_TIMEOUT] = "settings_timeout",
+    [CAUSE_STREAM_LIMIT] = "stream_limit",
+};
+
+static const char *const h2_code_names[STATS_H2_CODES] = {
+    "NO_ERROR",
+    "PROTOCOL_ERROR",
+    "INTERNAL_ERROR",
+    "FLOW_CONTROL_ERROR",
+    "SETTINGS_TIMEOUT",
+    "STREAM_CLOSED",
+    "FRAME_SIZE_ERROR",
+    "REFUSED_STREAM",
+    "CANCEL",
+    "COMPRESSION_ERROR",
+    "CONNECT_ERROR",
+    "ENHANCE_YOUR_CALM",
+    "INADEQUATE_SECURITY",
+    "HTTP_1_1_REQUIRED",
+    "OTHER",
 };
 
 void stats_init(struct stats *s)
@@ -65,6 +90,13 @@ void stats_merge(struct stats *dst, const struct stats *src)
         dst->causes[i] += src->causes[i];
     for (int i = 0; i < STATS_STATUS_MAX; i++)
         dst->status[i] += src->status[i];
+    dst->h2.goaways += src->h2.goaways;
+    dst->h2.refused += src->h2.refused;
+    for (int i = 0; i < STATS_H2_CODES; i++)
+        dst->h2.resets[i] += src->h2.resets[i];
+    if (src->h2.settings && (!dst->h2.settings || src->h2.streams < dst->h2.streams))
+        dst->h2.streams = src->h2.streams;
+    dst->h2.settings += src->h2.settings;
     hist_merge(dst->latency, src->latency);
     hist_merge(dst->u_latency, src->u_latency);
     hist_merge(dst->lag, src->lag);
@@ -95,3 +127,8 @@ uint64_t stats_errors(const struct stats *s)
 }
 
 const char *stats_cause_name(enum cause c) { return cause_names[c]; }
+
+const char *stats_h2_code_name(unsigned code)
+{
+    return h2_code_names[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1];
+}

@@ -34,11 +34,33 @@ enum cause {
     CAUSE_BROKEN_PIPE, /* write: the peer had closed */
     CAUSE_WRITE_OTHER,
     CAUSE_RESPONSE_TIMEOUT,
+    /* HTTP/2 */
+    CAUSE_GOAWAY,           /* read: GOAWAY with an error code */
+    CAUSE_STREAM_RESET,     /* read: RST_STREAM, any code but REFUSED_STREAM */
+    CAUSE_H2_PROTOCOL,      /* read: the server broke the protocol, or garbage */
+    CAUSE_H2_FLOOD,         /* read: more frames than a peer should send */
+    CAUSE_FLOW_CONTROL,     /* read: a flow-control error; timeout: a stalled body */
+    CAUSE_SETTINGS_TIMEOUT, /* timeout: SETTINGS never acknowledged */
+    CAUSE_STREAM_LIMIT,     /* timeout: no stream allowed to open */
     CAUSE_COUNT
 };
 
 struct errors {
     uint64_t connect, read, write, timeout, status;
+};
+
+/* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
+#define STATS_H2_CODES 15
+
+/* What an HTTP/2 run saw of the protocol itself. */
+struct h2_stats {
+    uint64_t goaways;                /* GOAWAY frames received */
+    uint64_t refused;                /* requests refused unprocessed, sent again */
+    uint64_t resets[STATS_H2_CODES]; /* RST_STREAM received, by error code */
+    uint64_t settings;               /* SETTINGS frames received (not ACKs) */
+    uint64_t streams;                /* with settings: the fewest streams a
+                                         connection could open at once (-m
+                                         capped by the server's SETTINGS) */
 };
 
 struct stats {
@@ -56,10 +78,11 @@ struct stats {
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
-    struct hist *latency;              /* with -R, from each request's intended send time */
-    struct hist *u_latency;            /* -R: from the actual send (uncorrected) */
-    struct hist *lag;                  /* -R: actual minus intended send time of each batch */
-    struct hist *connect;              /* connect and TLS handshake time of each connection */
+    struct h2_stats h2;
+    struct hist *latency;   /* with -R, from each request's intended send time */
+    struct hist *u_latency; /* -R: from the actual send (uncorrected) */
+    struct hist *lag;       /* -R: actual minus intended send time of each batch */
+    struct hist *connect;   /* connect and TLS handshake time of each connection */
     struct hist *rps;
 };
 
@@ -74,5 +97,7 @@ void stats_reset(struct stats *s);
 uint64_t stats_errors(const struct stats *s);
 /* The JSON/diagnostic name of a cause ("refused", "reset", ...). */
 const char *stats_cause_name(enum cause c);
+/* An HTTP/2 error code's name ("CANCEL"), "OTHER" past the known ones. */
+const char *stats_h2_code_name(unsigned code);
 
 #endif

@@ -31,7 +31,8 @@ struct timeline {
     ev_async ready;
     uint64_t start; /* clock_us */
     struct timespec started;
-    FILE *out; /* --timeline */
+    int64_t origin_us; /* when interval 0 starts, Unix time in us */
+    FILE *out;         /* --timeline */
     bool csv;
     FILE *hlog;         /* --hdr-log */
     const char *failed; /* the first file a write to failed, reported after the report */
@@ -42,6 +43,12 @@ struct timeline {
     void (*on_interval)(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
                         uint64_t length_us);
     void *on_interval_arg;
+    struct {
+        bool known;
+        struct server_times cpu;
+        pid_t *pids;
+        size_t npids;
+    } given;            /* volley merge: the server's CPU time as the parts measured it */
     struct stats *held; /* taken, not yet written: it may be the last */
     uint64_t held_index;
     uint64_t count; /* intervals written */
@@ -110,6 +117,7 @@ void timeline_free(struct timeline *t)
         return;
     intervals_free(t->intervals);
     server_cpu_free(t->server);
+    free(t->given.pids);
     free(t);
 }
 
@@ -144,6 +152,13 @@ static uint64_t status_other(const struct stats *s)
 
 static double per_sec(uint64_t n, uint64_t us) { return us ? (double)n * 1e6 / (double)us : 0; }
 
+/* The run's start to the microsecond, as --json's start_time_us: with the
+ * shard, what volley merge finds a timeline's result by. */
+static uint64_t start_time_us(const struct timeline *t)
+{
+    return (uint64_t)t->started.tv_sec * 1000000 + (uint64_t)t->started.tv_nsec / 1000;
+}
+
 /* The run's parameters, as the first line of a JSON Lines timeline. */
 static void json_run(struct timeline *t)
 {
@@ -155,6 +170,15 @@ static void json_run(struct timeline *t)
     json_string(&j, "type", "run");
     json_string(&j, "volley", VOLLEY_VERSION);
     json_string(&j, "start_time", units_utc_time(&t->started, date));
+    json_uint(&j, "start_time_us", start_time_us(t));
+    if (cfg->shard.count) {
+        json_object_begin(&j, "shard");
+        json_uint(&j, "index", cfg->shard.index);
+        json_uint(&j, "count", cfg->shard.count);
+        json_object_end(&j);
+    } else {
+        json_null(&j, "shard");
+    }
     json_string(&j, "url", cfg->url_arg);
     json_uint(&j, "threads", cfg->threads);
     json_uint(&j, "connections", cfg->connections);
@@ -172,6 +196,7 @@ static void json_run(struct timeline *t)
         json_null(&j, "rate");
     json_string(&j, "script", cfg->script);
     json_uint(&j, "interval_us", cfg->interval_us);
+    json_uint(&j, "intervals_start_us", (uint64_t)t->origin_us);
     json_object_end(&j);
     json_finish(&j);
 }
@@ -250,8 +275,12 @@ static void csv_header(struct timeline *t)
     const struct config *cfg = t->cfg;
     char date[UNITS_BUF];
     FILE *f = t->out;
-    fprintf(f, "# volley %s timeline: start_time=%s threads=%" PRIu64 " connections=%" PRIu64,
-            VOLLEY_VERSION, units_utc_time(&t->started, date), cfg->threads, cfg->connections);
+    fprintf(f,
+            "# volley %s timeline: start_time=%s start_time_us=%" PRIu64 " shard=", VOLLEY_VERSION,
+            units_utc_time(&t->started, date), start_time_us(t));
+    if (cfg->shard.count)
+        fprintf(f, "%" PRIu64 "/%" PRIu64, cfg->shard.index, cfg->shard.count);
+    fprintf(f, " threads=%" PRIu64 " connections=%" PRIu64, cfg->threads, cfg->connections);
     fprintf(f, " duration_us=");
     if (cfg->time_limit_us)
         fprintf(f, "%" PRIu64, cfg->time_limit_us);
@@ -261,8 +290,8 @@ static void csv_header(struct timeline *t)
     fprintf(f, " rate=");
     if (cfg->rate)
         fprintf(f, "%" PRIu64, cfg->rate);
-    fprintf(f, " interval_us=%" PRIu64 " script=%s url=%s\n", cfg->interval_us,
-            cfg->script ? cfg->script : "", cfg->url_arg);
+    fprintf(f, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=%s url=%s\n",
+            cfg->interval_us, t->origin_us, cfg->script ? cfg->script : "", cfg->url_arg);
     fputs("interval,start_us,length_us,short,requests,requests_per_sec,bytes,"
           "status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,status_other,"
           "errors_connect,errors_read,errors_write,errors_timeout,errors_status,"
@@ -329,7 +358,8 @@ static void hlog_header(struct timeline *t)
     fprintf(f, "#[Histogram log format version 1.3]\n");
     fprintf(f, "#[StartTime: %.3f (seconds since epoch), %s]\n", start,
             units_utc_time(&t->started, date));
-    fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", start);
+    /* the intervals' starts are relative to where they count from */
+    fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", (double)t->origin_us / 1e6);
     fprintf(f, "#[volley %s: latency of %s in microseconds; Interval_Max in milliseconds]\n",
             VOLLEY_VERSION, t->cfg->url_arg);
     fprintf(f, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\","
@@ -372,13 +402,31 @@ static void remember(struct timeline *t, const struct record *r)
  * rounding noise of the subtraction (0.01, not 0.009999999999999997). */
 static double cpu_between(double from, double to) { return round((to - from) * 1e6) / 1e6; }
 
+/* Writes the record to the files and notes it for the summary. */
+static void write_record(struct timeline *t, struct record *r)
+{
+    if ((t->out && !t->csv) || t->hlog)
+        r->latency = hist_encode(r->s->latency);
+    if (t->out) {
+        if (t->csv)
+            csv_record(t, r);
+        else
+            json_record(t, r);
+        check(t, t->out, t->cfg->timeline);
+    }
+    if (t->hlog) {
+        hlog_record(t, r);
+        check(t, t->hlog, t->cfg->hdr_log);
+    }
+    free(r->latency);
+    remember(t, r);
+}
+
 /* Writes interval index, of length_us, and gives its statistics back; the
  * server's CPU time in it is what it used since the last record. */
 static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t length_us)
 {
     struct record r = {index, index * t->cfg->interval_us, length_us, s, NAN, NULL};
-    if ((t->out && !t->csv) || t->hlog)
-        r.latency = hist_encode(s->latency);
     if (t->server) {
         struct server_times now;
         server_cpu_read(t->server, &now);
@@ -386,22 +434,17 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
             cpu_between(t->server_last.user_s + t->server_last.system_s, now.user_s + now.system_s);
         t->server_last = now;
     }
-    if (t->out) {
-        if (t->csv)
-            csv_record(t, &r);
-        else
-            json_record(t, &r);
-        check(t, t->out, t->cfg->timeline);
-    }
-    if (t->hlog) {
-        hlog_record(t, &r);
-        check(t, t->hlog, t->cfg->hdr_log);
-    }
-    free(r.latency);
-    remember(t, &r);
+    write_record(t, &r);
     if (t->on_interval)
         t->on_interval(t->on_interval_arg, s, index, r.start_us, length_us);
     intervals_give_back(t->intervals, s);
+}
+
+void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
+                  double server_s)
+{
+    struct record r = {index, index * t->cfg->interval_us, length_us, s, server_s, NULL};
+    write_record(t, &r);
 }
 
 /* Takes every complete interval; each but the newest is followed by another,
@@ -449,14 +492,9 @@ void timeline_on_interval(struct timeline *t,
     t->on_interval_arg = arg;
 }
 
-void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
+/* The first lines of the files: the run's parameters. */
+static void write_headers(struct timeline *t)
 {
-    t->start = start;
-    t->started = *started;
-    if (t->server) {
-        server_cpu_read(t->server, &t->server_start);
-        t->server_last = t->server_start;
-    }
     if (t->out) {
         if (t->csv)
             csv_header(t);
@@ -468,6 +506,31 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
         hlog_header(t);
         check(t, t->hlog, t->cfg->hdr_log);
     }
+}
+
+void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
+{
+    struct timespec now;
+    t->start = start;
+    t->started = *started;
+    /* start on the wall clock: with -R and --start-at, the instant asked
+     * for, before started when the process woke late */
+    clock_gettime(CLOCK_REALTIME, &now);
+    /* (start is ahead of now by a --warmup) */
+    t->origin_us =
+        (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - ((int64_t)clock_us() - (int64_t)start);
+    if (t->server) {
+        server_cpu_read(t->server, &t->server_start);
+        t->server_last = t->server_start;
+    }
+    write_headers(t);
+}
+
+void timeline_start_merged(struct timeline *t, const struct timespec *started, int64_t origin_us)
+{
+    t->started = *started;
+    t->origin_us = origin_us;
+    write_headers(t);
 }
 
 static void close_output(struct timeline *t, FILE *f, const char *path)
@@ -485,6 +548,13 @@ void timeline_check(const struct timeline *t)
             strerror(t->failed_errno));
 }
 
+void timeline_close(struct timeline *t)
+{
+    close_output(t, t->out, t->cfg->timeline);
+    close_output(t, t->hlog, t->cfg->hdr_log);
+    t->out = t->hlog = NULL;
+}
+
 void timeline_finish(struct timeline *t, uint64_t runtime_us)
 {
     ev_async_stop(t->loop, &t->ready);
@@ -494,9 +564,7 @@ void timeline_finish(struct timeline *t, uint64_t runtime_us)
         emit(t, t->held, t->held_index, runtime_us > start ? runtime_us - start : 0);
         t->held = NULL;
     }
-    close_output(t, t->out, t->cfg->timeline);
-    close_output(t, t->hlog, t->cfg->hdr_log);
-    t->out = t->hlog = NULL;
+    timeline_close(t);
 }
 
 bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *has_p99)
@@ -509,6 +577,10 @@ bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *
 
 bool timeline_server_cpu(const struct timeline *t, struct server_times *cpu)
 {
+    if (t->given.known) {
+        *cpu = t->given.cpu;
+        return true;
+    }
     if (!t->server)
         return false;
     cpu->user_s = cpu_between(t->server_start.user_s, t->server_last.user_s);
@@ -516,11 +588,27 @@ bool timeline_server_cpu(const struct timeline *t, struct server_times *cpu)
     return true;
 }
 
+void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
+                         const struct server_times *cpu)
+{
+    free(t->given.pids);
+    t->given.pids = xcalloc(n ? n : 1, sizeof *pids);
+    memcpy(t->given.pids, pids, n * sizeof *pids);
+    t->given.npids = n;
+    t->given.cpu = *cpu;
+    t->given.known = true;
+}
+
 /* ---- --json ----------------------------------------------------------------- */
 
 static void json_intervals(struct json *j, const struct timeline *t)
 {
     const struct config *cfg = t->cfg;
+    /* volley merge of results without their timelines: no intervals known */
+    if (!cfg->interval_us) {
+        json_null(j, "intervals");
+        return;
+    }
     json_object_begin(j, "intervals");
     json_uint(j, "interval_us", cfg->interval_us);
     json_uint(j, "count", t->count);
@@ -562,7 +650,11 @@ static void json_server(struct json *j, const struct timeline *t, uint64_t reque
         json_null(j, "server");
         return;
     }
-    size_t n = server_cpu_pids(t->server, &pids);
+    size_t n = t->given.npids;
+    if (t->given.known)
+        pids = t->given.pids;
+    else
+        n = server_cpu_pids(t->server, &pids);
     double total = cpu.user_s + cpu.system_s;
     json_object_begin(j, "server");
     json_array_begin(j, "pids");

@@ -1,7 +1,9 @@
 /* Results over time: main's side of the intervals. It takes each interval
  * once every worker has delivered it, writes it to --timeline (JSON Lines
  * or CSV) and --hdr-log, samples the server's CPU time (--server-pid), keeps
- * the last interval for the progress line and a summary for --json.
+ * the last interval for the progress line and a summary for --json. volley
+ * merge writes the merged intervals through it too, so that they have the
+ * format of a run's own.
  * SPDX-License-Identifier: MIT */
 #ifndef VOLLEY_TIMELINE_H
 #define VOLLEY_TIMELINE_H
@@ -13,6 +15,7 @@
 #include <time.h>
 
 #include "server_cpu.h"
+#include "stats.h"
 
 struct config;
 struct intervals;
@@ -35,11 +38,27 @@ void timeline_on_interval(struct timeline *t,
                           void (*fn)(void *arg, const struct stats *s, uint64_t index,
                                      uint64_t start_us, uint64_t length_us),
                           void *arg);
-/* The run starts at start (clock_us) and started (wall clock). */
+/* The run starts at started (wall clock); its intervals count from start
+ * (clock_us), which is earlier with -R and --start-at when the process woke
+ * late. */
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started);
 /* After the workers are joined: writes the intervals left, the last one
  * ending at runtime_us, and closes the files. */
 void timeline_finish(struct timeline *t, uint64_t runtime_us);
+
+/* volley merge, instead of attaching and starting: the run started at
+ * started, its intervals at origin_us (Unix time in us); then
+ * timeline_add writes interval index (s, of length_us, with the server's
+ * CPU time in it, NaN when not measured) as a run's own, and timeline_close
+ * closes the files. */
+void timeline_start_merged(struct timeline *t, const struct timespec *started, int64_t origin_us);
+void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
+                  double server_s);
+void timeline_close(struct timeline *t);
+/* volley merge: the server's CPU time over the run, as the parts measured it,
+ * instead of measuring it (pids ascending). */
+void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
+                         const struct server_times *cpu);
 /* After the report: dies with a one-line message if writing a file failed. */
 void timeline_check(const struct timeline *t);
 
@@ -50,7 +69,8 @@ bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *
 /* --server-pid: the server's CPU time over the run; false without it. */
 bool timeline_server_cpu(const struct timeline *t, struct server_times *cpu);
 
-/* The "intervals" and "server" members of the --json document. */
+/* The "intervals" and "server" members of the --json document; intervals
+ * is null when cfg->interval_us is 0 (volley merge without timelines). */
 void timeline_json(struct json *j, const struct timeline *t, uint64_t requests);
 
 #endif

@@ -37,8 +37,9 @@ struct tls_conn {
     bool failed;          /* a fatal error: no close_notify may follow */
 };
 
-/* ALPN protocol list: length-prefixed names. */
-static const unsigned char alpn[] = "\x08http/1.1";
+/* ALPN protocol lists, length-prefixed names: one protocol, the one spoken. */
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+static const unsigned char alpn_h2[] = "\x02h2";
 
 /* The reason OpenSSL gives for its last error, for one-line messages. */
 static const char *ssl_reason(void)
@@ -166,7 +167,8 @@ void tls_setup(const struct config *cfg)
      * read() instead of a header read and a body read for each. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(ctx, 1);
-    if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof alpn - 1) != 0)
+    if (cfg->http2 ? SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof alpn_h2 - 1) != 0
+                   : SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1) != 0)
         die("unable to initialize TLS: %s", ssl_reason());
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
@@ -219,6 +221,24 @@ static bool wait_fd(int fd, short events, uint64_t deadline)
     return rc > 0;
 }
 
+/* --http2: the server must have chosen h2 from the one protocol offered. */
+static void check_alpn(SSL *ssl, const char *host, const char *service)
+{
+    const unsigned char *chosen;
+    unsigned int len;
+    SSL_get0_alpn_selected(ssl, &chosen, &len);
+    if (len == 2 && memcmp(chosen, "h2", 2) == 0)
+        return;
+    if (len == 0)
+        die("--http2: %s:%s does not speak HTTP/2 (it chose no protocol in ALPN)", host, service);
+    char name[256];
+    size_t n = 0;
+    for (unsigned int i = 0; i < len && n < sizeof name - 1; i++)
+        name[n++] = chosen[i] >= 0x20 && chosen[i] < 0x7f ? (char)chosen[i] : '?';
+    name[n] = '\0';
+    die("--http2: %s:%s does not speak HTTP/2 (it chose '%s' in ALPN)", host, service, name);
+}
+
 void tls_check(const struct config *cfg, const struct net_addr *addr)
 {
     const char *host = cfg->url.host, *service = cfg->url.service;
@@ -242,11 +262,16 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
         if (verify != X509_V_OK)
             die("certificate verification failed for %s:%s: %s", host, service,
                 X509_verify_cert_error_string(verify));
+        if (cfg->http2 && err == SSL_ERROR_SSL &&
+            ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
+            die("--http2: %s:%s does not speak HTTP/2 (it refused ALPN h2)", host, service);
         die("TLS handshake with %s:%s failed: %s", host, service,
             err == SSL_ERROR_SSL ? ssl_reason()
             : saved              ? strerror(saved)
                                  : "the server closed the connection");
     }
+    if (cfg->http2)
+        check_alpn(ssl, host, service);
     SSL_shutdown(ssl);
     SSL_free(ssl);
     close(fd);

@@ -16,8 +16,9 @@ extern const struct transport transport_tls;
  * one-line message when a certificate or key file cannot be used. */
 void tls_setup(const struct config *cfg);
 
-/* With --verify: one blocking handshake to the target, so that a server
- * certificate that does not verify stops the run before it starts. */
+/* With --verify or --http2: one blocking handshake to the target, so that a
+ * server certificate that does not verify, or a server that does not speak
+ * HTTP/2, stops the run before it starts. */
 void tls_check(const struct config *cfg, const struct net_addr *addr);
 
 /* After the workers are freed. */

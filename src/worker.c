@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
+#include "h2req.h"
 #include "interval.h"
 #include "script.h"
 #include "tls.h"
@@ -174,6 +175,15 @@ static double hook_delay(void *arg)
     return ms;
 }
 
+/* -m over HTTP/1.1 is the static request's pipeline: a request() batch
+ * pipelines by what it holds. */
+static void check_pipelining(const struct worker *w)
+{
+    if (!w->cfg->http2 && w->cfg->streams > 1)
+        die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
+            "pipelines by returning several requests at once");
+}
+
 /* request() if the script defines it, else the static request; NULL when
  * request() returned nil: as in wrk that connection sends no more (main
  * says how many did, after the run), and when none of the worker's does,
@@ -188,6 +198,7 @@ static const struct request *hook_request(void *arg, struct request *own)
         r = &w->request;
         break;
     case SCRIPT_DONE:
+        check_pipelining(w); /* request() may be defined during the run */
         r = own;
         break;
     case SCRIPT_NIL:
@@ -204,10 +215,10 @@ static const struct request *hook_request(void *arg, struct request *own)
     return r;
 }
 
-static void hook_response(void *arg, const struct http_parser *p)
+static void hook_response(void *arg, const struct proto_response *r)
 {
     struct worker *w = arg;
-    script_response(w->script, p);
+    script_response(w->script, r);
     script_response_wants(w->script, &w->env.want_head, &w->env.want_body);
 }
 
@@ -238,8 +249,10 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->env = (struct conn_env){
         .loop = w->loop,
         .transport = cfg->url.tls ? &transport_tls : &transport_plain,
-        .proto = &proto_h1,
+        .proto = cfg->http2 ? &proto_h2 : &proto_h1,
         .addr = &w->addr,
+        .tls = cfg->url.tls,
+        .streams = (size_t)cfg->streams,
         .timeout_us = cfg->timeout_us,
         .no_keepalive = cfg->no_keepalive,
         .stats = &w->stats,
@@ -275,9 +288,23 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
 
 void worker_set_request(struct worker *w, struct request *request)
 {
+    const struct config *cfg = w->cfg;
+    char err[256];
     request_free(&w->request);
     w->request = *request;
     memset(request, 0, sizeof *request);
+    if (cfg->http2) {
+        /* Checked once here, so that the run never starts with a request
+         * it cannot send. */
+        struct h2req check = {0};
+        bool ok = h2req_build(&check, &w->request, cfg->url.tls, err, sizeof err);
+        h2req_free(&check);
+        if (!ok)
+            die("the request cannot be sent over HTTP/2: %s", err);
+    } else if (cfg->streams > 1) {
+        /* -m over HTTP/1.1: the request pipelined that deep. */
+        request_repeat(&w->request, (size_t)cfg->streams);
+    }
     if (w->env.request == static_request)
         w->env.depth = w->request.depth;
 }
@@ -323,6 +350,8 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
     w->pipeline = pipeline;
     bool request = script_has_request(w->script), delay = script_has_delay(w->script);
     bool response = script_response_wants(w->script, &env->want_head, &env->want_body);
+    if (request)
+        check_pipelining(w);
     /* Only a hook can define another during the run: a script with none now
      * never will, and its connections need not ask it anything. */
     if (!request && !delay && !response)

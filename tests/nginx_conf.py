@@ -19,6 +19,10 @@ def nginx_conf(prefix, listen=None, server="", http="", log_format="$request", w
     variables), one line per request, in PREFIX/logs/access.log. stream: the
     body of a stream block (TCP and TLS proxying), which loads its module."""
     listen_line = f"listen {listen};" if listen else ""
+    # A server block with no listen line listens on *:80: without a listen
+    # line or directives of its own (a stream-only nginx) there is none.
+    server_block = f"server {{\n        {listen_line}\n        {server}\n    }}" \
+        if listen or server.strip() else ""
     stream_block = f"stream {{ {stream} }}" if stream else ""
     load = f"load_module {STREAM_MODULE};" if stream else ""
     return f"""
@@ -41,10 +45,7 @@ http {{
     scgi_temp_path {prefix}/scgi;
     keepalive_requests 1000000;
     {http}
-    server {{
-        {listen_line}
-        {server}
-    }}
+    {server_block}
 }}
 {stream_block}
 """

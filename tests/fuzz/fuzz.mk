@@ -9,7 +9,7 @@
 # `make check` runs over the seed corpus and the regressions.
 # SPDX-License-Identifier: MIT
 
-FUZZ_TARGETS  = response url units request h2req jdoc hdr
+FUZZ_TARGETS  = response url units request h2req jdoc hdr h2
 FUZZ_TIME    ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   ?= -g -O1 -fno-omit-frame-pointer
@@ -28,9 +28,12 @@ fuzz-build: $(FUZZ_BINS)
 build/fuzz:
 	mkdir -p $@
 
+# The HTTP/2 session's target plays the connection itself (tests/fuzz/fuzz_h2.c).
+build/fuzz/fuzz_h2: FUZZ_EXTRA = src/h2.c src/pool.c
+
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_SRCS) $(wildcard src/*.h) | build/fuzz
-	$(FUZZ_CC) -Isrc -D_GNU_SOURCE -std=gnu11 -Wall -Wextra $(NGHTTP2_CFLAGS) $(FUZZ_FLAGS) \
-	    $(FUZZ_SANITIZE) -o $@ $< $(FUZZ_SRCS) $(NGHTTP2_LIBS)
+	$(FUZZ_CC) -Isrc -D_GNU_SOURCE -std=gnu11 -Wall -Wextra $(NGHTTP2_CFLAGS) $(EV_CFLAGS) \
+	    $(FUZZ_FLAGS) $(FUZZ_SANITIZE) -o $@ $< $(FUZZ_SRCS) $(FUZZ_EXTRA) $(NGHTTP2_LIBS)
 
 # Each run starts from the seeds and what earlier runs found; -print_final_stats
 # shows the number of executions.

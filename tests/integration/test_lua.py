@@ -133,8 +133,8 @@ def test_delay(example, testd):
     n = srv.stop()["requests"]
     # 10-50 ms before each request: about 30 ms apart on each connection
     assert 4 * 1000 / 55 <= n <= 4 * 1000 / 15, run
-    # the pause is not latency
-    assert run.report["latency_avg"] < 5000, run
+    # the pause (10 ms at least) is not latency
+    assert run.report["latency_avg"] < 10000, run
 
 
 def test_pipeline(example, testd):

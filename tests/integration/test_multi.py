@@ -1,7 +1,7 @@
 """Runs beyond one process: shards of one run (--shard, --start-at) as
 several local processes against a real server, and `volley merge` of their
-results, checked against what the server saw and against the hdrhistogram
-package's own sum of the histograms.
+results and timelines, checked against what the server saw and against the
+hdrhistogram package's own sum of the histograms.
 SPDX-License-Identifier: MIT
 """
 import base64
@@ -13,21 +13,24 @@ import subprocess
 import time
 import zlib
 
+import pytest
 from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader
 
-from conftest import VOLLEY, check_sanitizer, parse_report, sigint_default, volley
+from conftest import VOLLEY, check_sanitizer, parse_report, sigint_default, tls_front, volley
 
 
-def shards(n, args, url, tmp_path, start_in=1.5, env=None):
+def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0):
     """n volley processes, shard i of n each, all starting at one instant
-    start_in seconds ahead; returns their JSON documents (and the files)."""
-    at = f"{time.time() + start_in:.6f}"
+    start_in seconds ahead (or shard i apart * i seconds after it), each with
+    extra(i) options too; returns their JSON documents (and the files)."""
+    at = time.time() + start_in
     procs, files = [], []
     for i in range(n):
         path = os.path.join(tmp_path, f"shard{i}.json")
         files.append(path)
-        cmd = [VOLLEY, "--shard", f"{i}/{n}", "--start-at", at, "--json", path] + \
-            [str(a) for a in args] + [url]
+        cmd = [VOLLEY, "--shard", f"{i}/{n}", "--start-at", f"{at + apart * i:.6f}",
+               "--json", path] + [str(a) for a in args + extra(i)] + [url]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       text=True, env=env))
     docs = []
@@ -214,6 +217,470 @@ def test_inputs_that_cannot_be_one_run_are_refused_with_one_line(testd, tmp_path
     one_line_error(volley("merge", os.path.join(tmp_path, "none.json")), "cannot open")
     run = volley("merge")
     assert run.returncode == 1 and "no result files to merge" in run.stderr
+
+
+# --------------------------------------------------------------------------
+# volley merge of timelines
+# --------------------------------------------------------------------------
+
+DAY_US = 24 * 3600 * 10**6
+
+
+def with_timelines(n, args, url, tmp_path, **kw):
+    """shards() each writing a --timeline too; returns (docs, files,
+    timelines, the timelines' records without their run lines)."""
+    timelines = [os.path.join(tmp_path, f"shard{i}.jsonl") for i in range(n)]
+    more = kw.pop("extra", lambda i: [])
+    docs, files = shards(n, args, url, tmp_path,
+                         extra=lambda i: ["--timeline", timelines[i]] + more(i), **kw)
+    return docs, files, timelines, [read_jsonl(t)[1] for t in timelines]
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        lines = [json.loads(line) for line in f]
+    assert lines[0]["type"] == "run" and all(r["type"] == "interval" for r in lines[1:])
+    return lines[0], lines[1:]
+
+
+def hist_sum(texts, highest=DAY_US):
+    total = HdrHistogram(1, highest, 3)
+    for t in texts:
+        total.add(hdr(t))
+    return total
+
+
+def offsets(timelines, interval_us):
+    """Where each part's first interval goes: where its intervals start
+    after the earliest part's, in intervals, rounded."""
+    starts = [read_jsonl(t)[0]["intervals_start_us"] for t in timelines]
+    return [(s - min(starts) + interval_us // 2) // interval_us for s in starts]
+
+
+def span(doc, head):
+    """From the start of the merged intervals to the end of the merged run."""
+    return doc["start_time_us"] + doc["duration_us"] - head["intervals_start_us"]
+
+
+def check_merged_intervals(merged, parts, places, interval_us, span_us):
+    """Merged interval j holds what the parts' intervals placed there hold:
+    counts summed, histograms added bucket by bucket (by hdrh), the figures
+    of the sum."""
+    assert len(merged) == max(p + len(r) for p, r in zip(places, parts))
+    assert [m["interval"] for m in merged] == list(range(len(merged)))
+    for j, m in enumerate(merged):
+        here = [r[j - p] for p, r in zip(places, parts) if 0 <= j - p < len(r)]
+        assert m["start_us"] == j * interval_us
+        if j + 1 < len(merged):
+            assert m["length_us"] == interval_us and m["short"] is False
+        else:
+            assert m["length_us"] == max([span_us - j * interval_us] +
+                                         [r["length_us"] for r in here])
+        for key in ("requests", "bytes", "connects", "reconnects"):
+            assert m[key] == sum(r[key] for r in here), (j, key)
+        for group in ("status", "errors"):
+            for key in m[group]:
+                assert m[group][key] == sum(r[group][key] for r in here), (j, group, key)
+        assert m["requests_per_sec"] == pytest.approx(m["requests"] * 1e6 / m["length_us"])
+        kinds = ("latency", "latency_uncorrected") if m["sent_per_sec"] is not None \
+            else ("latency",)
+        for kind in kinds:
+            lat, total = m[kind], hist_sum(r[kind]["hdr_histogram"] for r in here)
+            assert buckets(hdr(lat["hdr_histogram"])) == buckets(total), (j, kind)
+            assert lat["count"] == total.get_total_count() == sum(r[kind]["count"] for r in here)
+            if lat["count"]:
+                for p in (50, 90, 99):
+                    assert lat[f"p{p}"] == total.get_value_at_percentile(p)
+                assert lat["max"] == max(r[kind]["max"] for r in here if r[kind]["count"])
+                mean = sum(r[kind]["mean"] * r[kind]["count"] for r in here) / lat["count"]
+                assert lat["mean"] == pytest.approx(mean, rel=1e-9)
+            else:
+                assert lat["p99"] is None and lat["max"] is None
+
+
+def check_summary(summary, merged, interval_us):
+    """The --json intervals summary is that of the merged intervals."""
+    assert summary["interval_us"] == interval_us and summary["count"] == len(merged)
+    full = [m["requests_per_sec"] for m in merged if m["length_us"] >= interval_us]
+    rps = summary["requests_per_sec"]
+    assert rps["count"] == len(full)
+    assert rps["min"] == pytest.approx(min(full)) and rps["max"] == pytest.approx(max(full))
+    assert rps["mean"] == pytest.approx(statistics.mean(full))
+    assert rps["stdev"] == pytest.approx(statistics.stdev(full) if len(full) > 1 else 0,
+                                         rel=1e-6, abs=1e-6)
+    p99s = [m["latency"]["p99"] for m in merged if m["latency"]["count"]]
+    assert summary["latency_p99"] == {"min": min(p99s), "max": max(p99s)}
+
+
+def check_totals(doc, merged):
+    """The merged intervals add up to the merged totals."""
+    for key in ("requests", "bytes", "connects", "reconnects"):
+        assert sum(m[key] for m in merged) == doc[key], key
+    for key in doc["errors"]:
+        assert sum(m["errors"][key] for m in merged) == doc["errors"][key], key
+    for cls in ("1xx", "2xx", "3xx", "4xx", "5xx"):
+        assert sum(m["status"][cls] for m in merged) == \
+            sum(n for code, n in doc["status_codes"].items() if code[0] + "xx" == cls)
+    latency = hist_sum(m["latency"]["hdr_histogram"] for m in merged)
+    assert buckets(latency) == buckets(hdr(doc["latency"]["hdr_histogram"]))
+
+
+def test_timelines_merge_interval_by_interval(testd, tmp_path):
+    srv = testd("--status-every", "4:503")
+    docs, files, timelines, parts = with_timelines(
+        3, ["-t1", "-c6", "-d1500ms", "--interval", "250ms"], srv.url, tmp_path)
+    out, tl, hlog = (os.path.join(tmp_path, name) for name in ("m.json", "m.jsonl", "m.hlog"))
+    merge("--json", out, "--timeline", tl, "--hdr-log", hlog, *files, *timelines)
+    with open(out) as f:
+        m = json.load(f)
+    head, merged = read_jsonl(tl)
+    assert srv.stats()["responses"] >= m["requests"] > 0
+
+    assert head["start_time_us"] == m["start_time_us"] == min(d["start_time_us"] for d in docs)
+    assert head["start_time"] == m["start_time"] and head["shard"] is None
+    assert (head["url"], head["interval_us"], head["threads"], head["connections"]) == \
+        (srv.url, 250000, 3, 6)
+    # --start-at: the shards' k-th intervals coincide (but for a shard that
+    # woke more than half an interval late on a busy machine)
+    places = offsets(timelines, 250000)
+    assert places.count(0) >= 2, [d["start_time_us"] for d in docs]
+    assert head["intervals_start_us"] == min(read_jsonl(t)[0]["intervals_start_us"]
+                                             for t in timelines)
+    check_merged_intervals(merged, parts, places, 250000, span(m, head))
+    assert sum(m["status"]["5xx"] for m in merged) > 0
+    check_totals(m, merged)
+    check_summary(m["intervals"], merged, 250000)
+    assert (m["intervals"]["timeline"], m["intervals"]["hdr_log"]) == (tl, hlog)
+    assert [i["timeline"] for i in m["inputs"]] == timelines
+
+    # The interval log holds the same histograms, as hdrh's reader reads them.
+    reader = HistogramLogReader(hlog, HdrHistogram(1, DAY_US, 3))
+    for r in merged:
+        h = reader.get_next_interval_histogram()
+        assert buckets(h) == buckets(hdr(r["latency"]["hdr_histogram"]))
+        assert h.get_start_time_stamp() == pytest.approx(
+            head["intervals_start_us"] / 1000 + r["start_us"] / 1000, abs=1)
+    assert reader.get_next_interval_histogram() is None
+
+    # A shard under -R with --start-at that woke late counts its intervals
+    # from the instant asked for all the same: they are placed from there,
+    # not from its start, here a little more than half an interval later.
+    late = []
+    for path in (files[1], timelines[1]):
+        with open(path) as f:
+            text = f.read()
+        old_start = str(docs[1]["start_time_us"])
+        late.append(os.path.join(tmp_path, "late-" + os.path.basename(path)))
+        with open(late[-1], "w") as f:
+            f.write(text.replace(old_start, str(docs[1]["start_time_us"] + 130000), 1))
+    again = os.path.join(tmp_path, "late.jsonl")
+    merge("--timeline", again, files[0], late[0], files[2], timelines[0], late[1], timelines[2])
+    _, placed = read_jsonl(again)
+    # the same but for the length of the last, which ends with the later end
+    assert placed[:-1] == merged[:-1] and len(placed) == len(merged)
+    assert placed[-1]["latency"] == merged[-1]["latency"]
+
+    # Merged again, alone, the merged result and timeline are what they were.
+    again = os.path.join(tmp_path, "again.jsonl")
+    merge("--timeline", again, out, tl)
+    assert read_jsonl(again) == (head, merged)
+
+
+def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, tmp_path):
+    """Shard i starts 0.55 s after shard i - 1: with 500 ms intervals, 1.1
+    and 2.2 intervals after shard 0, so its first interval goes into merged
+    interval i."""
+    srv = testd()
+    docs, files, timelines, parts = with_timelines(
+        3, ["-t1", "-c3", "-d1200ms", "--interval", "500ms"], srv.url, tmp_path, apart=0.55)
+    places = offsets(timelines, 500000)
+    assert places == [0, 1, 2], [d["start_time_us"] for d in docs]
+    out, tl = os.path.join(tmp_path, "m.json"), os.path.join(tmp_path, "m.jsonl")
+    merge("--json", out, "--timeline", tl, *files, *timelines)
+    with open(out) as f:
+        m = json.load(f)
+    head, merged = read_jsonl(tl)
+    check_merged_intervals(merged, parts, places, 500000, span(m, head))
+    check_totals(m, merged)
+    check_summary(m["intervals"], merged, 500000)
+    assert srv.stats()["responses"] >= m["requests"] > 0
+
+
+def leaves(doc, prefix=""):
+    """(dotted path, value) of every leaf: objects are walked, lists are leaves."""
+    if isinstance(doc, dict) and doc:
+        for key, value in doc.items():
+            yield from leaves(value, prefix + key + ".")
+    else:
+        yield prefix[:-1], doc
+
+
+def pooled_stdev(parts):
+    """The sample standard deviation of all samples, from each part's
+    (count, mean, stdev)."""
+    n = sum(c for c, _, _ in parts)
+    mean = sum(c * m for c, m, _ in parts) / n
+    m2 = sum((c - 1) * s * s + c * (m - mean) ** 2 for c, m, s in parts)
+    return (m2 / (n - 1)) ** 0.5
+
+
+def within_stdev(h, mean, stdev):
+    """volley's +/- Stdev: samples whose bucket's lowest value is within
+    mean +/- stdev, in percent."""
+    within = sum(it.count_at_value_iterated_to for it in h.get_recorded_iterator()
+                 if mean - stdev <= h.get_lowest_equivalent_value(it.value_iterated_to)
+                 <= mean + stdev)
+    return 100 * within / h.get_total_count()
+
+
+def check_distribution(name, merged, docs):
+    """A histogram's fields: the bucket sum of the parts', and its figures."""
+    parts = [d[name] for d in docs if d[name]["count"]]
+    total = hist_sum((d[name]["hdr_histogram"] for d in docs),
+                     10**7 if name == "requests_per_sec" else DAY_US)
+    h = hdr(merged["hdr_histogram"])
+    assert buckets(h) == buckets(total), name
+    assert merged["count"] == sum(d[name]["count"] for d in docs) == h.get_total_count() > 0
+    assert merged["min"] == min(p["min"] for p in parts)
+    assert merged["max"] == max(p["max"] for p in parts)
+    mean = sum(p["count"] * p["mean"] for p in parts) / merged["count"]
+    stdev = pooled_stdev([(p["count"], p["mean"], p["stdev"]) for p in parts])
+    assert merged["mean"] == pytest.approx(mean, rel=1e-9), name
+    assert merged["stdev"] == pytest.approx(stdev, rel=1e-6), name
+    assert merged["within_stdev"] == pytest.approx(
+        within_stdev(h, merged["mean"], merged["stdev"])), name
+    for p, v in merged.get("percentiles", {}).items():
+        assert v == h.get_value_at_percentile(float(p)), (name, p)
+
+
+def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, certs, tmp_path):
+    """Shards of a TLS run under -R with a connection for every request,
+    two measuring one server and the third another: every field of the
+    parts' documents has its rule in the merged one, and a field without a
+    rule fails this test."""
+    srv = testd()
+    front = tls_front(nginx, certs, srv.port)
+    pid = lambda i: [srv.proc.pid, srv.proc.pid, front.proc.pid][i]  # noqa: E731
+    docs, files, timelines, parts = with_timelines(
+        3, ["-t1", "-c3", "-R", "150", "-d1s", "--no-keepalive", "--interval", "250ms"],
+        front.url + "/", tmp_path, extra=lambda i: ["--server-pid", pid(i)])
+    out, csv = os.path.join(tmp_path, "m.json"), os.path.join(tmp_path, "m.csv")
+    tl = os.path.join(tmp_path, "m.jsonl")
+    merge("--json", out, "--timeline", tl, *files, *timelines)
+    merge("--timeline", csv, *files, *timelines)
+    with open(out) as f:
+        m = json.load(f)
+    run_line, merged = read_jsonl(tl)
+    places = offsets(timelines, 250000)
+    assert srv.stats()["requests"] >= m["requests"] > 0
+    seconds = m["duration_us"] / 1e6
+    start = min(d["start_time_us"] for d in docs)
+    flat = dict(leaves(m))
+    total = lambda path: sum(dict(leaves(d)).get(path, 0) for d in docs)  # noqa: E731
+
+    checked = set()
+
+    def once(head, check):
+        """Whole objects are checked once, not once per field of theirs."""
+        if head not in checked:
+            check()
+            checked.add(head)
+
+    def rule(path):
+        """The rule path is merged by, checked; None when it has none."""
+        head = path.split(".")[0]
+        if path in ("requests", "bytes", "connects", "reopened", "reconnects", "success.ok",
+                    "success.attempts", "tls.handshakes", "tls.resumed", "cpu.cpus",
+                    "options.threads") or head in ("errors", "error_causes", "status_codes"):
+            assert flat[path] == total(path), path
+        elif head in ("latency", "latency_uncorrected", "scheduling_lag", "connect_time",
+                      "requests_per_sec"):
+            once(head, lambda: check_distribution(head, m[head], docs))
+        elif head in ("options", "schema_version", "volley"):
+            assert flat[path] == dict(leaves(docs[0]))[path], path
+        elif path in ("cpu.user_s", "cpu.system_s", "cpu.run_queue_wait_s"):
+            assert flat[path] == pytest.approx(total(path)), path
+        elif path == "cpu.busiest_thread":
+            assert flat[path] == max(d["cpu"]["busiest_thread"] for d in docs)
+        elif path == "cpu.saturated":
+            # no verdict on a run shorter than 250 ms
+            assert flat[path] == (m["cpu"]["busiest_thread"] > 0.9 and seconds >= 0.25)
+        elif path == "cpu.utilisation":
+            cpu = m["cpu"]["user_s"] + m["cpu"]["system_s"]
+            assert flat[path] == pytest.approx(cpu / seconds / m["options"]["threads"])
+        elif path in ("start_time_us", "start_time"):
+            assert m["start_time_us"] == start
+            assert m["start_time"] == min(docs, key=lambda d: d["start_time_us"])["start_time"]
+        elif path == "duration_us":
+            assert flat[path] == max(d["start_time_us"] + d["duration_us"] for d in docs) - start
+        elif head == "throughput":
+            assert m["throughput"] == pytest.approx(
+                {"requests_per_sec": m["requests"] / seconds, "bytes_per_sec": m["bytes"] / seconds})
+        elif path == "success.percent":
+            assert flat[path] == pytest.approx(100 * m["success"]["ok"] / m["success"]["attempts"])
+        elif path == "tls.handshake_mean_us":
+            mean = sum(d["tls"]["handshake_mean_us"] * d["tls"]["handshakes"] for d in docs)
+            assert flat[path] == pytest.approx(mean / m["tls"]["handshakes"], rel=1e-9)
+        elif path == "rate.target":
+            assert flat[path] == m["options"]["rate"] == pytest.approx(total("shard.rate"))
+        elif path == "rate.achieved":
+            assert flat[path] == pytest.approx(m["requests"] / seconds)
+        elif path == "rate.sent":
+            sent = sum(round(d["rate"]["sent"] * d["duration_us"] / 1e6) for d in docs)
+            assert flat[path] == pytest.approx(sent / seconds)
+        elif head == "shard":
+            assert m["shard"] is None
+        elif head == "inputs":
+            assert [(i["file"], i["timeline"], i["shard"], i["start_time_us"], i["duration_us"],
+                     i["requests"]) for i in m["inputs"]] == \
+                [(f, t, d["shard"]["index"], d["start_time_us"], d["duration_us"], d["requests"])
+                 for f, t, d in zip(files, timelines, docs)]
+        elif head == "intervals":
+            once(head, lambda: check_summary(m["intervals"], merged, 250000))
+        elif head == "server":
+            once(head, lambda: check_server(m, docs, merged, parts, places))
+        elif head in ("warmup", "thresholds", "aborted"):
+            # a part's warm-up and verdicts stay its own: merge judges the
+            # whole with its own --threshold
+            assert m[head] is None, head
+        else:
+            return None
+        return True
+
+    for d in docs:
+        for path, _ in leaves(d):
+            assert rule(path), f"{path}: no rule says how volley merge adds it up"
+    assert m["reopened"] > 0 and m["tls"]["handshakes"] > 0
+    assert m["options"]["keepalive"] is False and m["options"]["rate"] == 150
+
+    # The timeline: the -R figures too, and the CSV of the same records.
+    check_merged_intervals(merged, parts, places, 250000, span(m, run_line))
+    for j, r in enumerate(merged):
+        here = [p[j - o] for p, o in zip(parts, places) if 0 <= j - o < len(p)]
+        sent = sum(round(h["sent_per_sec"] * h["length_us"] / 1e6) for h in here)
+        assert r["sent_per_sec"] == pytest.approx(sent * 1e6 / r["length_us"])
+    check_totals(m, merged)
+    with open(csv) as f:
+        assert f.readline().startswith(f"# volley {m['volley']['version']} timeline: "
+                                       f"start_time={m['start_time']} "
+                                       f"start_time_us={m['start_time_us']} shard= threads=3 ")
+        rows = [line.rstrip("\n").split(",") for line in f]
+    header = rows.pop(0)
+    assert len(rows) == len(merged)
+    for row, r in zip(rows, merged):
+        cells = dict(zip(header, row))
+        assert int(cells["requests"]) == r["requests"]
+        assert (int(cells["latency_p99"]) if cells["latency_p99"] else None) == \
+            r["latency"]["p99"]
+        assert int(cells["latency_uncorrected_count"]) == r["latency_uncorrected"]["count"]
+        assert float(cells["server_cpu_s"]) == pytest.approx(r["server_cpu_s"], abs=0.0005)
+
+
+def check_server(m, docs, merged, parts, places):
+    """Shards 0 and 1 measured one server (the same PID): it counts once,
+    as the one that measured more; shard 2 measured another: added."""
+    cpu = [d["server"]["user_s"] + d["server"]["system_s"] for d in docs]
+    chosen = [0 if cpu[0] >= cpu[1] else 1, 2]
+    server = m["server"]
+    assert server["pids"] == sorted(set(p for d in docs for p in d["server"]["pids"]))
+    for key in ("user_s", "system_s"):
+        assert server[key] == pytest.approx(sum(docs[i]["server"][key] for i in chosen))
+    assert server["cpu_s"] == pytest.approx(server["user_s"] + server["system_s"])
+    assert server["cpu_us_per_request"] == pytest.approx(server["cpu_s"] * 1e6 / m["requests"])
+    for j, r in enumerate(merged):
+        expected = sum(parts[i][j - places[i]]["server_cpu_s"] for i in chosen
+                       if 0 <= j - places[i] < len(parts[i]))
+        assert r["server_cpu_s"] == pytest.approx(expected, abs=1e-6), j
+
+
+def test_timelines_that_cannot_be_merged_are_refused_with_one_line(testd, tmp_path):
+    srv, other = testd(), testd()
+    docs, files, timelines, _ = with_timelines(
+        2, ["-t1", "-c2", "-d300ms", "--interval", "100ms"], srv.url, tmp_path, start_in=0.5)
+
+    def run_elsewhere(name, *args, url=srv.url):
+        path, tl = os.path.join(tmp_path, name + ".json"), os.path.join(tmp_path, name + ".jsonl")
+        run = volley("--shard", "1/2", "-t1", "-c2", "-d300ms", "--json", path,
+                     "--timeline", tl, *args, url)
+        assert run.returncode == 0, run
+        return path, tl
+
+    def variant(name, path, change):
+        """path's lines, each record changed by change(index, record)."""
+        with open(path) as f:
+            records = [json.loads(line) for line in f]
+        for i, r in enumerate(records):
+            change(i, r)
+        out = os.path.join(tmp_path, name)
+        with open(out, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in records)
+        return out
+
+    # another --interval, and another URL
+    r1, t1 = run_elsewhere("interval", "--interval", "250ms")
+    one_line_error(volley("merge", files[0], r1, timelines[0], t1),
+                   f"volley: {t1}: intervals of 250ms, not 100ms like {timelines[0]}: timelines "
+                   "add up only interval by interval")
+    r2, t2 = run_elsewhere("url", "--interval", "100ms", url=other.url)
+    one_line_error(volley("merge", files[0], files[1], timelines[0], t2),
+                   f"volley: {t2}: a run against {other.url}, not {srv.url} like {files[0]}")
+    # every timeline with its result, and every result with its timeline
+    one_line_error(volley("merge", files[0], timelines[0], timelines[1]),
+                   f"volley: {timelines[1]}: the result of its run (shard 1 of 2, started ")
+    one_line_error(volley("merge", *files, timelines[1]),
+                   f"volley: {files[0]}: its timeline is not among the files")
+    run = volley("merge", "--timeline", os.path.join(tmp_path, "m.jsonl"), *files)
+    one_line_error(run, "volley: --timeline: no timelines among the files to merge")
+    assert not os.path.exists(os.path.join(tmp_path, "m.jsonl"))
+    one_line_error(volley("merge", *timelines),
+                   "volley: no results among the files: volley merge adds up --json results")
+    # timelines with nothing to add up
+    csv, hlog = os.path.join(tmp_path, "t.csv"), os.path.join(tmp_path, "t.hlog")
+    assert volley("-t1", "-c1", "-d200ms", "--timeline", csv, "--hdr-log", hlog,
+                  srv.url).returncode == 0
+    one_line_error(volley("merge", files[0], csv), f"volley: {csv}: a CSV timeline holds no "
+                   "histograms: merge the parts' JSON Lines timelines")
+    one_line_error(volley("merge", files[0], hlog), f"volley: {hlog}: an HdrHistogram log holds "
+                   "only latencies")
+    # figures that do not add up, or not to the result
+    def one_more(i, r):
+        if i == 1:
+            r["requests"] += 1
+            r["status"]["2xx"] += 1
+    more = variant("more.jsonl", timelines[1], one_more)
+    one_line_error(volley("merge", *files, timelines[0], more),
+                   f"volley: {more}: line 2: latency.count is ")
+    not_its = variant("notits.jsonl", timelines[1], lambda i, r: i == 1 and r["errors"].update(
+        timeout=r["errors"]["timeout"] + 1))
+    one_line_error(volley("merge", *files, timelines[0], not_its),
+                   f"volley: {not_its}: its intervals hold 1 timeouts, but its result {files[1]} "
+                   "has 0")
+    gone = variant("gone.jsonl", timelines[1], lambda i, r: i == 2 and r.update(interval=5))
+    one_line_error(volley("merge", *files, timelines[0], gone),
+                   f"volley: {gone}: line 3: interval: not 1: the intervals are numbered in order")
+    broken = os.path.join(tmp_path, "broken.jsonl")
+    with open(timelines[1]) as f, open(broken, "w") as out:
+        lines = f.readlines()
+        out.writelines(lines[:2] + [lines[2][:40] + "\n"])
+    one_line_error(volley("merge", *files, timelines[0], broken),
+                   f"volley: {broken}: line 3, column ")
+
+    # a part that starts after the others have ended is not part of the run
+    later = 3600 * 10**6
+
+    def moved(name, path):
+        with open(path) as f:
+            d = json.load(f)
+        d["start_time_us"] += later
+        out = os.path.join(tmp_path, name)
+        with open(out, "w") as f:
+            json.dump(d, f)
+        return out
+    late = variant("late.jsonl", timelines[1], lambda i, r: i == 0 and r.update(
+        start_time_us=r["start_time_us"] + later,
+        intervals_start_us=r["intervals_start_us"] + later))
+    one_line_error(volley("merge", files[0], moved("late.json", files[1]), timelines[0], late),
+                   f"volley: {late}: it starts ")
 
 
 # --------------------------------------------------------------------------

@@ -306,15 +306,17 @@ def test_a_shedding_server_has_no_peak_among_its_failures(tmp_path):
               args=("--slo-p99", "1000"))
     assert s.proc.returncode == 0, s.proc.stderr
     rows = {r["connections"]: r for r in dat_rows(s.dat)}
-    assert rows[8]["success_pct"] < 50 and rows[8]["flags"] == "low-success"
+    # (On a busy machine a level may be marked cpu-bound as well.)
+    assert rows[8]["success_pct"] < 50 and "low-success" in rows[8]["flags"].split(",")
     assert rows[8]["qps"] > rows[2]["qps"]
     assert rows[8]["ok_qps"] < 0.5 * rows[8]["qps"]
-    assert rows[1]["flags"] == rows[2]["flags"] == "-"
+    assert not {"low-success", "cut-short"} & set(rows[1]["flags"].split(",") +
+                                                  rows[2]["flags"].split(","))
     out = s.proc.stdout
     assert f"peak: {rows[2]['qps']:.2f} req/s at 2 connections " in out
     assert "  not counted: 8 (low-success)\n" in out
     assert "slo: p99 <= 1000 ms up to 2 connections " in out
-    assert re.search(r"^\s+8 .*\s+low-success$", out, re.M)
+    assert re.search(r"^\s+8 .*\s+(\S+,)?low-success(,\S+)?$", out, re.M)
     with open(os.path.join(str(tmp_path), "shed.gp")) as f:
         gp = f.read()
     assert "'low-success'" in gp and "shed below min-success" in gp

@@ -147,7 +147,7 @@ class Connection:
         if mode == "garbage":
             with self.send_lock:
                 self.sock.sendall(GARBAGE)
-            while reader.read_exact(1) is not None:  # until the client closes
+            while self.sock.recv(65536):  # until the client closes
                 pass
             return
         self.send(h2.settings(self.own_settings()), h2.SETTINGS)

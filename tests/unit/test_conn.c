@@ -31,7 +31,8 @@ struct fault {
 static struct {
     unsigned reads, writes;
     struct fault read_faults[FAULTS], write_faults[FAULTS];
-    size_t write_cap; /* short writes: at most this much per call, 0 for no cap */
+    size_t write_cap;    /* short writes: at most this much per call, 0 for no cap */
+    unsigned held_after; /* the transport says it holds bytes after this read */
 } io;
 
 static bool injected(const struct fault *f, unsigned call, ssize_t *result)
@@ -61,6 +62,12 @@ static ssize_t scripted_write(struct sock *s, const char *buf, size_t len)
     if (io.write_cap && len > io.write_cap)
         len = io.write_cap;
     return transport_plain.write(s, buf, len);
+}
+
+static size_t scripted_pending(struct sock *s)
+{
+    (void)s;
+    return io.held_after && io.reads == io.held_after ? 1 : 0;
 }
 
 static struct transport scripted;
@@ -93,8 +100,10 @@ struct rig {
     struct budget budget;
     bool spent;
     struct request request;
-    unsigned responses_seen; /* response() calls */
-    double delay_ms;         /* delay(), when set */
+    unsigned responses_seen;              /* response() calls */
+    char fields_seen[512], body_seen[64]; /* what the last of them was given */
+    bool lower_seen;
+    double delay_ms; /* delay(), when set */
     char rbuf[64 * 1024];
     struct http_head_cache cache;
     struct conn_env env;
@@ -114,11 +123,17 @@ static double rig_delay(void *arg)
     return r->delay_ms;
 }
 
-static void rig_response(void *arg, const struct http_parser *p)
+static void rig_response(void *arg, const struct proto_response *p)
 {
-    (void)p;
     struct rig *r = arg;
     r->responses_seen++;
+    if (r->env.want_head)
+        snprintf(r->fields_seen, sizeof r->fields_seen, "%.*s", (int)p->fields_len,
+                 p->fields ? p->fields : "");
+    if (r->env.want_body)
+        snprintf(r->body_seen, sizeof r->body_seen, "%.*s", (int)p->body_len,
+                 p->body ? p->body : "");
+    r->lower_seen = p->lower_case;
 }
 
 static void on_spent(void *arg)
@@ -141,13 +156,14 @@ static void rig_requests(struct rig *r, const char *text, size_t n)
     r->env.depth = n;
 }
 
-static struct rig *rig_new(void)
+static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
 {
     struct rig *r = xcalloc(1, sizeof *r);
     memset(&io, 0, sizeof io);
     scripted = transport_plain;
     scripted.read = scripted_read;
     scripted.write = scripted_write;
+    scripted.pending = scripted_pending;
     strcpy(r->dir, "/tmp/volley-conn-XXXXXX");
     if (!mkdtemp(r->dir))
         abort();
@@ -162,7 +178,8 @@ static struct rig *rig_new(void)
     r->env = (struct conn_env){
         .loop = ev_loop_new(EVFLAG_AUTO),
         .transport = &scripted,
-        .proto = &proto_h1,
+        .proto = proto,
+        .streams = streams,
         .addr = &r->addr,
         .timeout_us = 2000000,
         .stats = &r->stats,
@@ -179,6 +196,8 @@ static struct rig *rig_new(void)
     conn_init(&r->conn, &r->env, 0);
     return r;
 }
+
+static struct rig *rig_new(void) { return rig_new_proto(&proto_h1, 1); }
 
 static void rig_budget(struct rig *r, uint64_t n)
 {
@@ -473,6 +492,25 @@ TEST(idle_close_during_a_pause_reopens_only_when_it_ends)
     rig_free(r);
 }
 
+TEST(held_bytes_that_are_no_data_do_not_hold_back_the_next_request)
+{
+    struct rig *r = rig_new();
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    char buf[256];
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    /* The read that brings the response leaves bytes inside the transport
+     * (TLS: a session ticket behind it), and reading them gives no data. */
+    io.held_after = io.reads + 1;
+    inject_read(io.reads + 2, IO_WANT_READ, 0);
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->stats.sent == 2, 300);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.sent, 2);
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    rig_free(r);
+}
+
 TEST(timeout_counts_every_request_in_flight)
 {
     struct rig *r = rig_new();
@@ -586,5 +624,455 @@ TEST(one_read_event_reads_a_bounded_amount)
     /* One turn reads at most 256 KiB (64 KiB at a time) from one socket. */
     CHECK(io.reads - before <= 5);
     CHECK(io.reads - before >= 1);
+    rig_free(r);
+}
+
+/* ---- HTTP/2: the test plays the server with nghttp2's own server session ------------------- */
+
+#include <nghttp2/nghttp2.h>
+
+struct h2srv {
+    struct rig *r;
+    nghttp2_session *ng;
+    int32_t requests[256]; /* streams whose request is complete, in order */
+    size_t nrequests;
+    size_t open, max_open; /* streams open at once */
+    size_t data_in;        /* request body bytes */
+    unsigned settings_acks, ping_acks;
+};
+
+static ssize_t srv_send(nghttp2_session *ng, const uint8_t *data, size_t len, int flags, void *arg)
+{
+    (void)ng, (void)flags;
+    struct h2srv *h = arg;
+    char *copy = xmalloc(len + 1);
+    memcpy(copy, data, len);
+    copy[len] = '\0';
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(h->r->peer, copy + off, len - off);
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    free(copy);
+    return (ssize_t)len;
+}
+
+static int srv_begin_headers(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+    (void)ng, (void)f;
+    struct h2srv *h = arg;
+    if (++h->open > h->max_open)
+        h->max_open = h->open;
+    return 0;
+}
+
+static int srv_frame_recv(nghttp2_session *ng, const nghttp2_frame *f, void *arg)
+{
+    (void)ng;
+    struct h2srv *h = arg;
+    if ((f->hd.type == NGHTTP2_HEADERS || f->hd.type == NGHTTP2_DATA) &&
+        (f->hd.flags & NGHTTP2_FLAG_END_STREAM) && h->nrequests < 256)
+        h->requests[h->nrequests++] = f->hd.stream_id;
+    if (f->hd.type == NGHTTP2_SETTINGS && (f->hd.flags & NGHTTP2_FLAG_ACK))
+        h->settings_acks++;
+    if (f->hd.type == NGHTTP2_PING && (f->hd.flags & NGHTTP2_FLAG_ACK))
+        h->ping_acks++;
+    return 0;
+}
+
+static int srv_data(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                    void *arg)
+{
+    (void)ng, (void)flags, (void)id, (void)data;
+    struct h2srv *h = arg;
+    h->data_in += len;
+    return 0;
+}
+
+static int srv_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *arg)
+{
+    (void)ng, (void)id, (void)code;
+    struct h2srv *h = arg;
+    h->open--;
+    return 0;
+}
+
+/* The server side of the connection just accepted: its SETTINGS allow
+ * max_streams streams (0 for none said). */
+static struct h2srv *srv_new(struct rig *r, uint32_t max_streams)
+{
+    struct h2srv *h = xcalloc(1, sizeof *h);
+    nghttp2_session_callbacks *cb;
+    h->r = r;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_send_callback(cb, srv_send);
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, srv_begin_headers);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, srv_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, srv_stream_close);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, srv_data);
+    nghttp2_session_server_new(&h->ng, cb, h);
+    nghttp2_session_callbacks_del(cb);
+    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, max_streams};
+    nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, &iv, max_streams ? 1 : 0);
+    nghttp2_session_send(h->ng);
+    return h;
+}
+
+static void srv_free(struct h2srv *h)
+{
+    nghttp2_session_del(h->ng);
+    free(h);
+}
+
+/* Reads what the client sent and sends what the server has to, until cond
+ * holds or ms pass, turning the client's loop meanwhile. */
+#define SRV_UNTIL(h, cond, ms)                                                                     \
+    do {                                                                                           \
+        uint64_t srv_end_ = clock_us() + (ms)*1000ULL;                                             \
+        while (!(cond) && clock_us() < srv_end_)                                                   \
+            srv_turn(h);                                                                           \
+    } while (0)
+
+static void srv_turn(struct h2srv *h)
+{
+    char buf[16384];
+    spin(h->r, 1);
+    struct pollfd p = {.fd = h->r->peer, .events = POLLIN};
+    if (poll(&p, 1, 1) == 1) {
+        ssize_t n = read(h->r->peer, buf, sizeof buf);
+        if (n > 0)
+            nghttp2_session_mem_recv(h->ng, (const uint8_t *)buf, (size_t)n);
+    }
+    nghttp2_session_send(h->ng);
+}
+
+static ssize_t srv_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len, uint32_t *flags,
+                        nghttp2_data_source *src, void *arg)
+{
+    (void)ng, (void)id, (void)arg;
+    const char *body = src->ptr;
+    size_t n = strlen(body) < len ? strlen(body) : len;
+    memcpy(buf, body, n);
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return (ssize_t)n;
+}
+
+#define NV(n, v)                                                                                   \
+    {                                                                                              \
+        (uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, sizeof(v) - 1, NGHTTP2_NV_FLAG_NONE         \
+    }
+
+static void srv_answer(struct h2srv *h, int32_t id)
+{
+    static char body[] = "ok";
+    nghttp2_nv nv[] = {NV(":status", "200"), NV("Content-Type", "text/plain"),
+                       NV("x-volley", "Yes: really")};
+    nghttp2_data_provider prd = {.source.ptr = body, .read_callback = srv_body};
+    nghttp2_submit_response(h->ng, id, nv, 3, &prd);
+    nghttp2_session_send(h->ng);
+}
+
+static struct rig *rig_h2(size_t streams, uint64_t budget)
+{
+    struct rig *r = rig_new_proto(&proto_h2, streams);
+    if (budget)
+        rig_budget(r, budget);
+    return r;
+}
+
+TEST(h2_streams_go_out_together_capped_by_the_server)
+{
+    struct rig *r = rig_h2(8, 12);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 4);
+    size_t answered = 0;
+    uint64_t end = clock_us() + 2000000;
+    while (!r->spent && clock_us() < end) {
+        srv_turn(h);
+        while (answered < h->nrequests)
+            srv_answer(h, h->requests[answered++]);
+    }
+    CHECK(r->spent);
+    CHECK_U64(r->stats.requests, 12);
+    CHECK_U64(h->nrequests, 12);
+    /* Before the server's SETTINGS came, the first batch went out whole
+     * (nghttp2 assumes 100); after them, never more than 4 at once. */
+    CHECK(h->max_open >= 4);
+    CHECK_U64(r->stats.h2.streams, 4);
+    CHECK_U64(r->stats.h2.settings, 1);
+    CHECK_U64(r->stats.connects, 1);
+    CHECK_U64(r->stats.errors.read + r->stats.errors.timeout, 0);
+    CHECK(h->settings_acks >= 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_one_write_carries_a_whole_batch_of_streams)
+{
+    struct rig *r = rig_h2(16, 0);
+    r->env.timeout_us = 10000000;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    spin(r, 20);
+    /* The preface and SETTINGS, then the 16 HEADERS frames in one write. */
+    CHECK_U64(io.writes, 2);
+    CHECK_U64(r->stats.sent, 16);
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 16, 1000);
+    CHECK_U64(h->nrequests, 16);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_goaway_sends_unprocessed_requests_again)
+{
+    struct rig *r = rig_h2(4, 6);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 4, 1000);
+    CHECK_U64(h->nrequests, 4);
+    srv_answer(h, h->requests[0]);
+    srv_answer(h, h->requests[1]);
+    /* Processed up to the second stream: the third and fourth were not. */
+    nghttp2_submit_goaway(h->ng, NGHTTP2_FLAG_NONE, h->requests[1], NGHTTP2_NO_ERROR, NULL, 0);
+    nghttp2_session_send(h->ng);
+    RUN_UNTIL(r, r->stats.reconnects == 1, 1000);
+    CHECK_U64(r->stats.requests, 2);
+    CHECK_U64(r->stats.h2.goaways, 1);
+    CHECK_U64(r->stats.h2.refused, 2);
+    CHECK_U64(r->stats.errors.read, 0);
+    /* The connection drained and closed: the rest goes on a new one. */
+    srv_free(h);
+    CHECK(accept_peer(r));
+    h = srv_new(r, 100);
+    size_t answered = 0;
+    uint64_t end = clock_us() + 1000000;
+    while (!r->spent && clock_us() < end) {
+        srv_turn(h);
+        while (answered < h->nrequests)
+            srv_answer(h, h->requests[answered++]);
+    }
+    CHECK(r->spent);
+    CHECK_U64(h->nrequests, 4);
+    CHECK_U64(r->stats.requests, 6);
+    CHECK_U64(r->stats.sent, 8);
+    CHECK_U64(r->stats.errors.read + r->stats.errors.timeout, 0);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_refused_stream_is_sent_again_and_a_reset_one_counted)
+{
+    struct rig *r = rig_h2(2, 3);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 2, 1000);
+    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[0], NGHTTP2_REFUSED_STREAM);
+    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[1], NGHTTP2_CANCEL);
+    nghttp2_session_send(h->ng);
+    size_t answered = 2;
+    uint64_t end = clock_us() + 1000000;
+    while (!r->spent && clock_us() < end) {
+        srv_turn(h);
+        while (answered < h->nrequests)
+            srv_answer(h, h->requests[answered++]);
+    }
+    CHECK(r->spent);
+    /* Three outcomes: the cancelled one an error, then two answers. */
+    CHECK_U64(h->nrequests, 4);
+    CHECK_U64(r->stats.requests, 2);
+    CHECK_U64(r->stats.errors.read, 1);
+    CHECK_U64(r->stats.causes[CAUSE_STREAM_RESET], 1);
+    CHECK_U64(r->stats.h2.refused, 1);
+    CHECK_U64(r->stats.h2.resets[NGHTTP2_REFUSED_STREAM], 1);
+    CHECK_U64(r->stats.h2.resets[NGHTTP2_CANCEL], 1);
+    CHECK_U64(r->stats.connects, 1); /* a stream's reset keeps the connection */
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_acknowledgements_go_out_with_no_request)
+{
+    struct rig *r = rig_h2(1, 0);
+    rig_budget(r, 0); /* nothing to send */
+    conn_start(&r->conn, false);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    nghttp2_submit_ping(h->ng, NGHTTP2_FLAG_NONE, (const uint8_t *)"12345678");
+    nghttp2_session_send(h->ng);
+    SRV_UNTIL(h, h->settings_acks && h->ping_acks, 1000);
+    CHECK_U64(h->settings_acks, 1);
+    CHECK_U64(h->ping_acks, 1);
+    CHECK_U64(h->nrequests, 0);
+    CHECK_U64(r->stats.sent, 0);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_settings_never_acknowledged_time_out)
+{
+    struct rig *r = rig_h2(1, 0);
+    r->env.timeout_us = 50000;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r)); /* a peer that reads and never says a thing */
+    RUN_UNTIL(r, r->stats.errors.timeout > 0, 1000);
+    CHECK_U64(r->stats.errors.timeout, 1);
+    CHECK_U64(r->stats.causes[CAUSE_SETTINGS_TIMEOUT], 1);
+    rig_free(r);
+}
+
+TEST(h2_oldest_stream_times_out_alone)
+{
+    struct rig *r = rig_h2(2, 2);
+    r->env.timeout_us = 100000;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 2);
+    SRV_UNTIL(h, h->nrequests == 2, 1000);
+    srv_answer(h, h->requests[1]);
+    RUN_UNTIL(r, r->stats.errors.timeout > 0, 1000);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.errors.timeout, 1);
+    CHECK_U64(r->stats.causes[CAUSE_RESPONSE_TIMEOUT], 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_server_allowing_no_stream_times_out_as_such)
+{
+    struct rig *r = rig_h2(1, 1);
+    atomic_store(&r->budget.unsent, 0); /* held back until the SETTINGS are in */
+    r->env.timeout_us = 100000;
+    conn_start(&r->conn, false);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 0);
+    nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 0};
+    nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, &iv, 1);
+    SRV_UNTIL(h, r->stats.h2.settings == 2 && h->settings_acks, 1000);
+    CHECK_U64(r->stats.h2.streams, 0);
+    atomic_store(&r->budget.unsent, 1);
+    conn_kick(&r->conn); /* now a request may go: it gets no stream */
+    RUN_UNTIL(r, r->stats.errors.timeout > 0, 1000);
+    CHECK_U64(h->nrequests, 0);
+    CHECK_U64(r->stats.errors.timeout, 1);
+    CHECK_U64(r->stats.causes[CAUSE_STREAM_LIMIT], 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_garbage_is_a_protocol_error)
+{
+    struct rig *r = rig_h2(1, 0);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    peer_write(r, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    RUN_UNTIL(r, r->stats.errors.read > 0, 1000);
+    CHECK_U64(r->stats.errors.read, 1);
+    CHECK_U64(r->stats.causes[CAUSE_H2_PROTOCOL], 1);
+    CHECK_U64(r->stats.requests, 0);
+    rig_free(r);
+}
+
+TEST(h2_close_with_streams_in_flight_counts_each)
+{
+    struct rig *r = rig_h2(3, 0);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 3, 1000);
+    close(r->peer);
+    r->peer = -1;
+    RUN_UNTIL(r, r->stats.errors.read > 0, 1000);
+    CHECK_U64(r->stats.errors.read, 3);
+    CHECK_U64(r->stats.causes[CAUSE_CLOSED], 3);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_response_hook_gets_lower_case_fields_and_the_body)
+{
+    struct rig *r = rig_h2(1, 1);
+    r->env.want_head = r->env.want_body = true;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 1000);
+    srv_answer(h, h->requests[0]);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->responses_seen, 1);
+    CHECK_STR(r->fields_seen, "content-type: text/plain\r\nx-volley: Yes: really\r\n");
+    CHECK_STR(r->body_seen, "ok");
+    CHECK(r->lower_seen);
+    CHECK_U64(r->stats.status[200], 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_request_body_goes_out_in_data_frames)
+{
+    struct rig *r = rig_h2(1, 1);
+    char req[40100];
+    int head =
+        snprintf(req, sizeof req, "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 40000\r\n\r\n");
+    memset(req + head, 'x', 40000);
+    req[head + 40000] = '\0';
+    rig_requests(r, req, 1);
+    io.write_cap = 1000; /* short writes all along */
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 2000);
+    CHECK_U64(h->nrequests, 1);
+    CHECK_U64(h->data_in, 40000);
+    srv_answer(h, h->requests[0]);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK(io.writes >= 40);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_interim_responses_are_skipped)
+{
+    struct rig *r = rig_h2(1, 1);
+    r->env.want_head = true;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 1000);
+    nghttp2_nv hints[] = {NV(":status", "103"), NV("link", "</s.css>; rel=preload")};
+    nghttp2_submit_headers(h->ng, NGHTTP2_FLAG_NONE, h->requests[0], NULL, hints, 2, NULL);
+    nghttp2_session_send(h->ng);
+    srv_answer(h, h->requests[0]);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.status[200], 1);
+    CHECK_U64(r->stats.status[103], 0);
+    CHECK_STR(r->fields_seen, "content-type: text/plain\r\nx-volley: Yes: really\r\n");
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_response_without_a_status_is_malformed)
+{
+    struct rig *r = rig_h2(1, 1);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 1000);
+    nghttp2_nv nv[] = {NV("content-type", "text/plain")};
+    nghttp2_submit_response(h->ng, h->requests[0], nv, 1, NULL);
+    nghttp2_session_send(h->ng);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->stats.requests, 0);
+    CHECK_U64(r->stats.errors.read, 1);
+    CHECK_U64(r->stats.causes[CAUSE_H2_PROTOCOL], 1);
+    CHECK_U64(r->stats.connects, 1); /* the stream's error, not the connection's */
+    srv_free(h);
     rig_free(r);
 }

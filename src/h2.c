@@ -1,0 +1,764 @@
+/* The HTTP/2 session (RFC 9113) over libnghttp2: one client session per
+ * connection, with no I/O of its own. What the connection reads goes to
+ * nghttp2_session_mem_recv; what nghttp2_session_mem_send serializes is
+ * gathered into one output buffer, so a turn of the loop costs one write
+ * however many frames it carries. Each request is a stream with a record of
+ * its own (when it was submitted and sent, its status, what the response()
+ * hook asks for), kept in submission order: the oldest gives the response
+ * timeout. Header lists and bodies come from the batch's request bytes
+ * through h2req without copies, and stay alive until nghttp2 is done with
+ * the stream.
+ *
+ * Every request ends once: answered (END_STREAM), failed (RST_STREAM, or
+ * the connection's error), or handed back to -n's budget to be sent again
+ * when the server did not process it (REFUSED_STREAM, above a GOAWAY's last
+ * stream id, or never sent before the GOAWAY came).
+ * SPDX-License-Identifier: MIT */
+#include <nghttp2/nghttp2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "conn.h"
+#include "h2req.h"
+#include "http.h"
+#include "pool.h"
+#include "proto.h"
+#include "request.h"
+#include "xalloc.h"
+
+/* The flow-control windows volley opens to the server, for each stream and
+ * for the connection (h2load's default): responses never wait for a
+ * WINDOW_UPDATE, and few are sent. */
+#define H2_WINDOW ((1 << 30) - 1)
+/* Output gathered from nghttp2 before it is written. */
+#define H2_OUT_MAX (64 * 1024)
+/* Stream ids end at 2^31 - 1 (RFC 9113 §5.1.1): a connection near the end
+ * takes no more batches, finishes its streams and is reopened. */
+#define H2_LAST_ID 0x7fffffff
+/* What a stream's response buffers may keep once it is done. */
+#define H2_KEEP (16 * 1024)
+
+/* The bytes of a batch request() returned, copied: the connection's own
+ * buffer is refilled by the next batch while this one is in flight. */
+struct h2_batch {
+    struct h2_batch *next_free;
+    struct request req;
+    struct h2req conv;
+    size_t open; /* its streams nghttp2 may still read from */
+    bool valid;  /* conv is the conversion of req */
+};
+
+struct h2_stream {
+    struct h2_stream *prev, *next; /* in flight, oldest first; next: the free list */
+    struct h2_batch *batch;        /* NULL for the static request */
+    const struct h2req_msg *msg;
+    size_t body_off;    /* of msg's body, handed to nghttp2 */
+    uint64_t queued_at; /* submitted: --timeout counts from here */
+    uint64_t start_at;  /* where latency counts from under -R, else 0 */
+    uint64_t sent_at;   /* its HEADERS frame went out, 0 until then */
+    int status;
+    bool final;              /* its final (non-1xx) response head has come */
+    bool ended;              /* answered, failed or handed back */
+    bool reset;              /* the server reset it */
+    bool used;               /* not on the free list */
+    struct buf fields, body; /* for the response() hook */
+};
+
+struct h2 {
+    nghttp2_session *ng; /* while the connection is open */
+    nghttp2_session_callbacks *callbacks;
+    nghttp2_option *option;
+    struct pool pool; /* nghttp2's memory, reused across streams and reconnects */
+    nghttp2_mem mem;
+    struct h2_stream *head, *tail; /* in flight */
+    size_t inflight;
+    size_t limit;           /* streams it may have open: -m, capped by the server */
+    uint64_t settings_at;   /* its SETTINGS went out unacknowledged, or 0 */
+    uint64_t now;           /* of the input or output being handled */
+    struct h2_stream *last; /* stream_of's: the record of stream last_id */
+    int32_t last_id;
+    size_t batches; /* sent on this connection */
+    bool draining;  /* no new stream: GOAWAY, or out of stream ids */
+    bool failed;    /* the connection failed, for the reason in why */
+    enum cause why;
+    struct buf out; /* gathered output; out_off of it written */
+    size_t out_off;
+    bool offered; /* out was handed to a write: it may not grow until written */
+    /* The static request's conversion, made once. */
+    const struct request *static_req;
+    const char *static_data;
+    size_t static_len;
+    struct h2req static_conv;
+    /* Every record ever made, and those free to reuse. */
+    struct h2_stream **streams, *free_streams;
+    size_t nstreams;
+    struct h2_batch **all_batches, *free_batches;
+    size_t nbatches;
+};
+
+static struct h2 *session_of(struct conn *c) { return c->session; }
+
+static void fail(struct h2 *s, enum cause why)
+{
+    if (!s->failed) {
+        s->failed = true;
+        s->why = why;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static struct h2_stream *stream_take(struct h2 *s)
+{
+    struct h2_stream *st = s->free_streams;
+    if (st) {
+        s->free_streams = st->next;
+    } else {
+        st = xcalloc(1, sizeof *st);
+        s->streams = xrealloc(s->streams, (s->nstreams + 1) * sizeof *s->streams);
+        s->streams[s->nstreams++] = st;
+    }
+    st->used = true;
+    return st;
+}
+
+static void batch_put(struct h2 *s, struct h2_batch *b)
+{
+    b->next_free = s->free_batches;
+    s->free_batches = b;
+}
+
+/* nghttp2 is done with the stream: its record, and its batch once every
+ * stream of it is done, can be reused. */
+static void stream_put(struct h2 *s, struct h2_stream *st)
+{
+    if (s->last == st)
+        s->last_id = 0;
+    if (st->batch && --st->batch->open == 0)
+        batch_put(s, st->batch);
+    buf_reset(&st->fields, H2_KEEP);
+    buf_reset(&st->body, H2_KEEP);
+    st->used = false;
+    st->next = s->free_streams;
+    s->free_streams = st;
+}
+
+static void unlink_stream(struct h2 *s, struct h2_stream *st)
+{
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->head = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    else
+        s->tail = st->prev;
+    st->prev = st->next = NULL;
+    st->ended = true;
+    s->inflight--;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Outcomes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void answered(struct conn *c, struct h2_stream *st)
+{
+    struct h2 *s = session_of(c);
+    struct proto_response r = {.status = st->status, .lower_case = true};
+    unlink_stream(s, st);
+    if (c->env->response) {
+        r.fields = st->fields.data;
+        r.fields_len = st->fields.len;
+        r.body = st->body.data;
+        r.body_len = st->body.len;
+    }
+    uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
+    conn_response(c, &r, st->start_at ? st->start_at : sent, sent, s->now);
+}
+
+/* The server did not process it: -n sends it again. */
+static void refused(struct conn *c, struct h2_stream *st)
+{
+    unlink_stream(session_of(c), st);
+    c->env->stats->h2.refused++;
+    conn_requests_returned(c, 1);
+}
+
+static void stream_failed(struct conn *c, struct h2_stream *st, enum cause why)
+{
+    unlink_stream(session_of(c), st);
+    conn_request_failed(c, why);
+}
+
+/* The connection failed with a GOAWAY this error code, ours or the server's. */
+static enum cause goaway_cause(uint32_t code)
+{
+    switch (code) {
+    case NGHTTP2_FLOW_CONTROL_ERROR:
+        return CAUSE_FLOW_CONTROL;
+    case NGHTTP2_ENHANCE_YOUR_CALM:
+        return CAUSE_H2_FLOOD;
+    default:
+        return CAUSE_H2_PROTOCOL;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* nghttp2's callbacks (user_data is the connection)                          */
+/* ------------------------------------------------------------------------ */
+
+/* The record of stream id. The callbacks of one frame, and of one response,
+ * come one after the other: the last one found is kept. */
+static struct h2_stream *stream_of(struct h2 *s, int32_t id)
+{
+    if (id != s->last_id) {
+        s->last = nghttp2_session_get_stream_user_data(s->ng, id);
+        s->last_id = id;
+    }
+    return s->last;
+}
+
+/* :status is three digits (RFC 9113 §8.3.2); anything else is 0. */
+static int status_of(const uint8_t *v, size_t n)
+{
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (n != 3 || v[i] < '0' || v[i] > '9')
+            return 0;
+        status = status * 10 + (v[i] - '0');
+    }
+    return status;
+}
+
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user_data)
+{
+    (void)ng, (void)flags;
+    struct conn *c = user_data;
+    bool status = namelen == 7 && memcmp(name, ":status", 7) == 0;
+    if (!status && !c->env->want_head)
+        return 0;
+    struct h2_stream *st = stream_of(session_of(c), frame->hd.stream_id);
+    if (!st || st->final || st->ended)
+        return 0;
+    if (status) {
+        st->status = status_of(value, valuelen);
+    } else if (name[0] != ':') {
+        /* The hook gets the fields as lines: a field that would not be one
+         * line (RFC 9113 §8.2.1 allows no CR, LF or NUL, nor capitals in
+         * names) makes the response malformed, and its stream is reset. */
+        if (!nghttp2_check_header_name(name, namelen) ||
+            !nghttp2_check_header_value(value, valuelen))
+            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        buf_append(&st->fields, name, namelen);
+        buf_append(&st->fields, ": ", 2);
+        buf_append(&st->fields, value, valuelen);
+        buf_append(&st->fields, "\r\n", 2);
+    }
+    return 0;
+}
+
+static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *user_data)
+{
+    (void)ng, (void)flags;
+    struct conn *c = user_data;
+    if (!c->env->want_body)
+        return 0;
+    struct h2_stream *st = stream_of(session_of(c), id);
+    if (st && !st->ended)
+        buf_append(&st->body, data, len);
+    return 0;
+}
+
+/* The server's SETTINGS: how many streams a connection may have open. */
+static void on_settings(struct conn *c)
+{
+    struct h2 *s = session_of(c);
+    struct h2_stats *h2 = &c->env->stats->h2;
+    uint32_t most =
+        nghttp2_session_get_remote_settings(s->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+    s->limit = most < c->env->streams ? most : c->env->streams;
+    if (!h2->settings || s->limit < h2->streams)
+        h2->streams = s->limit;
+    h2->settings++;
+}
+
+static void on_goaway(struct conn *c, const nghttp2_goaway *g)
+{
+    struct h2 *s = session_of(c);
+    c->env->stats->h2.goaways++;
+    s->draining = true;
+    /* nghttp2 will start no stream now: those whose HEADERS have not gone
+     * out never will. Those above last_stream_id it closes with
+     * REFUSED_STREAM right after this; those below may still be answered. */
+    for (struct h2_stream *st = s->head, *next; st; st = next) {
+        next = st->next;
+        if (!st->sent_at)
+            refused(c, st);
+    }
+    if (g->error_code != NGHTTP2_NO_ERROR)
+        fail(s, CAUSE_GOAWAY);
+}
+
+static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+    (void)ng;
+    struct conn *c = user_data;
+    struct h2_stream *st;
+    if (c->env->stopping)
+        return 0;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_DATA:
+        st = stream_of(session_of(c), frame->hd.stream_id);
+        if (!st || st->ended)
+            break;
+        if (frame->hd.type == NGHTTP2_HEADERS && st->status >= 200) {
+            st->final = true; /* trailers after it are not the hook's */
+        } else if (frame->hd.type == NGHTTP2_HEADERS) {
+            /* A 1xx interim head: the final one starts afresh. */
+            st->status = 0;
+            buf_clear(&st->fields);
+        }
+        /* A stream that ends without a final head (no :status, or a 1xx
+         * one) carried a malformed response. */
+        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
+            if (st->final)
+                answered(c, st);
+            else
+                stream_failed(c, st, CAUSE_H2_PROTOCOL);
+        }
+        break;
+    case NGHTTP2_SETTINGS:
+        if (frame->hd.flags & NGHTTP2_FLAG_ACK)
+            session_of(c)->settings_at = 0;
+        else
+            on_settings(c);
+        break;
+    case NGHTTP2_RST_STREAM: {
+        uint32_t code = frame->rst_stream.error_code;
+        c->env->stats->h2.resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
+        if ((st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
+            st->reset = true;
+        break;
+    }
+    case NGHTTP2_GOAWAY:
+        on_goaway(c, &frame->goaway);
+        break;
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user_data)
+{
+    (void)ng;
+    struct conn *c = user_data;
+    struct h2_stream *st = stream_of(session_of(c), id);
+    if (!st)
+        return 0;
+    if (!st->ended && !c->env->stopping) {
+        if (code == NGHTTP2_REFUSED_STREAM)
+            refused(c, st);
+        else if (st->reset)
+            stream_failed(c, st, CAUSE_STREAM_RESET);
+        else /* nghttp2 reset it: the response broke the protocol */
+            stream_failed(c, st, CAUSE_H2_PROTOCOL);
+    }
+    if (!st->ended) /* stopping: the connection hands it back */
+        return 0;
+    stream_put(session_of(c), st);
+    return 0;
+}
+
+static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+    (void)ng;
+    struct conn *c = user_data;
+    struct h2 *s = session_of(c);
+    struct h2_stream *st;
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
+        (st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
+        st->sent_at = s->now;
+    else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
+        fail(s, goaway_cause(frame->goaway.error_code)); /* nghttp2 ended it */
+    return 0;
+}
+
+/* A request body: nghttp2 asks how much goes in the next DATA frame, then
+ * send_body writes the frame straight from the request's bytes. */
+static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *source, void *user_data)
+{
+    (void)ng, (void)id, (void)buf, (void)user_data;
+    struct h2_stream *st = source->ptr;
+    size_t n = st->msg->body_len - st->body_off;
+    *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+    if (n <= length)
+        *flags |= NGHTTP2_DATA_FLAG_EOF; /* the rest fits in this frame */
+    else
+        n = length;
+    st->body_off += n;
+    return (ssize_t)n;
+}
+
+static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                     size_t length, nghttp2_data_source *source, void *user_data)
+{
+    (void)ng, (void)frame;
+    struct h2 *s = session_of(user_data);
+    struct h2_stream *st = source->ptr;
+    /* Past the size of one write, nghttp2 offers the frame again later. */
+    if (s->out.len && s->out.len + 9 + length > H2_OUT_MAX)
+        return NGHTTP2_ERR_WOULDBLOCK;
+    buf_append(&s->out, framehd, 9);
+    buf_append(&s->out, st->msg->body + st->body_off - length, length);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The operations                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* nghttp2's allocator: the session's pool. */
+static void *mem_malloc(size_t size, void *pool) { return pool_alloc(pool, size); }
+static void mem_free(void *ptr, void *pool) { pool_put(pool, ptr); }
+static void *mem_calloc(size_t n, size_t size, void *pool) { return pool_calloc(pool, n, size); }
+static void *mem_realloc(void *ptr, size_t size, void *pool)
+{
+    return pool_realloc(pool, ptr, size);
+}
+
+static void *h2_new(struct conn *c)
+{
+    (void)c;
+    struct h2 *s = xcalloc(1, sizeof *s);
+    nghttp2_session_callbacks *cb;
+    if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
+        die("out of memory");
+    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
+    nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_send_data_callback(cb, send_body);
+    s->callbacks = cb;
+    /* Closed streams are not kept for a priority tree volley never uses. */
+    nghttp2_option_set_no_closed_streams(s->option, 1);
+    nghttp2_option_set_no_http_messaging(s->option, 1);
+    s->mem = (nghttp2_mem){&s->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    return s;
+}
+
+static void h2_free(void *session)
+{
+    struct h2 *s = session;
+    if (s->ng)
+        nghttp2_session_del(s->ng);
+    for (size_t i = 0; i < s->nstreams; i++) {
+        buf_free(&s->streams[i]->fields);
+        buf_free(&s->streams[i]->body);
+        free(s->streams[i]);
+    }
+    for (size_t i = 0; i < s->nbatches; i++) {
+        request_free(&s->all_batches[i]->req);
+        h2req_free(&s->all_batches[i]->conv);
+        free(s->all_batches[i]);
+    }
+    free(s->streams);
+    free(s->all_batches);
+    h2req_free(&s->static_conv);
+    buf_free(&s->out);
+    nghttp2_session_callbacks_del(s->callbacks);
+    nghttp2_option_del(s->option);
+    pool_clear(&s->pool);
+    free(s);
+}
+
+static void h2_open(struct conn *c)
+{
+    struct h2 *s = session_of(c);
+    static const nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    if (nghttp2_session_client_new3(&s->ng, s->callbacks, c, s->option, &s->mem) != 0 ||
+        nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, settings,
+                                sizeof settings / sizeof settings[0]) != 0 ||
+        nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0, H2_WINDOW) != 0)
+        die("out of memory");
+    s->settings_at = clock_us();
+    s->last_id = 0;
+    s->limit = c->env->streams;
+    s->batches = 0;
+    s->draining = s->failed = false;
+}
+
+static bool h2_ready(const struct conn *c)
+{
+    const struct h2 *s = c->session;
+    if (!s->ng || s->draining || s->failed || (c->env->no_keepalive && s->batches))
+        return false;
+    return s->inflight == 0 || s->inflight + c->env->depth <= s->limit;
+}
+
+/* The static request's conversion: it stays the same for the whole run. */
+static const struct h2req *static_conv(struct h2 *s, const struct request *r, bool tls)
+{
+    char err[256];
+    if (s->static_req != r || s->static_data != r->data || s->static_len != r->len) {
+        if (!h2req_build(&s->static_conv, r, tls, err, sizeof err))
+            die("the request cannot be sent over HTTP/2: %s", err);
+        s->static_req = r;
+        s->static_data = r->data;
+        s->static_len = r->len;
+    }
+    return &s->static_conv;
+}
+
+/* A copy of what request() returned, converted, unless the record holds
+ * the same bytes already (most scripts return the same few requests). */
+static struct h2_batch *batch_conv(struct h2 *s, const struct request *r, bool tls)
+{
+    char err[256];
+    struct h2_batch *b = s->free_batches;
+    if (b) {
+        s->free_batches = b->next_free;
+    } else {
+        b = xcalloc(1, sizeof *b);
+        s->all_batches = xrealloc(s->all_batches, (s->nbatches + 1) * sizeof *s->all_batches);
+        s->all_batches[s->nbatches++] = b;
+    }
+    b->open = 0;
+    if (b->valid && b->req.len == r->len && memcmp(b->req.data, r->data, r->len) == 0)
+        return b;
+    b->valid = false;
+    if (r->len + 1 > b->req.cap) {
+        b->req.cap = r->len + 1;
+        b->req.data = xrealloc(b->req.data, b->req.cap);
+    }
+    memcpy(b->req.data, r->data, r->len);
+    b->req.data[r->len] = '\0';
+    b->req.len = r->len;
+    /* HTTP/1.1 sends what request() returns as it is; HTTP/2 must read it. */
+    size_t n = http_request_parse(b->req.data, r->len, NULL, 0, err, sizeof err);
+    if (n == 0)
+        die("request() returned a malformed request: %s", err);
+    if (n != r->depth)
+        die("request() returned %zu requests where its first call returned %zu: over HTTP/2 "
+            "every call must return as many",
+            n, r->depth);
+    b->req.depth = n;
+    if (!h2req_build(&b->conv, &b->req, tls, err, sizeof err))
+        die("request() returned a request HTTP/2 cannot carry: %s", err);
+    b->valid = true;
+    return b;
+}
+
+static void h2_submit(struct conn *c, const struct request *r, size_t n, uint64_t now,
+                      uint64_t start_at)
+{
+    struct h2 *s = session_of(c);
+    struct h2_batch *b = r == &c->own ? batch_conv(s, r, c->env->tls) : NULL;
+    const struct h2req *conv = b ? &b->conv : static_conv(s, r, c->env->tls);
+    s->batches++;
+    for (size_t i = 0; i < n; i++) {
+        struct h2_stream *st = stream_take(s);
+        st->batch = b;
+        st->msg = &conv->msgs[i];
+        st->body_off = 0;
+        st->queued_at = now;
+        st->start_at = start_at;
+        st->sent_at = 0;
+        st->status = 0;
+        st->final = st->ended = st->reset = false;
+        nghttp2_data_provider body = {.source.ptr = st, .read_callback = read_body};
+        int32_t id = nghttp2_submit_request(s->ng, NULL, st->msg->nv, st->msg->nvlen,
+                                            st->msg->body_len ? &body : NULL, st);
+        /* h2req checked the fields, and the ids are watched below. */
+        if (id < 0)
+            die("HTTP/2: cannot submit a request: %s", nghttp2_strerror(id));
+        if (b)
+            b->open++;
+        st->prev = s->tail;
+        st->next = NULL;
+        if (s->tail)
+            s->tail->next = st;
+        else
+            s->head = st;
+        s->tail = st;
+        s->inflight++;
+    }
+    if ((uint64_t)nghttp2_session_get_next_stream_id(s->ng) + 2 * c->env->depth > H2_LAST_ID)
+        s->draining = true;
+}
+
+/* Serialize what nghttp2 has to send into the output buffer, up to the size
+ * of one write, unless that buffer is already handed to a write. */
+static void fill(struct h2 *s)
+{
+    if (!s->ng || s->offered)
+        return;
+    s->now = clock_us(); /* when the HEADERS frames serialized now go out */
+    while (s->out.len < H2_OUT_MAX) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(s->ng, &data);
+        if (n < 0)
+            fail(s, CAUSE_H2_PROTOCOL);
+        if (n <= 0)
+            break;
+        buf_append(&s->out, data, (size_t)n);
+    }
+}
+
+static size_t h2_output(struct conn *c, const char **data)
+{
+    struct h2 *s = session_of(c);
+    fill(s);
+    if (s->out_off == s->out.len)
+        return 0;
+    s->offered = true;
+    *data = s->out.data + s->out_off;
+    return s->out.len - s->out_off;
+}
+
+static void h2_wrote(struct conn *c, size_t n)
+{
+    struct h2 *s = session_of(c);
+    s->out_off += n;
+    if (s->out_off == s->out.len) {
+        s->out.len = s->out_off = 0;
+        s->offered = false;
+    }
+}
+
+/* After input: whether the connection goes on. */
+static enum proto_status verdict(struct conn *c, enum cause *cause)
+{
+    struct h2 *s = session_of(c);
+    if (s->failed) {
+        *cause = s->why;
+        return PROTO_FAIL;
+    }
+    /* Done with: after a GOAWAY, near the end of the stream ids, or with
+     * --no-keepalive after its batch. */
+    if (s->inflight == 0 && (s->draining || (c->env->no_keepalive && s->batches)))
+        return PROTO_CLOSE;
+    return PROTO_OK;
+}
+
+static enum proto_status h2_input(struct conn *c, const char *buf, size_t len, uint64_t now,
+                                  enum cause *cause)
+{
+    struct h2 *s = session_of(c);
+    s->now = now;
+    ssize_t rv = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, len);
+    if (c->env->stopping)
+        return PROTO_OK;
+    if (rv < 0)
+        fail(s, rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
+                    ? CAUSE_H2_FLOOD
+                    : CAUSE_H2_PROTOCOL);
+    /* Serialize the replies now (the connection writes them next, with
+     * any new requests): an error nghttp2 found in what came shows as the
+     * GOAWAY it queued. */
+    fill(s);
+    return verdict(c, cause);
+}
+
+static enum proto_status h2_eof(struct conn *c, uint64_t now, enum cause *cause)
+{
+    (void)now;
+    struct h2 *s = session_of(c);
+    if (s->failed) {
+        *cause = s->why;
+        return PROTO_FAIL;
+    }
+    if (s->inflight == 0) /* an idle connection, or one that drained */
+        return PROTO_CLOSE;
+    *cause = CAUSE_CLOSED;
+    return PROTO_FAIL;
+}
+
+static size_t h2_inflight(const struct conn *c)
+{
+    const struct h2 *s = c->session;
+    return s->inflight;
+}
+
+static uint64_t h2_oldest(const struct conn *c)
+{
+    const struct h2 *s = c->session;
+    uint64_t t = s->head ? s->head->queued_at : 0;
+    if (s->settings_at && (!t || s->settings_at < t))
+        t = s->settings_at;
+    return t;
+}
+
+static enum cause h2_expired(const struct conn *c)
+{
+    const struct h2 *s = c->session;
+    const struct h2_stream *st = s->head;
+    if (s->settings_at && (!st || s->settings_at <= st->queued_at))
+        return CAUSE_SETTINGS_TIMEOUT;
+    if (st && !st->sent_at) /* the oldest never got a stream */
+        return CAUSE_STREAM_LIMIT;
+    if (st && st->body_off < st->msg->body_len) /* its body waits for a window */
+        return CAUSE_FLOW_CONTROL;
+    return CAUSE_RESPONSE_TIMEOUT;
+}
+
+/* The connection is going: every record goes back, whatever its state
+ * (nghttp2_session_del calls no callback). */
+static void h2_abort(struct conn *c)
+{
+    struct h2 *s = session_of(c);
+    if (s->ng) {
+        nghttp2_session_del(s->ng);
+        s->ng = NULL;
+    }
+    s->head = s->tail = NULL;
+    s->inflight = 0;
+    s->last_id = 0;
+    s->free_streams = NULL;
+    for (size_t i = 0; i < s->nstreams; i++) {
+        struct h2_stream *st = s->streams[i];
+        if (st->used) {
+            st->batch = NULL;
+            stream_put(s, st);
+        } else {
+            st->next = s->free_streams;
+            s->free_streams = st;
+        }
+    }
+    s->free_batches = NULL;
+    for (size_t i = 0; i < s->nbatches; i++)
+        batch_put(s, s->all_batches[i]);
+    s->out.len = s->out_off = 0;
+    s->offered = false;
+    s->settings_at = 0;
+}
+
+const struct proto_ops proto_h2 = {
+    .name = "HTTP/2",
+    .new = h2_new,
+    .free = h2_free,
+    .open = h2_open,
+    .ready = h2_ready,
+    .submit = h2_submit,
+    .output = h2_output,
+    .wrote = h2_wrote,
+    .input = h2_input,
+    .eof = h2_eof,
+    .inflight = h2_inflight,
+    .oldest = h2_oldest,
+    .expired = h2_expired,
+    .abort = h2_abort,
+};

@@ -1,0 +1,108 @@
+/* volley merge's inputs, read strictly (they come from other machines):
+ * each --json result into a part, each --timeline (JSON Lines) into a
+ * series of intervals. merge.c checks that they make one run and adds them
+ * up.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_MERGE_READ_H
+#define VOLLEY_MERGE_READ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cli.h"
+#include "jdoc.h"
+#include "stats.h"
+
+/* One result file, as far as merging needs it. */
+struct part {
+    const char *file;
+    struct jdoc *doc;
+    const struct jdoc *options;
+    const char *url;
+    bool open_model, counted; /* -R, -n */
+    bool http2;               /* --http2 (options.protocol) */
+    uint64_t streams;         /* -m */
+    struct shard shard;       /* count 0 when the file is not a shard */
+    uint64_t threads, connections, requests;
+    double rate;
+    uint64_t time_limit_us; /* 0: none */
+    bool duration_set;
+    uint64_t timeout_us, pipeline;
+    int64_t start_us;
+    uint64_t duration_us;
+    uint64_t interval_us; /* 0: it knows no intervals (merged without timelines) */
+    struct stats stats;
+    struct {
+        double user_s, system_s, wait_s, busiest;
+        bool has_wait;
+        uint64_t cpus;
+    } cpu;
+    struct {
+        bool known; /* --server-pid */
+        double user_s, system_s;
+        pid_t *pids;
+        size_t npids;
+        bool chosen; /* its figures stand for its server's in the whole */
+    } server;
+    struct series *series; /* its timeline, when timelines are merged */
+};
+
+/* An interval's latency as its record gives it: the histogram (still
+ * encoded, until it is added) and the exact figures beside it. */
+struct slice_latency {
+    uint64_t count, max;
+    double mean;
+    char *hdr;
+};
+
+/* One interval of a part's timeline. */
+struct slice {
+    uint64_t length_us, requests, sent, bytes, connects, reconnects;
+    uint64_t status[6]; /* 1xx ... 5xx, and other */
+    struct errors errors;
+    double server_s; /* NaN when not measured */
+    struct slice_latency latency, uncorrected;
+};
+
+/* A part's --timeline (JSON Lines): the run line, then its intervals. */
+struct series {
+    const char *file;
+    char *url;
+    int64_t start_us;  /* the run's, as its result's start_time_us */
+    int64_t origin_us; /* when its interval 0 starts */
+    struct shard shard;
+    bool open_model;
+    uint64_t interval_us;
+    struct slice *slices;
+    size_t n, cap;
+    struct part *part; /* the result of its run */
+    uint64_t offset;   /* the merged interval its first one goes into */
+};
+
+/* Everything given to merge, told apart. */
+struct inputs {
+    struct part *parts;
+    size_t nparts;
+    struct series *series;
+    size_t nseries;
+    bool *seen;        /* for shards: which of them are there */
+    int64_t origin_us; /* when merged interval 0 starts: the earliest part's */
+};
+
+/* Reads the file name ("-": standard input) into a new part or series of
+ * in, whose arrays have room for it. Exits 1 with one line on anything that
+ * is not a well-formed volley result or timeline. */
+void merge_read_file(struct inputs *in, const char *name);
+
+/* The histogram of an interval's latency, with the exact figures its
+ * record gives beside it; where (file and line) is for the message when
+ * they do not fit. */
+struct hist *merge_read_latency(const char *where, const struct slice_latency *l);
+
+/* "volley: FILE: what", and exit 1. */
+void merge_bad(const char *file, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 2, 3)));
+
+#endif
