@@ -530,6 +530,8 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             assert flat[path] == pytest.approx(sent / seconds)
         elif head == "shard":
             assert m["shard"] is None
+        elif head == "http2":  # HTTP/1.1 parts; test_h2.py merges HTTP/2 ones
+            assert m["http2"] is None and all(d["http2"] is None for d in docs)
         elif head == "inputs":
             assert [(i["file"], i["timeline"], i["shard"], i["start_time_us"], i["duration_us"],
                      i["requests"]) for i in m["inputs"]] == \
