@@ -6,12 +6,15 @@
 
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "profile.h"
+#include "threshold.h"
 #include "units.h"
 #include "version.h"
 #include "xalloc.h"
@@ -39,6 +42,11 @@ static const char usage_text[] =
     "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
     "                           or HTTP/1.1 pipelining (default 1)\n"
     "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
+    "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
+    "                           each stage ramps from the rate before it (-R or 0)\n"
+    "                           to its own, and the run lasts their sum\n"
+    "        --ramp-up     <T>  Open the connections evenly over T (closed model)\n"
+    "        --warmup      <T>  Run T first and leave it out of every result\n"
     "        --no-keepalive     A new connection for every request\n"
     "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
     "\n"
@@ -52,6 +60,12 @@ static const char usage_text[] =
     "  Distributed:\n"
     "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
     "        --start-at    <T>  Start at wall-clock time T (RFC 3339 or Unix time)\n"
+    "\n"
+    "  Thresholds:\n"
+    "        --threshold   <E>  Exit 2 unless E holds: METRIC OP VALUE, as in\n"
+    "                           'p99 < 200ms', 'errors < 0.1%' (repeatable)\n"
+    "        --abort-on-fail    Stop the run when a threshold fails in an interval\n"
+    "        --abort-after <N>  Only when it failed in N intervals in a row (default 1)\n"
     "\n"
     "  Output:\n"
     "        --json        <F>  Write the results as JSON to F (- for stdout)\n"
@@ -91,6 +105,12 @@ enum {
     OPT_SERVER_PID,
     OPT_SHARD,
     OPT_START_AT,
+    OPT_STAGES,
+    OPT_RAMP_UP,
+    OPT_WARMUP,
+    OPT_THRESHOLD,
+    OPT_ABORT_ON_FAIL,
+    OPT_ABORT_AFTER,
 };
 
 static const struct option long_options[] = {
@@ -123,8 +143,58 @@ static const struct option long_options[] = {
     {"server-pid", required_argument, NULL, OPT_SERVER_PID},
     {"shard", required_argument, NULL, OPT_SHARD},
     {"start-at", required_argument, NULL, OPT_START_AT},
+    {"stages", required_argument, NULL, OPT_STAGES},
+    {"ramp-up", required_argument, NULL, OPT_RAMP_UP},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"threshold", required_argument, NULL, OPT_THRESHOLD},
+    {"abort-on-fail", no_argument, NULL, OPT_ABORT_ON_FAIL},
+    {"abort-after", required_argument, NULL, OPT_ABORT_AFTER},
     {NULL, 0, NULL, 0},
 };
+
+/* wrk's own long options. A prefix that names one of them in wrk names it
+ * here too, though an option volley added would make it ambiguous (--thr
+ * is --threads, not --threshold; --time is --timeout). */
+static const char *const wrk_long_options[] = {
+    "connections", "duration", "threads", "script", "header",
+    "latency",     "timeout",  "version", "help",
+};
+/* The arguments rewritten so, freed by cli_free. */
+static char **expanded;
+static size_t nexpanded;
+
+/* The wrk option arg ("--thr" or "--thr=2") abbreviates, or NULL. */
+static const char *wrk_option(const char *arg)
+{
+    const char *found = NULL;
+    size_t len = strcspn(arg + 2, "=");
+    for (const struct option *o = long_options; o->name; o++)
+        if (strlen(o->name) == len && strncmp(o->name, arg + 2, len) == 0)
+            return NULL; /* an option's whole name */
+    for (size_t i = 0; i < sizeof wrk_long_options / sizeof wrk_long_options[0]; i++) {
+        if (strncmp(wrk_long_options[i], arg + 2, len) == 0) {
+            if (found)
+                return NULL; /* ambiguous in wrk too */
+            found = wrk_long_options[i];
+        }
+    }
+    return found;
+}
+
+static void expand_wrk_prefixes(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+        const char *name;
+        if (strncmp(argv[i], "--", 2) != 0 || !argv[i][2] || !(name = wrk_option(argv[i])))
+            continue;
+        const char *value = argv[i] + 2 + strcspn(argv[i] + 2, "=");
+        size_t n = strlen(name) + strlen(value) + 3;
+        char *full = xmalloc(n);
+        snprintf(full, n, "--%s%s", name, value);
+        expanded = xrealloc(expanded, (nexpanded + 1) * sizeof *expanded);
+        argv[i] = expanded[nexpanded++] = full;
+    }
+}
 
 /* After the line saying what is wrong: where to look, rather than the whole
  * usage, which would push that line off the screen. */
@@ -289,6 +359,53 @@ static void set_duration(struct config *cfg, const char *arg)
     cfg->duration_set = true;
 }
 
+/* One stage, "30s:1000", of the list arg. */
+static struct stage stage_arg(const char *item, size_t len, const char *arg)
+{
+    char *text = xstrndup(item, len), *colon = strchr(text, ':');
+    struct stage st;
+    if (colon)
+        *colon = 0;
+    if (!colon || !units_parse_time(text, &st.duration_us) ||
+        !units_parse_metric(colon + 1, &st.rate))
+        usage_error("invalid stages '%s': expected DURATION:RATE,..., as in 30s:1000,1m:1000", arg);
+    free(text);
+    return st;
+}
+
+/* "30s:1000,1m:1000,30s:0". */
+static void set_stages(struct config *cfg, const char *arg)
+{
+    free(cfg->stages);
+    cfg->stages = NULL;
+    cfg->nstages = 0;
+    for (const char *item = arg;; item++) {
+        size_t len = strcspn(item, ",");
+        cfg->stages = xrealloc(cfg->stages, (cfg->nstages + 1) * sizeof *cfg->stages);
+        cfg->stages[cfg->nstages++] = stage_arg(item, len, arg);
+        item += len;
+        if (!*item)
+            break;
+    }
+}
+
+static void add_threshold(struct threshold **list, size_t *n, const char *arg,
+                          void (*error)(const char *, ...))
+{
+    char why[256];
+    *list = xrealloc(*list, (*n + 1) * sizeof **list);
+    if (!threshold_parse(arg, &(*list)[*n], why, sizeof why))
+        error("invalid threshold '%s': %s", arg, why);
+    (*n)++;
+}
+
+static void free_thresholds(struct threshold *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        threshold_free(&list[i]);
+    free(list);
+}
+
 static void add_server_pid(struct config *cfg, const char *arg)
 {
     if (!*arg)
@@ -313,6 +430,7 @@ static void defaults(struct config *cfg)
 static void parse_options(int argc, char **argv, struct config *cfg)
 {
     int c;
+    bool abort_on_fail = false, abort_after_set = false;
     /* getopt prints its own "volley: unrecognized option '--foo'" lines. */
     char *argv0 = argv[0];
     argv[0] = "volley";
@@ -413,6 +531,27 @@ static void parse_options(int argc, char **argv, struct config *cfg)
                             optarg);
             set_string(&cfg->start_at, optarg);
             break;
+        case OPT_STAGES:
+            set_stages(cfg, optarg);
+            break;
+        case OPT_RAMP_UP:
+            cfg->ramp_up_us = time_arg("ramp-up", optarg);
+            break;
+        case OPT_WARMUP:
+            cfg->warmup_us = time_arg("warm-up", optarg);
+            break;
+        case OPT_THRESHOLD:
+            add_threshold(&cfg->thresholds, &cfg->nthresholds, optarg, usage_error);
+            break;
+        case OPT_ABORT_ON_FAIL:
+            abort_on_fail = true;
+            break;
+        case OPT_ABORT_AFTER:
+            cfg->abort_after = metric_arg("--abort-after", optarg);
+            if (cfg->abort_after == 0)
+                usage_error("--abort-after must be at least 1 interval");
+            abort_after_set = true;
+            break;
         case 'v':
             puts(version_line());
             exit(0);
@@ -424,6 +563,54 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         }
     }
     argv[0] = argv0;
+    if (abort_after_set && !abort_on_fail)
+        usage_error("--abort-after needs --abort-on-fail");
+    if (abort_on_fail && !cfg->nthresholds)
+        usage_error("--abort-on-fail needs --threshold");
+    if (abort_on_fail && !abort_after_set)
+        cfg->abort_after = 1;
+}
+
+/* --stages: the run lasts their sum, at a mean target that stands for -R
+ * wherever one rate is reported; the profile starts from -R. */
+static void stage_rates(struct config *cfg)
+{
+    struct profile p;
+    uint64_t total_us = 0;
+    if (cfg->duration_set)
+        usage_error("--stages sets the duration (the sum of the stages): leave out -d");
+    profile_init(&p, (double)cfg->rate);
+    for (size_t i = 0; i < cfg->nstages; i++) {
+        if (cfg->stages[i].duration_us > UINT64_MAX - total_us)
+            usage_error("--stages: too long");
+        total_us += cfg->stages[i].duration_us;
+        profile_add(&p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
+    }
+    double requests = profile_requests(&p, (double)total_us);
+    profile_free(&p);
+    if (total_us == 0)
+        usage_error("--stages: the stages last no time");
+    if (requests < 1)
+        usage_error("--stages: the stages send no request");
+    cfg->stages_from = cfg->rate;
+    cfg->rate = (uint64_t)llround(requests * 1e6 / (double)total_us);
+    if (cfg->rate == 0)
+        cfg->rate = 1;
+    cfg->duration_us = total_us;
+    cfg->duration_set = true;
+}
+
+/* The options of this change, against each other and the load model. */
+static void validate_phases(struct config *cfg)
+{
+    if (cfg->nstages)
+        stage_rates(cfg);
+    if (cfg->ramp_up_us && cfg->rate)
+        usage_error("--ramp-up is the closed model's ramp: with -R, ramp the rate with --stages");
+    if (cfg->warmup_us && cfg->requests)
+        usage_error("--warmup does not combine with -n (-n counts every request sent)");
+    if (cfg->warmup_us && cfg->nstages && !cfg->stages_from)
+        usage_error("--warmup with --stages needs -R: the rate to warm up at");
 }
 
 static int to_stdout(const char *path) { return path && strcmp(path, "-") == 0; }
@@ -445,6 +632,7 @@ static void validate(struct config *cfg)
     /* Without a script a request has no body, so nothing to encode. */
     if (!cfg->script && cli_header(cfg, "Transfer-Encoding"))
         usage_error("-H 'Transfer-Encoding: ...' needs a script that sends a body in that coding");
+    validate_phases(cfg);
     shard_shares(cfg);
     if (cfg->u_latency && !cfg->rate)
         usage_error("-U/--u_latency needs -R/--rate");
@@ -474,6 +662,7 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     const char *why;
     defaults(cfg);
     shard_env(cfg);
+    expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg);
     if (optind >= argc)
         usage_error("missing URL");
@@ -513,8 +702,15 @@ void cli_free(struct config *cfg)
         free(cfg->server_pids[i]);
     free(cfg->server_pids);
     free(cfg->start_at);
+    free(cfg->stages);
+    free_thresholds(cfg->thresholds, cfg->nthresholds);
     free(cfg->url_arg);
     url_free(&cfg->url);
+    for (size_t i = 0; i < nexpanded; i++)
+        free(expanded[i]);
+    free(expanded);
+    expanded = NULL;
+    nexpanded = 0;
     memset(cfg, 0, sizeof *cfg);
 }
 
@@ -540,6 +736,7 @@ static const char merge_usage_text[] =
     "                           ends in .csv (- for stdout)\n"
     "        --hdr-log     <F>  Write each merged interval's latency histogram to F\n"
     "                           (HdrHistogram interval log)\n"
+    "        --threshold   <E>  Exit 2 unless E holds for the whole (repeatable)\n"
     "    -h, --help             Print this help\n";
 
 static void merge_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -561,6 +758,7 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
         {"json", required_argument, NULL, OPT_JSON},
         {"timeline", required_argument, NULL, OPT_TIMELINE},
         {"hdr-log", required_argument, NULL, OPT_HDR_LOG},
+        {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -582,6 +780,9 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
             break;
         case OPT_HDR_LOG:
             set_string(&mc->hdr_log, optarg);
+            break;
+        case OPT_THRESHOLD:
+            add_threshold(&mc->thresholds, &mc->nthresholds, optarg, merge_usage_error);
             break;
         case 'h':
             fputs(merge_usage_text, stdout);
@@ -614,5 +815,6 @@ void cli_free_merge(struct merge_config *mc)
     free(mc->json);
     free(mc->timeline);
     free(mc->hdr_log);
+    free_thresholds(mc->thresholds, mc->nthresholds);
     memset(mc, 0, sizeof *mc);
 }

@@ -13,6 +13,14 @@
 /* The shortest --interval. */
 #define CLI_INTERVAL_MIN_US 10000
 
+struct threshold;
+
+/* One stage of --stages: the rate ramps to rate over duration_us. */
+struct stage {
+    uint64_t duration_us;
+    uint64_t rate;
+};
+
 struct header {
     char *name;
     char *value;
@@ -56,6 +64,20 @@ struct config {
     uint64_t streams;  /* -m: requests in flight per connection (HTTP/2 streams,
                           HTTP/1.1 pipeline depth of the static request) */
     char *unix_socket; /* connect here instead of the URL's host and port */
+    /* --stages: the open model's target over time. rate is then the mean
+     * target of the stages and stages_from the rate they start from (-R,
+     * or 0); duration_us their sum. */
+    struct stage *stages;
+    size_t nstages;
+    uint64_t stages_from;
+    uint64_t ramp_up_us; /* closed model: the connections open evenly over it */
+    uint64_t warmup_us;  /* run this long first, left out of every result */
+
+    /* Pass/fail: --threshold, each parsed; --abort-on-fail after abort_after
+     * failing intervals in a row (0 without it). */
+    struct threshold *thresholds;
+    size_t nthresholds;
+    uint64_t abort_after;
 
     /* TLS. */
     char *sni;   /* server name to send instead of the URL's host */
@@ -98,6 +120,8 @@ struct merge_config {
     char *timeline; /* --timeline OUT: the merged intervals */
     char *hdr_log;  /* --hdr-log OUT */
     bool latency;
+    struct threshold *thresholds;
+    size_t nthresholds;
 };
 
 /* argv starts at "merge"; exits as cli_parse does on -h and bad input. */

@@ -12,6 +12,7 @@
 #include "conn.h"
 
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -446,16 +447,20 @@ static bool paused(struct conn *c, uint64_t now)
 }
 
 /* -R: whether the connection's intended time for its next batch has come;
- * if not, it waits in the schedule. Connection g of C sends batch k at
- * start + (g + k C) * interval, so the run as a whole sends at an even pace
- * whatever C and the thread count. */
+ * if not, it waits in the schedule. Connection g of C sends batch k when
+ * request (g + k C) * depth of the run is due, so the run as a whole keeps
+ * to its target rate whatever C and the thread count; once the profile
+ * (--stages) is over, it sends nothing more. */
 static bool waiting_for_turn(struct conn *c, uint64_t now)
 {
     struct pace *p = c->env->pace;
     if (!p->start)
         return true; /* the run has not started: conn_kick() comes then */
     double slot = (double)(p->first + c->index) + (double)c->batches * (double)p->total;
-    c->due = p->start + (uint64_t)(slot * p->interval_us);
+    double at = profile_due_us(&p->profile, slot * (double)p->depth);
+    if (isinf(at))
+        return true;
+    c->due = p->start + (uint64_t)at;
     if (c->due <= now)
         return false;
     if (!c->slot)

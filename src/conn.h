@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "profile.h"
 #include "proto.h"
 #include "request.h"
 #include "schedule.h"
@@ -21,12 +22,15 @@ struct budget;
 struct http_head_cache;
 struct net_addr;
 
-/* -R: the constant-rate schedule. Connection g (numbered over every worker)
- * of total sends its batch k at start + (g + k * total) * interval_us. */
+/* -R: the open model's schedule. Connection g (numbered over every worker)
+ * of total sends its batch k when request (g + k * total) * depth of the
+ * whole run is due under the rate profile: with a constant rate, at
+ * start + (g + k * total) * depth / rate. */
 struct pace {
     struct schedule schedule; /* this worker's connections waiting for their time */
     uint64_t start;           /* clock_us of the run's start; 0 until it starts */
-    double interval_us;       /* between two batches of the whole run */
+    struct profile profile;   /* the whole run's target rate over time */
+    size_t depth;             /* requests per batch */
     uint64_t first;           /* g of this worker's first connection */
     uint64_t total;           /* connections of the whole run */
 };

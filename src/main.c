@@ -27,6 +27,7 @@
 #include "report.h"
 #include "request.h"
 #include "script.h"
+#include "threshold.h"
 #include "timeline.h"
 #include "tls.h"
 #include "worker.h"
@@ -52,6 +53,11 @@ struct run {
     atomic_bool failed; /* a worker failed: the run ends without a report */
     bool over;          /* ended before the deadline: interrupted, or done */
     struct timeline *timeline;
+    /* --abort-on-fail: the thresholds checked as intervals are written,
+     * while watching (the run is on); aborted once one stopped it */
+    struct threshold_watch *watch;
+    bool watching, aborted;
+    struct threshold_abort abort;
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -194,6 +200,19 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
     }
 }
 
+/* --abort-on-fail: each interval, as it is written. */
+static void watch_interval(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
+                           uint64_t length_us)
+{
+    struct run *run = arg;
+    if (!run->watching || run->aborted)
+        return;
+    if (threshold_watch_interval(run->watch, s, index, start_us, length_us, &run->abort)) {
+        run->aborted = run->over = true;
+        ev_break(run->loop, EVBREAK_ALL);
+    }
+}
+
 /* A worker's Lua state, in wrk's order: the script's top level runs in it,
  * setup(thread) runs in the main state, then init(args) in the new one, and
  * for the first thread the request is verified (which fixes the pipeline
@@ -312,7 +331,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     struct rusage before, after;
     uint64_t at = 0;
     run->loop = ev_default_loop(EVFLAG_AUTO);
-    ev_timer_init(&run->deadline, on_end, (double)cfg->time_limit_us / 1e6, 0.);
+    /* The warm-up comes before the time limit. */
+    ev_timer_init(&run->deadline, on_end, (double)(cfg->time_limit_us + cfg->warmup_us) / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
     run->sigint.data = run->sigterm.data = run;
@@ -349,13 +369,22 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     /* With -R and --start-at the schedule (and the intervals) start at the
      * instant asked for, even if this process woke a little late. */
     uint64_t begin = cfg->start_at && cfg->rate ? at : start;
-    timeline_start(run->timeline, begin, &r->started);
+    /* What is measured starts after the warm-up, and its record with it. */
+    r->started.tv_sec += (time_t)(cfg->warmup_us / 1000000);
+    r->started.tv_nsec += (long)(cfg->warmup_us % 1000000 * 1000);
+    if (r->started.tv_nsec >= 1000000000) {
+        r->started.tv_sec++;
+        r->started.tv_nsec -= 1000000000;
+    }
+    timeline_start(run->timeline, begin + cfg->warmup_us, &r->started);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_go(run->workers[i], begin);
     struct progress *progress =
         progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
+    run->watching = run->watch != NULL;
     if (!run->over)
         ev_run(run->loop, 0);
+    run->watching = false;
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
      * action back): a thread stuck in a script hook would never be joined. */
@@ -365,7 +394,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         worker_stop(run->workers[i]);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
-    r->runtime_us = clock_us() - start;
+    uint64_t elapsed = clock_us() - start;
+    r->runtime_us = elapsed > cfg->warmup_us ? elapsed - cfg->warmup_us : 0;
     timeline_finish(run->timeline, r->runtime_us);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
@@ -394,6 +424,40 @@ static void report_retired(const struct run *run, const struct config *cfg)
                 cfg->script, n, n == 1 ? "" : "s");
 }
 
+/* The workers' statistics, added up into r: the run's and the warm-up's. */
+static void gather_stats(struct run *run, const struct config *cfg, struct result *r,
+                         struct stats *warmup)
+{
+    stats_init(&r->stats);
+    for (size_t i = 0; i < run->nworkers; i++)
+        stats_merge(&r->stats, &run->workers[i]->total);
+    if (cfg->rate) {
+        r->latency_uncorrected = r->stats.u_latency;
+        r->scheduling_lag = r->stats.lag;
+    }
+    if (!cfg->warmup_us)
+        return;
+    stats_init(warmup);
+    for (size_t i = 0; i < run->nworkers; i++)
+        stats_merge(warmup, &run->workers[i]->warmup);
+    r->warmup = warmup;
+}
+
+/* --threshold: the verdicts after the report; false when one failed. */
+static bool judge(struct run *run, const struct config *cfg, struct result *r,
+                  struct threshold_verdict *verdicts)
+{
+    if (!cfg->nthresholds)
+        return true;
+    r->aborted = run->aborted ? &run->abort : NULL;
+    bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats, r->runtime_us,
+                                  cfg->timeout_us, r->aborted, verdicts);
+    r->verdicts = verdicts;
+    r->nverdicts = cfg->nthresholds;
+    threshold_print(stdout, verdicts, cfg->nthresholds, r->aborted);
+    return passed;
+}
+
 /* A worker failed (a script error): its message, once every worker is
  * joined; the run has no report. */
 static const char *run_failure(const struct run *run)
@@ -410,6 +474,7 @@ static void free_run(struct run *run)
         worker_free(run->workers[i]);
     free(run->workers);
     timeline_free(run->timeline);
+    threshold_watch_free(run->watch);
     ev_loop_destroy(run->loop);
 }
 
@@ -441,6 +506,11 @@ int main(int argc, char **argv)
     run.timeline = timeline_new(&cfg);
     result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
+    if (cfg.abort_after) {
+        run.watch =
+            threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after, cfg.timeout_us);
+        timeline_on_interval(run.timeline, watch_interval, &run);
+    }
 
     report_header(stdout, &cfg);
     output_check_stdout();
@@ -456,14 +526,11 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    stats_init(&result.stats);
-    for (size_t i = 0; i < run.nworkers; i++)
-        stats_merge(&result.stats, &run.workers[i]->total);
-    if (cfg.rate) {
-        result.latency_uncorrected = result.stats.u_latency;
-        result.scheduling_lag = result.stats.lag;
-    }
+    struct stats warmup;
+    struct threshold_verdict *verdicts = xcalloc(cfg.nthresholds + 1, sizeof *verdicts);
+    gather_stats(&run, &cfg, &result, &warmup);
     report_text(stdout, &result);
+    bool passed = judge(&run, &cfg, &result, verdicts);
     output_flush_stdout();
     /* Warnings go to stderr: scripts that parse the lines after
      * Transfer/sec (a done() hook's output) are not disturbed. */
@@ -477,9 +544,13 @@ int main(int argc, char **argv)
     output_check_stdout();
 
     free_run(&run);
+    free(verdicts);
+    if (result.warmup)
+        stats_free(&warmup);
     stats_free(&result.stats);
     script_free(main_script);
     tls_cleanup();
     cli_free(&cfg);
-    return 0;
+    /* A failed threshold is an outcome of a run that completed: 2, not 1. */
+    return passed ? 0 : 2;
 }

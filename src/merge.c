@@ -15,6 +15,7 @@
 #include "merge_read.h"
 #include "output.h"
 #include "report.h"
+#include "threshold.h"
 #include "timeline.h"
 #include "units.h"
 #include "xalloc.h"
@@ -683,6 +684,14 @@ int merge_main(int argc, char **argv)
     report_header(stdout, &cfg);
     describe(stdout, &in);
     report_text(stdout, &result);
+    struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
+    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
+                                  cfg.timeout_us, NULL, verdicts);
+    if (mc.nthresholds) {
+        threshold_print(stdout, verdicts, mc.nthresholds, NULL);
+        result.verdicts = verdicts;
+        result.nverdicts = mc.nthresholds;
+    }
     output_flush_stdout();
     report_warnings(stderr, &result);
     if (mc.json)
@@ -693,8 +702,9 @@ int merge_main(int argc, char **argv)
     free_inputs(&in);
     free(list);
     timeline_free(timeline);
+    free(verdicts);
     stats_free(&result.stats);
     cli_free(&cfg);
     cli_free_merge(&mc);
-    return 0;
+    return passed ? 0 : 2;
 }

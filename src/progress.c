@@ -40,7 +40,8 @@ static void format_line(const struct progress *p, char *line, size_t size, uint6
 {
     const struct config *cfg = p->cfg;
     double elapsed = (double)(now - p->start_us) / 1e6;
-    double left = (double)cfg->time_limit_us / 1e6 - elapsed, rate;
+    /* the warm-up comes first */
+    double left = (double)(cfg->time_limit_us + cfg->warmup_us) / 1e6 - elapsed, rate;
     char r[UNITS_BUF], l[UNITS_BUF] = "-", when[48], of[32] = "";
     uint64_t p99;
     bool has_p99 = false;

@@ -45,6 +45,9 @@ void report_header(FILE *f, const struct config *cfg)
             cfg->shard.connections);
     if (cfg->shard.count)
         report_shard(f, cfg);
+    if (cfg->warmup_us)
+        fprintf(f, "  %s warm-up first, left out of the results\n",
+                units_duration(cfg->warmup_us, d));
 }
 
 void report_cell(FILE *f, const char *s, int width)

@@ -12,6 +12,8 @@
 #include "stats.h"
 
 struct config;
+struct threshold_abort;
+struct threshold_verdict;
 struct timeline;
 
 /* One of the results volley merge added up, as the merged document lists it. */
@@ -42,6 +44,13 @@ struct result {
      * after their intended time; NULL in the closed model. */
     const struct hist *latency_uncorrected, *scheduling_lag;
     const struct timeline *timeline; /* intervals and server CPU, or NULL */
+    /* --warmup: what it recorded, left out of everything above; or NULL */
+    const struct stats *warmup;
+    /* --threshold: each one's verdict (NULL without), and why the run was
+     * stopped early (NULL if it was not) */
+    const struct threshold_verdict *verdicts;
+    size_t nverdicts;
+    const struct threshold_abort *aborted;
     /* volley merge: the results this one adds up; NULL for a run. */
     const struct result_input *inputs;
     size_t ninputs;

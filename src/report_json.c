@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "threshold.h"
 #include "timeline.h"
 #include "units.h"
 #include "version.h"
@@ -18,6 +19,34 @@
 #define SCHEMA_VERSION 1
 
 static const double percentiles[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
+
+static void optional_us(struct json *j, const char *key, uint64_t us)
+{
+    if (us)
+        json_uint(j, key, us);
+    else
+        json_null(j, key);
+}
+
+/* --stages as given; rate is then their mean target, and stages_from the
+ * rate they start from. */
+static void stages(struct json *j, const struct config *cfg)
+{
+    if (!cfg->nstages) {
+        json_null(j, "stages");
+        json_null(j, "stages_from");
+        return;
+    }
+    json_array_begin(j, "stages");
+    for (size_t i = 0; i < cfg->nstages; i++) {
+        json_object_begin(j, NULL);
+        json_uint(j, "duration_us", cfg->stages[i].duration_us);
+        json_uint(j, "rate", cfg->stages[i].rate);
+        json_object_end(j);
+    }
+    json_array_end(j);
+    json_uint(j, "stages_from", cfg->stages_from);
+}
 
 static void options(struct json *j, const struct result *r)
 {
@@ -39,6 +68,9 @@ static void options(struct json *j, const struct result *r)
         json_uint(j, "requests", cfg->requests);
     else
         json_null(j, "requests");
+    stages(j, cfg);
+    optional_us(j, "ramp_up_us", cfg->ramp_up_us);
+    optional_us(j, "warmup_us", cfg->warmup_us);
     json_uint(j, "pipeline", r->pipeline);
     json_string(j, "protocol", cfg->http2 ? "HTTP/2" : "HTTP/1.1");
     json_uint(j, "streams", cfg->streams);
@@ -285,6 +317,24 @@ static void cpu(struct json *j, const struct result *r)
     json_object_end(j);
 }
 
+/* --warmup: what it recorded, apart from everything else; null without. */
+static void warmup(struct json *j, const struct result *r)
+{
+    const struct stats *s = r->warmup;
+    if (!s) {
+        json_null(j, "warmup");
+        return;
+    }
+    json_object_begin(j, "warmup");
+    json_uint(j, "duration_us", r->cfg->warmup_us);
+    json_uint(j, "requests", s->requests);
+    json_uint(j, "sent", s->sent);
+    json_uint(j, "bytes", s->bytes);
+    json_uint(j, "connects", s->connects);
+    errors(j, s);
+    json_object_end(j);
+}
+
 bool report_json(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
@@ -340,6 +390,8 @@ bool report_json(FILE *f, const struct result *r)
         json_null(&j, "intervals");
         json_null(&j, "server");
     }
+    warmup(&j, r);
+    threshold_json(&j, r->verdicts, r->nverdicts, r->aborted);
     json_object_end(&j);
     return json_finish(&j);
 }

@@ -39,6 +39,10 @@ struct timeline {
     int failed_errno;
     struct server_cpu *server;
     struct server_times server_start, server_last;
+    /* called with each interval written (--abort-on-fail) */
+    void (*on_interval)(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
+                        uint64_t length_us);
+    void *on_interval_arg;
     struct {
         bool known;
         struct server_times cpu;
@@ -431,6 +435,8 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
         t->server_last = now;
     }
     write_record(t, &r);
+    if (t->on_interval)
+        t->on_interval(t->on_interval_arg, s, index, r.start_us, length_us);
     intervals_give_back(t->intervals, s);
 }
 
@@ -461,7 +467,7 @@ static void on_ready(struct ev_loop *loop, ev_async *a, int revents)
     struct timeline *t = a->data;
     drain(t);
     uint64_t end = (t->held_index + 1) * t->cfg->interval_us;
-    if (t->held && clock_us() - t->start >= end) {
+    if (t->held && clock_us() >= t->start + end) {
         emit(t, t->held, t->held_index, t->cfg->interval_us);
         t->held = NULL;
     }
@@ -475,6 +481,15 @@ struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size
     ev_async_start(loop, &t->ready);
     t->intervals = intervals_new(nworkers, loop, &t->ready);
     return t->intervals;
+}
+
+void timeline_on_interval(struct timeline *t,
+                          void (*fn)(void *arg, const struct stats *s, uint64_t index,
+                                     uint64_t start_us, uint64_t length_us),
+                          void *arg)
+{
+    t->on_interval = fn;
+    t->on_interval_arg = arg;
 }
 
 /* The first lines of the files: the run's parameters. */
@@ -501,8 +516,9 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
     /* start on the wall clock: with -R and --start-at, the instant asked
      * for, before started when the process woke late */
     clock_gettime(CLOCK_REALTIME, &now);
+    /* (start is ahead of now by a --warmup) */
     t->origin_us =
-        (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - (int64_t)(clock_us() - start);
+        (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - ((int64_t)clock_us() - (int64_t)start);
     if (t->server) {
         server_cpu_read(t->server, &t->server_start);
         t->server_last = t->server_start;

@@ -20,6 +20,7 @@
 struct config;
 struct intervals;
 struct json;
+struct stats;
 
 /* Opens the output files and finds the server's processes, so that a bad
  * path or PID is an error before the run starts (dies with a one-line
@@ -30,6 +31,13 @@ void timeline_free(struct timeline *t);
 /* Before the workers start: the hand-off through which the intervals of
  * nworkers workers arrive, to be written from loop. */
 struct intervals *timeline_attach(struct timeline *t, struct ev_loop *loop, size_t nworkers);
+/* fn is called with each interval as it is written, on main's thread:
+ * its statistics, its index, and its start and length in us from the
+ * start of the run. */
+void timeline_on_interval(struct timeline *t,
+                          void (*fn)(void *arg, const struct stats *s, uint64_t index,
+                                     uint64_t start_us, uint64_t length_us),
+                          void *arg);
 /* The run starts at started (wall clock); its intervals count from start
  * (clock_us), which is earlier with -R and --start-at when the process woke
  * late. */

@@ -4,7 +4,9 @@
 #include "units.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -35,6 +37,35 @@ static bool split_number(const char *s, uint64_t *n, const char **suffix)
             return false;
         v = v * 10 + d;
     }
+    while (isspace((unsigned char)*s))
+        s++;
+    *n = v;
+    *suffix = s;
+    return true;
+}
+
+/* "<digits>[.<digits>]<spaces><suffix>", as split_number does for whole
+ * numbers. */
+static bool split_real(const char *s, double *n, const char **suffix)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    const char *start = s;
+    if (!isdigit((unsigned char)*s))
+        return false;
+    while (isdigit((unsigned char)*s))
+        s++;
+    if (*s == '.') {
+        if (!isdigit((unsigned char)*++s))
+            return false;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    /* The syntax is checked; strtod rounds the digits correctly (volley
+     * never changes LC_NUMERIC, so the point is '.'). */
+    double v = strtod(start, NULL);
+    if (!isfinite(v))
+        return false;
     while (isspace((unsigned char)*s))
         s++;
     *n = v;
@@ -189,6 +220,45 @@ bool units_parse_time(const char *s, uint64_t *us)
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
         if (strcasecmp(suffix, suffixes[i].name) == 0)
             return scale(n, suffixes[i].us, us);
+    return false;
+}
+
+bool units_parse_real_metric(const char *s, double *value)
+{
+    static const char *const suffixes = "kmgtp";
+    double n, factor = 1;
+    const char *suffix;
+    if (!split_real(s, &n, &suffix))
+        return false;
+    if (*suffix) {
+        const char *p = suffix[1] ? NULL : strchr(suffixes, tolower((unsigned char)*suffix));
+        if (!p)
+            return false;
+        for (const char *q = suffixes; q <= p; q++)
+            factor *= 1000;
+    }
+    *value = n * factor;
+    return true;
+}
+
+bool units_parse_real_time(const char *s, double *us)
+{
+    static const struct {
+        const char *name;
+        double us;
+    } suffixes[] = {
+        {"", 1e6}, {"s", 1e6}, {"ms", 1e3}, {"us", 1}, {"m", 60e6}, {"h", 3600e6},
+    };
+    double n;
+    const char *suffix;
+    if (!split_real(s, &n, &suffix))
+        return false;
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        if (strcasecmp(suffix, suffixes[i].name) == 0) {
+            *us = n * suffixes[i].us;
+            return true;
+        }
+    }
     return false;
 }
 

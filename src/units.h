@@ -18,6 +18,12 @@ bool units_parse_metric(const char *s, uint64_t *value);
 /* "30", "30s", "2m", "1h", "500ms" (any case) -> microseconds. Bare numbers
  * are seconds. False on anything else. */
 bool units_parse_time(const char *s, uint64_t *us);
+/* The same with a fraction ("1.5k", "0.25", "12.5ms"), for limits rather
+ * than counts (--threshold): digits, optionally a point and more digits,
+ * then the suffix. The time form also takes "us"; a bare number is seconds.
+ * False on anything else, a sign or an exponent included. */
+bool units_parse_real_metric(const char *s, double *value);
+bool units_parse_real_time(const char *s, double *us);
 /* An instant as RFC 3339 ("2026-11-23T10:16:42.981Z", "...T11:16:42+01:00";
  * any number of fraction digits, read to the microsecond) or as Unix time in
  * seconds ("1795430202", "1795430202.5") -> microseconds since 1970. False

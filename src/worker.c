@@ -7,6 +7,7 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -61,6 +62,18 @@ static void cut(struct worker *w)
     stats_reset(&w->stats);
 }
 
+/* The end of --warmup: what was recorded so far is set apart, and the
+ * first interval starts. The Req/Sec sampling starts over with it. */
+static void end_warmup(struct worker *w, uint64_t now)
+{
+    stats_merge(&w->warmup, &w->stats);
+    stats_reset(&w->stats);
+    w->warming = false;
+    w->next_cut = w->run_start + w->cfg->interval_us;
+    w->sample_at = now;
+    w->sample_requests = 0;
+}
+
 /* A boundary is due at next_cut, except at or past the run's time limit:
  * there the end of the run cuts the last interval. */
 static bool cut_due(const struct worker *w, uint64_t now)
@@ -90,7 +103,9 @@ static void on_interval(struct ev_loop *loop, ev_timer *t, int revents)
     struct worker *w = t->data;
     ev_now_update(loop);
     uint64_t now = clock_us();
-    while (cut_due(w, now)) {
+    if (w->warming && now >= w->run_start)
+        end_warmup(w, now);
+    while (!w->warming && cut_due(w, now)) {
         cut(w);
         w->next_cut += w->cfg->interval_us;
     }
@@ -105,19 +120,38 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
-/* The run starts: its first interval, and with -R its schedule. What was
- * recorded before (connections opened) counts in the first interval. */
+/* --ramp-up: connection g of the run's C opens at start + g T / C (by its
+ * index over every shard, so shards open theirs in turn too); its timer
+ * waits for the moment as it waits out a back-off. */
+static void ramp_up(struct worker *w, uint64_t start)
+{
+    const struct config *cfg = w->cfg;
+    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++) {
+        double g = (double)(w->first_conn + i);
+        struct conn *c = &w->conns[i];
+        c->retry_at = start + (uint64_t)(g * (double)cfg->ramp_up_us / (double)cfg->connections);
+        conn_kick(c);
+    }
+}
+
+/* The run starts: the warm-up if there is one, then its first interval,
+ * and with -R its schedule, which runs through the warm-up. What was
+ * recorded before (connections opened) counts in the first of them. */
 static void on_start(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct worker *w = a->data;
-    w->run_start = atomic_load_explicit(&w->start_at, memory_order_acquire);
-    w->next_cut = w->run_start + w->cfg->interval_us;
+    uint64_t start = atomic_load_explicit(&w->start_at, memory_order_acquire);
+    w->run_start = start + w->cfg->warmup_us;
+    w->warming = w->cfg->warmup_us > 0;
+    w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->interval_us;
     ev_now_update(loop);
     arm_cut(w, clock_us());
+    if (w->cfg->ramp_up_us)
+        ramp_up(w, start);
     if (!w->env.pace)
         return;
-    w->pace.start = w->run_start;
+    w->pace.start = start;
     for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
         conn_kick(&w->conns[i]);
 }
@@ -208,6 +242,8 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->buf = xmalloc(WORKER_BUF);
     stats_init(&w->stats);
     stats_init(&w->total);
+    if (cfg->warmup_us)
+        stats_init(&w->warmup);
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
     w->env = (struct conn_env){
@@ -230,6 +266,11 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
         .unsettled = nconns,
     };
     w->nconns = nconns;
+    /* Connections are numbered across every shard of the run: this shard's
+     * come after the earlier shards', so their send times interleave. */
+    w->first_conn = cfg->shard.first_conn;
+    for (size_t i = 0; i < index; i++)
+        w->first_conn += worker_share(cfg->shard.connections, cfg->threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
         conn_init(&w->conns[i], &w->env, i);
@@ -270,17 +311,27 @@ void worker_set_request(struct worker *w, struct request *request)
 
 void worker_set_budget(struct worker *w, struct budget *budget) { w->env.budget = budget; }
 
+/* The target over time: the warm-up at the rate the run starts from, then
+ * the stages, or -R to the end. */
+static void build_profile(struct profile *p, const struct config *cfg)
+{
+    double from = (double)(cfg->nstages ? cfg->stages_from : cfg->rate);
+    profile_init(p, from);
+    if (cfg->warmup_us)
+        profile_add(p, (double)cfg->warmup_us, from);
+    for (size_t i = 0; i < cfg->nstages; i++)
+        profile_add(p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
+    if (!cfg->nstages)
+        profile_add(p, INFINITY, (double)cfg->rate);
+}
+
 void worker_set_rate(struct worker *w)
 {
-    const struct config *cfg = w->cfg;
     struct pace *p = &w->pace;
-    p->interval_us = (double)w->env.depth * 1e6 / (double)cfg->rate;
-    /* Connections are numbered across every shard of the run: this shard's
-     * come after the earlier shards', so their send times interleave. */
-    p->total = cfg->connections;
-    p->first = cfg->shard.first_conn;
-    for (size_t i = 0; i < w->index; i++)
-        p->first += worker_share(cfg->shard.connections, cfg->threads, i);
+    build_profile(&p->profile, w->cfg);
+    p->depth = w->env.depth;
+    p->total = w->cfg->connections;
+    p->first = w->first_conn;
     schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
     w->env.pace = p;
 }
@@ -339,9 +390,10 @@ static void *run(void *arg)
      * on a schedule, send on the microsecond. */
     if (w->cfg->rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    /* In the closed model each connection sends as soon as it is open; with
-     * -R they are all opened first, and the run starts once they are. */
-    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
+    /* In the closed model each connection sends as soon as it is open (or,
+     * with --ramp-up, opens in its turn once the run starts); with -R they
+     * are all opened first, and the run starts once they are. */
+    for (size_t i = 0; i < w->nconns && !w->env.stopping && !w->cfg->ramp_up_us; i++)
         conn_start(&w->conns[i], !w->env.pace);
     if (!w->env.stopping)
         ev_run(w->loop, 0);
@@ -351,7 +403,10 @@ static void *run(void *arg)
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
     ev_timer_stop(w->loop, &w->interval_timer);
-    cut(w); /* the last interval ends with the run */
+    if (w->warming) /* the run ended within the warm-up */
+        end_warmup(w, clock_us());
+    else
+        cut(w); /* the last interval ends with the run */
     if (w->intervals)
         intervals_end(w->intervals, w->index);
     if ((w->finished || w->failure) && w->on_finish)
@@ -397,10 +452,12 @@ void worker_free(struct worker *w)
     free(w->buf);
     request_free(&w->request);
     schedule_free(&w->pace.schedule);
+    profile_free(&w->pace.profile);
     script_free(w->script);
     free(w->failure);
     stats_free(&w->stats);
     stats_free(&w->total);
+    stats_free(&w->warmup); /* nothing without --warmup */
     ev_loop_destroy(w->loop);
     free(w);
 }

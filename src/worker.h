@@ -45,9 +45,16 @@ struct worker {
      * and emptied; at the end of the run total holds everything. */
     struct stats stats;
     struct stats total;
+    /* --warmup: what was recorded before run_start, left out of total and
+     * of the intervals; warming until then. */
+    struct stats warmup;
+    bool warming;
     struct intervals *intervals;
     ev_timer interval_timer;
-    uint64_t run_start, next_cut; /* clock_us of the run's start, the next boundary */
+    /* clock_us of the start of what is measured (after any warm-up), and
+     * of the next interval boundary */
+    uint64_t run_start, next_cut;
+    uint64_t first_conn; /* global index of its first connection, over every shard */
     ev_async stop_watcher;
     ev_async start_watcher; /* the run starts at start_at */
     _Atomic uint64_t start_at;

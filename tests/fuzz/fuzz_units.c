@@ -3,7 +3,9 @@
  * grammar (optional leading space, decimal digits, optional space, one
  * suffix); for the instants of --start-at; and for the report's unit
  * formatters, which must always write a short terminated string whatever
- * the value.
+ * the value; for the fractional readings of thresholds, which agree with
+ * the whole ones where both read; and for --threshold expressions, which
+ * either fail with a reason or read back the same from their own text.
  * SPDX-License-Identifier: MIT */
 #include <ctype.h>
 #include <stdbool.h>
@@ -11,6 +13,7 @@
 #include <strings.h>
 
 #include "fuzz.h"
+#include "threshold.h"
 #include "units.h"
 
 /* The reference: "<space>*<digits><space>*<suffix>" where suffix is one of
@@ -37,6 +40,41 @@ static bool reference(const char *s, const char *const *names, const uint64_t *s
             return true;
         }
     return false;
+}
+
+/* Whatever a whole reading accepts, the fractional one reads the same
+ * (to a double's precision). */
+static void check_real(const char *s)
+{
+    uint64_t whole;
+    double real;
+    if (units_parse_metric(s, &whole)) {
+        FUZZ_CHECK(units_parse_real_metric(s, &real));
+        FUZZ_CHECK(real >= (double)whole * (1 - 1e-15) && real <= (double)whole * (1 + 1e-15));
+    }
+    if (units_parse_time(s, &whole)) {
+        FUZZ_CHECK(units_parse_real_time(s, &real));
+        FUZZ_CHECK(real >= (double)whole * (1 - 1e-15) && real <= (double)whole * (1 + 1e-15));
+    }
+    if (units_parse_real_metric(s, &real))
+        FUZZ_CHECK(real >= 0 && real == real);
+}
+
+static void check_threshold(const char *s)
+{
+    struct threshold t, again;
+    char err[256] = "";
+    if (!threshold_parse(s, &t, err, sizeof err)) {
+        FUZZ_CHECK(err[0] != '\0'); /* cut to the buffer if need be */
+        return;
+    }
+    FUZZ_CHECK(threshold_parse(t.text, &again, err, sizeof err));
+    FUZZ_CHECK(strcmp(t.text, again.text) == 0 && t.metric == again.metric && t.op == again.op &&
+               t.limit == again.limit && t.percent == again.percent &&
+               t.percentile == again.percentile && t.status_lo == again.status_lo &&
+               t.status_hi == again.status_hi);
+    threshold_free(&t);
+    threshold_free(&again);
 }
 
 static void check_formatted(const char *s)
@@ -80,6 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         char buf[UNITS_BUF];
         check_formatted(units_duration(got, buf));
     }
+
+    check_real(s);
+    check_threshold(s);
 
     /* An instant is never before 1970; a Unix time reads back as itself. */
     int64_t at;

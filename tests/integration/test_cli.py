@@ -2,6 +2,7 @@
 clear error line (exit 1, nothing sent) for every kind of bad input.
 SPDX-License-Identifier: MIT
 """
+import json
 import os
 import re
 import resource
@@ -63,7 +64,7 @@ def test_version_names_libraries_and_exits_0():
     (["--foo", "http://h/"], "volley: unrecognized option '--foo'"),
     (["-x", "http://h/"], "volley: invalid option -- 'x'"),
     (["--t", "1", "http://h/"], "volley: option '--t' is ambiguous; possibilities: "
-                                "'--threads' '--timeout' '--timeline'"),
+                                "'--threads' '--timeout' '--timeline' '--threshold'"),
     (["http://h/", "-t"], "volley: option requires an argument -- 't'"),
     (["--latency=1", "http://h/"], "volley: option '--latency' doesn't allow an argument"),
     (["127.0.0.1:8080/"], "volley: invalid URL '127.0.0.1:8080/': "
@@ -172,6 +173,20 @@ def test_options_after_url_and_prefixes_and_equals(testd):
     assert run.report["threads"] == 1 and run.report["connections"] == 3
     assert run.report["duration"] == "300ms"
     assert "Latency Distribution" in run.stdout
+
+
+def test_wrk_prefixes_name_wrk_options_beside_newer_ones(testd, tmp_path):
+    # --thr and --time name wrk's --threads and --timeout, as they do in wrk,
+    # though --threshold and --timeline begin the same way.
+    srv = testd()
+    out = os.path.join(tmp_path, "r.json")
+    run = volley("--thre=1", "--time", "1500ms", "-c2", "-d300ms", "--json", out, srv.url)
+    assert run.returncode == 0, run
+    with open(out) as f:
+        options = json.load(f)["options"]
+    assert options["threads"] == 1 and options["timeout_us"] == 1500000
+    run = volley("--t", "1", srv.url)
+    assert run.returncode == 1 and "'--t' is ambiguous" in run.stderr
 
 
 def test_double_dash_ends_options(testd):

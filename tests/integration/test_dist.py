@@ -155,7 +155,7 @@ def test_man_page_documents_exactly_the_options_of_help():
 
 def test_man_page_documents_exactly_the_options_of_merge_help():
     listed = help_options("merge")
-    assert len(listed) == 5, listed
+    assert len(listed) == 6, listed
     assert man_options("MERGING RESULTS") == listed
 
 
@@ -265,7 +265,7 @@ def man_groups(path):
 
 def test_sweep_man_page_documents_exactly_the_options_of_its_help():
     groups = man_groups(SWEEP_MAN_SOURCE)
-    assert len(groups["Sweep"]) == 10, groups
+    assert len(groups["Sweep"]) == 14, groups
     assert groups == {"Sweep": sweep_help_options(), "Diff": sweep_help_options("diff")}
 
 

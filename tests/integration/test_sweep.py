@@ -546,3 +546,168 @@ def test_installed_mode_bits():
         assert os.access(script, os.X_OK)
         with open(script) as f:
             assert f.readline() == "#!/usr/bin/env python3\n"
+
+
+# --------------------------------------------------------------------------
+# Rates: -R, --search, --slo
+# --------------------------------------------------------------------------
+
+def test_rate_sweep(testd, tmp_path):
+    # -R levels at 4 connections to a server answering in 20 ms: 4 carry at
+    # most 200 requests/s, so 400/s is not held.
+    srv = testd("--delay", 20)
+    out = str(tmp_path / "out")
+    proc = sweep("-d", "1s", "-t", 1, "-c", 4, "-R", "50,100,400", "-n", "rates", "-o", out,
+                 "--slo", "p99 < 1s", "--slo", "errors<1%", srv.url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = srv.stats()
+    comments, rows = read_dat(os.path.join(out, "rates.dat"))
+    assert comments[-1].split() == ["#", "rate"] + COLUMNS[1:]
+    assert "# connections: 4" in comments and "# slo: p99 < 1s and errors<1%" in comments
+    assert [r[0] for r in rows] == [50, 100, 400]
+    total = 0
+    for row in dat_rows(os.path.join(out, "rates.dat")):
+        rate = row["connections"]
+        with open(os.path.join(out, f"rates_R{rate}.json")) as f:
+            doc = json.load(f)
+        assert doc["options"]["rate"] == rate and doc["options"]["connections"] == 4
+        assert [t["expression"] for t in doc["thresholds"]] == ["p99 < 1s", "errors < 1%"]
+        assert row["qps"] == round(doc["throughput"]["requests_per_sec"], 2)
+        held = doc["rate"]["sent"] >= 0.98 * rate
+        assert ("rate-short" in row["flags"]) is (not held)
+        total += doc["requests"]
+    rows = dat_rows(os.path.join(out, "rates.dat"))
+    assert "rate-short" in rows[-1]["flags"]  # 4 connections cannot carry 400/s
+    assert total <= seen["responses"] <= total + 3 * 4
+    assert "slo: p99 <= " not in proc.stdout
+    # the highest level that held its rate and met both objectives
+    met = [r["connections"] for r in rows if not set(r["flags"].split(",")) &
+           {"rate-short", "slo-failed", "low-success", "cut-short"}]
+    assert f"slo: p99 < 1s and errors<1% up to {max(met)} req/s" in proc.stdout, proc.stdout
+    assert proc.stdout.splitlines()[1].split() == ["rate", "qps", "mean_ms", "p99_ms",
+                                                   "success_pct"]
+    with open(os.path.join(out, "rates.gp")) as f:
+        gp = f.read()
+    assert "set xlabel 'rate asked for (requests/s)'" in gp and "4 connections" in gp
+    check_png(os.path.join(out, "rates_p99.png"))
+    # A rate sweep compares with a rate sweep, not with a sweep of connections.
+    proc = sweep("diff", os.path.join(out, "rates.dat"), os.path.join(out, "rates.dat"),
+                 "-o", tmp_path)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[1].split()[0] == "rate", proc
+    conns = tmp_path / "conns.dat"
+    with open(os.path.join(out, "rates.dat")) as f:
+        conns.write_text("".join(line.replace(" rate ", " connections ", 1)
+                                 if line.split()[:2] == ["#", "rate"] else line for line in f))
+    proc = sweep("diff", os.path.join(out, "rates.dat"), conns)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[0] == \
+        "volley-sweep: rates sweeps rate and conns connections: they cannot be compared"
+
+
+def test_slo_in_a_sweep_of_connections(tmp_path):
+    s = Sweep(str(tmp_path), "slo", "--status-every", "4:503",
+              args=("--slo", "errors < 1%", "--min-success", "50"))
+    assert s.proc.returncode == 0, s.proc.stdout + s.proc.stderr
+    assert all("slo-failed" in r["flags"] for r in dat_rows(s.dat))
+    assert "slo: no level meets errors < 1%" in s.proc.stdout
+
+
+def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
+    # nginx's limit_req lets 400 requests/s through, and a burst of 200 more
+    # (answered at once, and room for a busy machine's pauses); beyond those
+    # it answers 503. Each probe warms up for 1 s, then measures 1 s, after a
+    # pause in which the limit recovers from the probe before. At a rate r
+    # above 400 the excess, 2 (r - 400), less the burst, is refused within
+    # the measured second, so fewer than 1% of its r requests fail while
+    # 2 (r - 400) - 200 < 0.01 r: up to r = 1000 / 1.99 = 503 requests/s.
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text("ok\n")
+    srv = nginx(http="limit_req_zone $binary_remote_addr zone=cap:1m rate=400r/s;",
+                server=f"location / {{ limit_req zone=cap burst=200 nodelay; root {html}; }}")
+    theory = 1000 / 1.99
+    out = str(tmp_path / "out")
+    proc = sweep("-d", "1s", "-t", 1, "-c", 20, "--search", "200:800", "--slo", "errors < 1%",
+                 "--slo", "p99 < 1s", "--pause", "1s", "-n", "cap", "-o", out, srv.url + "/",
+                 "--", "--warmup", "1s", timeout=180)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == ("volley-sweep: searching 200 to 800 req/s, 20 connections, 1s per probe, "
+                        "for the highest rate where errors < 1% and p99 < 1s and success "
+                        ">= 99% (to within 5%)")
+    probes = [line.split() for line in lines if re.match(r"\s+\d+\s+\d+\s", line)]
+    # a rate that failed is probed again at once, and fails only if it fails again
+    for first, again in zip(probes, probes[1:]):
+        if "(probing" in first:
+            assert again[1] == first[1], proc.stdout
+    rates = [int(p[1]) for p in probes if "(probing" not in p]
+    assert rates[:2] == [200, 800] and len(rates) == len(set(rates)) <= 9, proc.stdout
+    verdicts = {int(p[1]): "passed" in p for p in probes if "(probing" not in p}
+    assert verdicts[200] and not verdicts[800]
+    m = re.search(r"^answer: (\d+) req/s \(the highest rate that met the objectives; (\d+) "
+                  r"req/s did not\)$", proc.stdout, re.M)
+    assert m, proc.stdout
+    lo, hi = int(m.group(1)), int(m.group(2))
+    assert verdicts[lo] and not verdicts[hi] and hi <= lo * 1.05
+    assert abs(lo - theory) <= 0.1 * theory, proc.stdout
+    # each probe's own run, its warm-up left out, and its verdict from volley
+    for rate, passed in verdicts.items():
+        with open(os.path.join(out, f"cap_R{rate}.json")) as f:
+            doc = json.load(f)
+        assert doc["options"]["rate"] == rate and doc["warmup"]["duration_us"] == 1000000
+        if all(t["passed"] for t in doc["thresholds"]) and doc["success"]["percent"] >= 99:
+            assert passed or doc["rate"]["sent"] < 0.95 * rate
+        else:
+            assert not passed
+    assert [r[0] for r in read_dat(os.path.join(out, "cap.dat"))[1]] == sorted(rates)
+
+
+def test_search_at_the_ends_of_its_range(testd, tmp_path):
+    srv = testd("--status-every", "2:503")
+    proc = sweep("-d", "500ms", "-c", 2, "--search", "20:40", "--slo", "errors < 1%", "-o",
+                 tmp_path / "a", srv.url)
+    assert proc.returncode == 0, proc.stderr
+    assert "answer: none from 20 req/s up: the objectives fail at 20 req/s already" \
+        in proc.stdout
+    failed = re.findall(r"^\s+\d+\s+\d+\s.*FAILED: .*$", proc.stdout, re.M)
+    assert len(failed) == 2 and failed[0].endswith("(probing it again)"), proc.stdout
+    srv = testd()
+    proc = sweep("-d", "500ms", "-c", 2, "--search", "20:40", "--slo", "p99 < 1s", "-o",
+                 tmp_path / "b", srv.url)
+    assert proc.returncode == 0, proc.stderr
+    assert "answer: at least 40 req/s: the objectives hold at the top of the range" \
+        in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (["-R", "10,20", "--search", "1:9", "http://h/"],
+     "-R sweeps given rates, --search finds one: give only one of them"),
+    (["-R", "10", "-c", "1,2", "http://h/"],
+     "with -R or --search, -c is the connections of every run: one number, not '1,2'"),
+    (["-R", "", "http://h/"], "empty list of rate levels (-R 100,200,500)"),
+    (["-R", "5,x", "http://h/"], "invalid rate level: 'x' (expected a positive whole number)"),
+    (["-R", "5,5", "http://h/"], "rate level 5 given twice in -R 5,5"),
+    (["--search", "100", "http://h/"],
+     "invalid --search: '100' (expected LO:HI, rates in requests/s)"),
+    (["--search", "200:100", "http://h/"], "invalid --search: '200:100' (LO must be below HI)"),
+    (["--search", "0:100", "http://h/"], "invalid --search rate: '0' (must be at least 1)"),
+    (["--slo", " ", "http://h/"], "empty --slo objective"),
+    (["--pause", "soon", "http://h/"], "invalid --pause: 'soon' (for example 500ms, 10s, 2m)"),
+    (["-R", "10", "http://h/", "--", "-R", "5"],
+     "-R/--rate is set by volley-sweep: remove '-R' from the volley options"),
+    (["--search", "1:9", "http://h/", "--", "--rat=5"],
+     "--rate is set by volley-sweep: remove '--rat=5' from the volley options"),
+])
+def test_bad_rate_arguments_are_one_clear_line(args, message, tmp_path):
+    proc = sweep("-o", tmp_path / "out", *args)
+    assert proc.returncode == 1, proc
+    assert proc.stderr.splitlines()[0] == f"volley-sweep: {message}"
+    assert not os.path.exists(tmp_path / "out")
+
+
+def test_a_malformed_slo_is_volleys_error(testd, tmp_path):
+    srv = testd()
+    proc = sweep("-d", "500ms", "-c", 1, "--slo", "p99 < 200", "-o", tmp_path, srv.url)
+    assert proc.returncode == 1
+    assert "volley: invalid threshold 'p99 < 200': a latency needs a unit" in proc.stderr
+    assert "volley-sweep: volley failed at 1 connection (exit 1)" in proc.stderr

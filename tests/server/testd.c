@@ -60,6 +60,9 @@
  *   --freeze MS:PERIOD   in the last MS of every PERIOD ms (counted from start-up) no response
  *                        is started; those due go out when the window ends. A response already
  *                        being written is not interrupted.
+ *   --stall-after MS     from MS after the first complete request on, no response is started:
+ *                        a server that stops answering partway through a run (requests are
+ *                        still read and counted).
  *   --shed N             load shedding: a request that arrives while N others (over all
  *                        connections) wait for their response is answered 503 at once, without
  *                        --delay; the others are answered as usual.
@@ -214,6 +217,7 @@ struct config {
     bool interim, never, early;
     int status, every_code;
     double idle_close, delay, freeze_len, freeze_period, trickle, die_after; /* seconds */
+    double stall_after;                                                      /* seconds; 0: never */
     enum hostile hostile;
 };
 
@@ -247,7 +251,8 @@ static struct config g_cfg = {
 static struct tally g_st;
 static struct ev_loop *g_loop;
 static ev_tstamp g_start;
-static uint64_t g_waiting; /* --shed: requests waiting for their response to be rendered */
+static uint64_t g_waiting;        /* --shed: requests waiting for their response to be rendered */
+static ev_tstamp g_first_request; /* when the first complete request was read, or 0 */
 static FILE *g_log;
 static const char *g_unix_path;
 static bool g_tcp;
@@ -630,6 +635,8 @@ static void request_done(struct conn *c)
     c->ps = PS_HEAD;
     c->nparsed++;
     count_request(r);
+    if (!g_first_request)
+        g_first_request = ev_now(g_loop);
     if (g_log)
         log_finish(c);
     if (r->answered)
@@ -1329,9 +1336,12 @@ static void want_wake(struct conn *c, ev_tstamp at)
         wake_arm();
 }
 
-/* When the current --freeze window ends, or 0 outside one. */
+/* When the current --freeze window ends, or 0 outside one. After
+ * --stall-after, never (an hour on is as good as never for a test). */
 static ev_tstamp thaw_time(ev_tstamp now)
 {
+    if (g_cfg.stall_after > 0 && g_first_request && now >= g_first_request + g_cfg.stall_after)
+        return now + 3600;
     if (g_cfg.freeze_period <= 0)
         return 0;
     double phase = fmod(now - g_start, g_cfg.freeze_period);
@@ -2014,7 +2024,8 @@ static void usage(void)
          "         [--body-size N] [--chunked] [--chunk-size N] [--close-delimited]\n"
          "         [--connection-close] [--http10] [--http10-keepalive] [--close-after N]\n"
          "         [--idle-close MS] [--status CODE] [--status-every N:CODE] [--delay MS]\n"
-         "         [--freeze MS:PERIOD_MS] [--shed N] [--interim] [--never] [--early]\n"
+         "         [--freeze MS:PERIOD_MS] [--stall-after MS] [--shed N] [--interim]\n"
+         "         [--never] [--early]\n"
          "         [--rcvbuf N] [--trickle-ms MS]\n"
          "         [--hostile garbage|short-body|reset|trickle|huge-header|bad-chunk|\n"
          "                    huge-body|die-after:MS|no-read|interim-flood]\n"
@@ -2039,6 +2050,7 @@ enum opt {
     OPT_STATUS_EVERY,
     OPT_DELAY,
     OPT_FREEZE,
+    OPT_STALL_AFTER,
     OPT_SHED,
     OPT_INTERIM,
     OPT_NEVER,
@@ -2123,6 +2135,9 @@ static void apply_option(int opt, const char *name, const char *v)
     case OPT_FREEZE:
         opt_freeze(v);
         break;
+    case OPT_STALL_AFTER:
+        g_cfg.stall_after = opt_number(name, v, 1, 1e12) / 1000;
+        break;
     case OPT_SHED:
         g_cfg.shed = (uint64_t)opt_number(name, v, 1, 1e9);
         break;
@@ -2179,6 +2194,7 @@ static void parse_args(int argc, char **argv)
         {"status-every", required_argument, 0, OPT_STATUS_EVERY},
         {"delay", required_argument, 0, OPT_DELAY},
         {"freeze", required_argument, 0, OPT_FREEZE},
+        {"stall-after", required_argument, 0, OPT_STALL_AFTER},
         {"shed", required_argument, 0, OPT_SHED},
         {"interim", no_argument, 0, OPT_INTERIM},
         {"never", no_argument, 0, OPT_NEVER},

@@ -75,6 +75,49 @@ TEST(time_rejects)
             UNIT_FAIL("\"%s\" was accepted", bad[i]);
 }
 
+static double real_metric(const char *s)
+{
+    double v = -1;
+    return units_parse_real_metric(s, &v) ? v : -1;
+}
+
+static double real_time(const char *s)
+{
+    double v = -1;
+    return units_parse_real_time(s, &v) ? v : -1;
+}
+
+TEST(real_numbers_with_fractions_and_suffixes)
+{
+    CHECK(real_metric("0") == 0);
+    CHECK(real_metric("1.5k") == 1500);
+    CHECK(real_metric("0.25") == 0.25);
+    CHECK(real_metric("2M") == 2e6);
+    CHECK(real_metric(" 3 k") == 3000);
+    CHECK(real_time("200ms") == 200000);
+    CHECK(real_time("12.5ms") == 12500);
+    CHECK(real_time("1.5") == 1.5e6); /* bare numbers are seconds, as for -d */
+    CHECK(real_time("250us") == 250);
+    CHECK(real_time("0.5m") == 30e6);
+    CHECK(real_time("2H") == 7200e6);
+}
+
+TEST(real_numbers_reject)
+{
+    const char *bad[] = {"",    ".5",  "1.",  "-1",   "+1",    "1e3", "1.5kb",
+                         "1,5", "inf", "nan", "0x10", "1.2.3", "k",   "5 k x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (real_metric(bad[i]) != -1 || real_time(bad[i]) != -1)
+            UNIT_FAIL("\"%s\" was accepted", bad[i]);
+    CHECK(real_time("1k") == -1);
+    CHECK(real_time("10sec") == -1);
+    CHECK(real_metric("10s") == -1);
+    char huge[400];
+    memset(huge, '9', sizeof huge - 1);
+    huge[sizeof huge - 1] = 0;
+    CHECK(real_metric(huge) == -1); /* past a double's range */
+}
+
 static const char *t(long double us)
 {
     static char buf[UNITS_BUF];
