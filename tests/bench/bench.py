@@ -25,14 +25,12 @@ figure is the sum of both costs):
   D  16 requests pipelined per batch (tests/bench/pipeline16.lua) against
      volley-testd, which answers all the requests one read() brought in
      with one write()
-  E  HTTPS keep-alive, -t1 -c50, against nginx (n/a while volley has no TLS)
+  E  HTTPS keep-alive, -t1 -c50, against nginx
   F  busy fraction from row A's runs: mean latency x requests/s / connections
      (1.0: a request is in flight on every connection all the time)
   G  HTTP/2 cleartext (h2c, prior knowledge), -t1 -c8 -m32 (32 streams per
      connection), against nginx, volley --http2 beside h2load
   H  the same over TLS (ALPN h2)
-  Rows G and H run h2load alone, with a note, while volley cannot run
-  --http2 (a one-second probe run decides).
 
 Environment: BENCH_RUNS (runs of each tool per row, default 5), BENCH_DURATION
 (seconds per run, default 3), BENCH_ROWS (e.g. "AF", default all), BENCH_DIR
@@ -451,29 +449,11 @@ class Bench:
         }
         row = Row(key, title, "req/s", commands, rival="h2load")
         self.rows.append(row)
-        why = self.http2_probe(key, url)
-        if why:
-            row.notes.append(f"volley: {why}; h2load alone")
-        tools = ("h2load",) if why else ("volley", "h2load")
-        runs = self.alternate(key, self.runs, d + 30, commands.get, self.servers.nginx, tools)
+        runs = self.alternate(key, self.runs, d + 30, commands.get, self.servers.nginx,
+                              ("volley", "h2load"))
         self.collect(row, runs)
-        if "h2load" not in row.value:
+        if len(row.value) < 2:
             row.na = "runs failed (see notes)"
-
-    def http2_probe(self, key, url):
-        """Why volley cannot run an HTTP/2 row, or None: a one-second
-        --http2 run must end cleanly with answers and no errors."""
-        s = self.probe(key, url, "--http2")
-        run = s.run
-        if run.returncode:  # what it said first: the usage text follows a bad option
-            lines = [line for line in run.output.splitlines() if line.strip()]
-            return f"no HTTP/2 run (exit {run.returncode}: {lines[0] if lines else 'no output'})"
-        if s.error:
-            return f"no HTTP/2 run ({s.error})"
-        if s.socket_errors or s.status_errors:
-            return (f"HTTP/2 run with {s.socket_errors} socket errors and {s.status_errors} "
-                    f"error statuses")
-        return None
 
     def rss(self, conns):
         key = f"C{conns}"
@@ -512,29 +492,7 @@ class Bench:
         title = f"HTTPS keep-alive, -t1 -c{CONNS}, one core, nginx"
         if not self.servers.https:
             return self.na_row("E", title, f"no certificate ({OPENSSL} failed)")
-        why = self.tls_probe()
-        if why:
-            return self.na_row("E", title, why)
         self.throughput("E", title, self.servers.https, "summary.lua", self.servers.nginx)
-
-    def tls_probe(self):
-        """Why volley cannot run row E, or None: a short HTTPS run must get
-        200 answers without errors (a client without TLS gets 400 from nginx
-        for plain HTTP on its TLS port, or errors)."""
-        s = self.probe("E", self.servers.https)
-        if s.error:
-            return f"volley has no working HTTPS ({s.error})"
-        if s.socket_errors or s.status_errors:
-            return (f"volley does not speak TLS yet ({s.socket_errors} socket errors, "
-                    f"{s.status_errors} error statuses from nginx's TLS port)")
-        return None
-
-    def probe(self, key, url, *options):
-        """A one-second run of volley with options against url, to see
-        whether it can run row key."""
-        return Sample(Run([VOLLEY, *options, "-t1", "-c1", "-d1s", "-s",
-                           os.path.join(HERE, "summary.lua"), url], 30,
-                          os.path.join(self.dir, f"{key}-probe.out")))
 
     def na_row(self, key, title, why):
         row = Row(key, title, "", None)
