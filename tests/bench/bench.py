@@ -349,6 +349,7 @@ class Row:
 
     def __init__(self, key, title, unit, commands, rival="wrk"):
         self.key, self.title, self.unit, self.rival = key, title, unit, rival
+        self.label = key  # in the table; rows C leave out the count their title gives
         # An argv template with {tool} for both, or {tool: argv} when they differ.
         self.commands = commands
         self.samples = {}      # tool -> [Sample], throughput rows
@@ -460,6 +461,7 @@ class Bench:
         template = [TIME, "-f", "%M", "{tool}", "-t2", f"-c{conns}", f"-d{RSS_DURATION}s",
                     self.servers.http]
         row = Row(key, f"peak RSS, {conns:,} connections", "MiB", template)
+        row.label = "C"
         self.rows.append(row)
         if self.nofile < conns + 100:
             row.na = f"open file limit {self.nofile} (raise it with ulimit -n)"
@@ -528,7 +530,7 @@ class Bench:
             if "B" in want:
                 self.throughput("B", "request() + response() in Lua, one core, nginx",
                                 self.servers.http, "dynamic.lua", self.servers.nginx)
-                self.throughput("B2", "a new path and a number header every call, nginx",
+                self.throughput("B2", "new path, number header per call, nginx",
                                 self.servers.http, "dynamic2.lua", self.servers.nginx)
             if "D" in want:
                 title = "pipelined depth 16, one core, volley-testd"
@@ -642,7 +644,7 @@ class Bench:
                f"{'':{w + 2}}{'':>10}{'':>10}{'':>7}{'':>8}"
                f"   {'volley':>13}{rival:>14}  {'ratio':>7}"]
         for row in rows:
-            label = f"{row.key[0]} {row.title}"
+            label = f"{row.label} {row.title}"
             if row.na:
                 out.append(f"{label:{w + 2}}n/a: {row.na}")
                 continue
