@@ -188,20 +188,27 @@ bool units_parse_instant(const char *s, int64_t *unix_us)
     return true;
 }
 
-bool units_parse_metric(const char *s, uint64_t *value)
+/* The factor of a metric suffix: none, or one of k m g t p (any case). */
+static bool metric_factor(const char *suffix, uint64_t *factor)
 {
     static const char *const suffixes = "kmgtp";
-    uint64_t n, factor = 1;
-    const char *suffix;
-    if (!split_number(s, &n, &suffix))
+    *factor = 1;
+    if (!*suffix)
+        return true;
+    const char *p = suffix[1] ? NULL : strchr(suffixes, tolower((unsigned char)*suffix));
+    if (!p)
         return false;
-    if (*suffix) {
-        const char *p = suffix[1] ? NULL : strchr(suffixes, tolower((unsigned char)*suffix));
-        if (!p)
-            return false;
-        for (const char *q = suffixes; q <= p; q++)
-            factor *= 1000;
-    }
+    for (const char *q = suffixes; q <= p; q++)
+        *factor *= 1000;
+    return true;
+}
+
+bool units_parse_metric(const char *s, uint64_t *value)
+{
+    uint64_t n, factor;
+    const char *suffix;
+    if (!split_number(s, &n, &suffix) || !metric_factor(suffix, &factor))
+        return false;
     return scale(n, factor, value);
 }
 
@@ -225,19 +232,12 @@ bool units_parse_time(const char *s, uint64_t *us)
 
 bool units_parse_real_metric(const char *s, double *value)
 {
-    static const char *const suffixes = "kmgtp";
-    double n, factor = 1;
+    double n;
+    uint64_t factor;
     const char *suffix;
-    if (!split_real(s, &n, &suffix))
+    if (!split_real(s, &n, &suffix) || !metric_factor(suffix, &factor))
         return false;
-    if (*suffix) {
-        const char *p = suffix[1] ? NULL : strchr(suffixes, tolower((unsigned char)*suffix));
-        if (!p)
-            return false;
-        for (const char *q = suffixes; q <= p; q++)
-            factor *= 1000;
-    }
-    *value = n * factor;
+    *value = n * (double)factor;
     return true;
 }
 
