@@ -89,6 +89,16 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def ok(run):
+    """A clean run: exit 0, no errors, nothing on stderr but volley's own
+    warnings (a CPU-bound generator on a busy machine, say)."""
+    assert run.returncode == 0, run
+    assert not run.report["socket_errors_line"], run
+    assert run.report["non2xx"] == 0, run
+    assert [l for l in run.stderr.splitlines() if not l.startswith("Warning: ")] == [], run
+    return run
+
+
 def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     """Run volley with args (strings), in directory cwd if given; returns a
     Run. Fails the test if a sanitizer build reported anything."""

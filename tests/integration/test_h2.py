@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import H2_LOG, ROOT, WRK_SCRIPTS, max_open_is, volley
+from conftest import H2_LOG, ROOT, WRK_SCRIPTS, max_open_is, ok, volley
 
 OUR_SCRIPTS = os.path.join(ROOT, "scripts")
 
@@ -227,12 +227,6 @@ def header(req, name):
     return values[0] if values else None
 
 
-def ok(run):
-    assert run.returncode == 0, run
-    assert not run.report["socket_errors_line"], run
-    assert run.report["non2xx"] == 0, run
-    assert run.stderr == "", run
-    return run
 
 
 def test_wrk_post_over_http2(h2_front):

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, WRK_SCRIPTS, max_open_is, volley, free_port
+from conftest import ROOT, WRK_SCRIPTS, free_port, max_open_is, ok, volley
 
 OUR_SCRIPTS = os.path.join(ROOT, "scripts")
 EXAMPLES = {"wrk": WRK_SCRIPTS, "volley": OUR_SCRIPTS}
@@ -38,16 +38,6 @@ def write(tmp_path, text, name="t.lua"):
 def line_of(text, marker):
     """The line number of the first line of text containing marker."""
     return next(i for i, line in enumerate(text.splitlines(), 1) if marker in line)
-
-
-def ok(run):
-    """A clean run: nothing on stderr but volley's own warnings (a CPU-bound
-    generator on a busy machine, say)."""
-    assert run.returncode == 0, run
-    assert not run.report["socket_errors_line"], run
-    assert run.report["non2xx"] == 0, run
-    assert [l for l in run.stderr.splitlines() if not l.startswith("Warning: ")] == [], run
-    return run
 
 
 def header(req, name):

@@ -348,6 +348,10 @@ def children(pid):
 def test_server_cpu_of_nginx_agrees_with_proc(nginx, tmp_path):
     server = nginx(server='location / { return 200 "ok\\n"; }', http="access_log off;")
     master = server.proc.pid
+    # The master listens before it starts its worker.
+    deadline = time.monotonic() + 10
+    while not children(master) and time.monotonic() < deadline:
+        time.sleep(0.01)
     pids = sorted([master] + children(master))
     assert len(pids) == 2  # the master and its worker
     before = sum(proc_cpu(p)[0] for p in pids)
