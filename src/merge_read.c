@@ -99,22 +99,32 @@ static uint64_t count_of(const char *file, const char *path, double n)
 
 /* ---- reading a result ------------------------------------------------------ */
 
-/* A distribution's histogram with the exact figures the document gives
- * beside it, added into dst (whose layout it must have). */
-static void distribution(struct part *p, const struct jdoc *d, const char *name, struct hist *dst)
+/* name.key, the path of a distribution's member, in buf. */
+static const char *member(char buf[80], const char *name, const char *key)
 {
-    char path[64];
+    snprintf(buf, 80, "%s.%s", name, key);
+    return buf;
+}
+
+/* The distribution at name (an object of the document's top level): its
+ * histogram with the exact figures the document gives beside it, added
+ * into dst (whose layout it must have). */
+static void distribution(struct part *p, const char *name, struct hist *dst)
+{
+    char path[80], m[80];
     const char *why;
-    snprintf(path, sizeof path, "%s.hdr_histogram", name);
-    uint64_t count = need_u64(p->file, d, "count"), min = 0, max = 0;
+    const struct jdoc *doc = p->doc;
+    need_object(p->file, doc, name, false);
+    member(path, name, "hdr_histogram");
+    uint64_t count = need_u64(p->file, doc, member(m, name, "count")), min = 0, max = 0;
     double mean = 0, stdev = 0;
     if (count) {
-        min = need_u64(p->file, d, "min");
-        max = need_u64(p->file, d, "max");
-        mean = need_number(p->file, d, "mean");
-        stdev = need_number(p->file, d, "stdev");
+        min = need_u64(p->file, doc, member(m, name, "min"));
+        max = need_u64(p->file, doc, member(m, name, "max"));
+        mean = need_number(p->file, doc, member(m, name, "mean"));
+        stdev = need_number(p->file, doc, member(m, name, "stdev"));
     }
-    struct hist *h = hist_decode(need_string(p->file, d, "hdr_histogram"), &why);
+    struct hist *h = hist_decode(need_string(p->file, doc, path), &why);
     if (!h)
         merge_bad(p->file, "%s: %s", path, why);
     uint64_t highest = hist_highest(h), held = hist_count(h);
@@ -139,15 +149,16 @@ static void read_distributions(struct part *p)
 {
     const struct jdoc *doc = p->doc;
     struct stats *s = &p->stats;
-    distribution(p, need_object(p->file, doc, "latency", false), "latency", s->latency);
-    distribution(p, need_object(p->file, doc, "requests_per_sec", false), "requests_per_sec",
-                 s->rps);
-    distribution(p, need_object(p->file, doc, "connect_time", false), "connect_time", s->connect);
-    const struct jdoc *u = need_object(p->file, doc, "latency_uncorrected", !p->open_model);
-    const struct jdoc *lag = need_object(p->file, doc, "scheduling_lag", !p->open_model);
+    distribution(p, "latency", s->latency);
+    distribution(p, "requests_per_sec", s->rps);
+    distribution(p, "connect_time", s->connect);
     if (p->open_model) {
-        distribution(p, u, "latency_uncorrected", s->u_latency);
-        distribution(p, lag, "scheduling_lag", s->lag);
+        distribution(p, "latency_uncorrected", s->u_latency);
+        distribution(p, "scheduling_lag", s->lag);
+    } else {
+        /* the closed model has none: null, or an object */
+        need_object(p->file, doc, "latency_uncorrected", true);
+        need_object(p->file, doc, "scheduling_lag", true);
     }
     if (hist_count(s->latency) != s->requests)
         merge_bad(p->file, "latency.count is %" PRIu64 ", not requests (%" PRIu64 ")",

@@ -207,6 +207,10 @@ def test_inputs_that_cannot_be_one_run_are_refused_with_one_line(testd, tmp_path
         hdr_histogram=deflated.encode().decode()), base=1)), "compressed with deflate")
     one_line_error(volley("merge", files[0], variant("k.json", lambda d: d["latency"].update(
         count=d["latency"]["count"] + 1), base=1)), "holds")
+    one_line_error(volley("merge", files[0], variant("m.json", lambda d: d["connect_time"].pop(
+        "count"), base=1)), "connect_time.count: missing, or not a count")
+    one_line_error(volley("merge", files[0], variant("x.json", lambda d: d.update(
+        scheduling_lag=[]), base=1)), "scheduling_lag: missing, or not an object")
     one_line_error(volley("merge", files[0], variant("s.json", lambda d: d["status_codes"].update(
         {"200": d["status_codes"]["200"] + 1}), base=1)), "status_codes add up to")
 
