@@ -7,6 +7,7 @@ SPDX-License-Identifier: MIT
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -77,6 +78,29 @@ def test_volley_kube_runs_the_shards_and_prints_the_merged_report(nginx, tmp_pat
     assert os.listdir(os.path.join(state, "bench", "configmap")) == []
 
 
+def test_volley_kube_checks_thresholds_on_the_merged_result(nginx, tmp_path):
+    """A threshold is the whole run's: no shard fails on its share, volley
+    merge gives the verdicts, and volley-kube exits 2 when one failed."""
+    srv = nginx(server='location / { return 200 "ok"; }', log_format="$request_uri")
+    merged = os.path.join(tmp_path, "merged.json")
+    proc, _ = volley_kube(tmp_path, "run", "--shards", 2, "--start-in", 2, "--json", merged,
+                          "--", "-t1", "-c2", "-n", 600, "--threshold", "requests >= 600",
+                          "--threshold=p99 < 1us", srv.url + "/")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert parse_report(proc.stdout)["requests"] == 600
+    assert "Threshold requests >= 600: passed (requests = 600)" in proc.stdout
+    assert re.search(r"^Threshold p99 < 1us: FAILED \(p99 = [\d.]+(us|ms)\)$", proc.stdout,
+                     re.M), proc.stdout
+    with open(merged) as f:
+        doc = json.load(f)
+    assert [t["passed"] for t in doc["thresholds"]] == [True, False]
+    # Each shard ran its share without them.
+    for i in range(2):
+        with open(os.path.join(tmp_path, "volley-kube-volley", f"shard-{i}.json")) as f:
+            assert not json.load(f)["thresholds"]
+    assert len(srv.log()) == 600
+
+
 def test_volley_kube_says_which_shard_failed(tmp_path):
     proc, _ = volley_kube(tmp_path, "run", "--shards", 2, "--start-in", 1, "--", "-c2", "-d1s",
                           "http://127.0.0.1:9/")
@@ -92,5 +116,11 @@ def test_volley_kube_refuses_options_it_sets_itself(tmp_path):
                           "http://127.0.0.1/")
     assert proc.returncode == 1
     assert proc.stderr == "volley-kube: --json: volley-kube sets --json for every shard\n"
+    for option in ("--abort-on-fail", "--abort-after=3"):
+        proc, _ = volley_kube(tmp_path, "render", "--shards", 2, "--", "--threshold",
+                              "p99<1s", option, "http://127.0.0.1/")
+        assert proc.returncode == 1
+        assert proc.stderr == f"volley-kube: {option}: each shard would stop on its own " \
+            "share; volley-kube checks --threshold on the merged result\n"
     proc, _ = volley_kube(tmp_path, "run", "--", "http://127.0.0.1/")
     assert proc.returncode == 1 and "--shards N" in proc.stderr
