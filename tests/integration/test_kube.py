@@ -101,6 +101,36 @@ def test_volley_kube_checks_thresholds_on_the_merged_result(nginx, tmp_path):
     assert len(srv.log()) == 600
 
 
+def test_volley_kube_merges_the_shards_timelines(nginx, tmp_path):
+    """--timeline and --hdr-log among the volley options: each shard's
+    timeline comes back through its log, and volley merge writes the whole
+    run's, interval by interval."""
+    srv = nginx(server='location / { return 200 "ok"; }', log_format="$request_uri")
+    timeline, hdr_log = os.path.join(tmp_path, "all.jsonl"), os.path.join(tmp_path, "all.hlog")
+    merged = os.path.join(tmp_path, "merged.json")
+    proc, _ = volley_kube(tmp_path, "run", "--shards", 2, "--start-in", 2, "--json", merged,
+                          "--", "-t1", "-c2", "-R", 400, "-d", "1500ms", "--interval", "500ms",
+                          "--timeline", timeline, "--hdr-log=" + hdr_log, srv.url + "/")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(os.listdir(os.path.join(tmp_path, "volley-kube-volley"))) == \
+        ["shard-0.json", "shard-0.jsonl", "shard-1.json", "shard-1.jsonl"]
+    with open(merged) as f:
+        doc = json.load(f)
+    with open(timeline) as f:
+        records = [json.loads(line) for line in f]
+    assert records[0]["type"] == "run"
+    intervals = records[1:]
+    assert len(intervals) >= 3 and all(r["length_us"] == 500000 for r in intervals[:-1])
+    assert sum(r["requests"] for r in intervals) == doc["requests"] == len(srv.log())
+    for i in range(2):
+        with open(os.path.join(tmp_path, "volley-kube-volley", f"shard-{i}.jsonl")) as f:
+            parts = [json.loads(line) for line in f][1:]
+        with open(os.path.join(tmp_path, "volley-kube-volley", f"shard-{i}.json")) as f:
+            assert sum(r["requests"] for r in parts) == json.load(f)["requests"]
+    with open(hdr_log) as f:
+        assert f.readline().startswith("#")
+
+
 def test_volley_kube_says_which_shard_failed(tmp_path):
     proc, _ = volley_kube(tmp_path, "run", "--shards", 2, "--start-in", 1, "--", "-c2", "-d1s",
                           "http://127.0.0.1:9/")
