@@ -9,6 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "chars.h"
+
 /* ------------------------------------------------------------------------ */
 /* Shared helpers                                                           */
 /* ------------------------------------------------------------------------ */
@@ -114,17 +116,6 @@ static int final_chunked(const char *v, size_t n)
             r = TOKEN_EQ(e, en, "chunked");
     }
     return r;
-}
-
-static int hex_digit(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 /* ------------------------------------------------------------------------ */

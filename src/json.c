@@ -8,7 +8,9 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "chars.h"
 #include "xalloc.h"
 
 void json_init(struct json *j, FILE *f)
@@ -31,44 +33,13 @@ static void newline(struct json *j)
         fprintf(j->f, "\n%*s", 2 * j->depth, "");
 }
 
-/* Length of the well-formed UTF-8 sequence at s (RFC 3629 §4: no overlong
- * forms, no surrogates, nothing past U+10FFFF), or 0. */
-static int utf8_length(const unsigned char *s)
-{
-    unsigned char c = s[0];
-    int n;
-    unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
-    if (c >= 0xC2 && c <= 0xDF)
-        n = 2;
-    else if (c >= 0xE0 && c <= 0xEF) {
-        n = 3;
-        if (c == 0xE0)
-            lo = 0xA0;
-        else if (c == 0xED)
-            hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        n = 4;
-        if (c == 0xF0)
-            lo = 0x90;
-        else if (c == 0xF4)
-            hi = 0x8F;
-    } else
-        return 0;
-    if (s[1] < lo || s[1] > hi)
-        return 0;
-    for (int i = 2; i < n; i++)
-        if (s[i] < 0x80 || s[i] > 0xBF)
-            return 0;
-    return n;
-}
-
 static void write_string(FILE *f, const char *str)
 {
-    const unsigned char *s = (const unsigned char *)str;
+    const unsigned char *s = (const unsigned char *)str, *end = s + strlen(str);
     fputc('"', f);
     while (*s) {
         unsigned char c = *s;
-        int n;
+        size_t n;
         if (c == '"' || c == '\\') {
             fputc('\\', f);
             fputc(c, f);
@@ -82,8 +53,8 @@ static void write_string(FILE *f, const char *str)
             fprintf(f, "\\u%04x", c);
         } else if (c < 0x80) {
             fputc(c, f);
-        } else if ((n = utf8_length(s)) > 0) {
-            fwrite(s, 1, (size_t)n, f);
+        } else if ((n = utf8_length(s, end)) > 0) {
+            fwrite(s, 1, n, f);
             s += n;
             continue;
         } else {
