@@ -89,6 +89,16 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+def run_json(tmp_path, *args, **kw):
+    """volley with --json into a file in tmp_path, which must exit 0;
+    returns (Run, document)."""
+    path = os.path.join(tmp_path, "result.json")
+    run = volley("--json", path, *args, **kw)
+    assert run.returncode == 0, run
+    with open(path) as f:
+        return run, json.load(f)
+
+
 def ok(run):
     """A clean run: exit 0, no errors, nothing on stderr but volley's own
     warnings (a CPU-bound generator on a busy machine, say)."""

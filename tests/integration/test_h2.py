@@ -12,17 +12,9 @@ import time
 
 import pytest
 
-from conftest import H2_LOG, ROOT, WRK_SCRIPTS, max_open_is, ok, volley
+from conftest import H2_LOG, ROOT, WRK_SCRIPTS, max_open_is, ok, run_json, volley
 
 OUR_SCRIPTS = os.path.join(ROOT, "scripts")
-
-
-def run_json(tmp_path, *args, **kw):
-    out = tmp_path / "out.json"
-    run = volley("--json", out, *args, **kw)
-    assert run.returncode == 0, run
-    with open(out) as f:
-        return run, json.load(f)
 
 
 def causes(doc):

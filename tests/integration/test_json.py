@@ -12,20 +12,11 @@ import subprocess
 
 from hdrh.histogram import HdrHistogram
 
-from conftest import VOLLEY, free_port, parse_metric, parse_report, parse_time_us, volley
+from conftest import VOLLEY, free_port, parse_metric, parse_report, parse_time_us, run_json, volley
 
 PERCENTILES = ["50", "75", "90", "99", "99.9", "99.99", "99.999", "100"]
 PROGRESS = re.compile(r"\r(\d+\.\d)s elapsed, (\d+\.\d)s left: (\d+) requests, (\S+) req/s, "
                       r"p99 (\S+), (\d+) errors?\x1b\[K")
-
-
-def run_json(tmp_path, *args):
-    """volley with --json into a file; returns (Run, document)."""
-    path = os.path.join(tmp_path, "result.json")
-    run = volley("--json", path, *args)
-    assert run.returncode == 0, run
-    with open(path) as f:
-        return run, json.load(f)
 
 
 def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):

@@ -5,12 +5,11 @@ ends with exactly N outcomes; reconnects are lazy, backed off and reported.
 Checked in what the servers saw as well as in volley's report and JSON.
 SPDX-License-Identifier: MIT
 """
-import json
 import subprocess
 
 import pytest
 
-from conftest import tls_front, volley
+from conftest import run_json, tls_front
 
 POST_4M = 'wrk.method = "POST"\nwrk.body = string.rep("x", 4 * 1024 * 1024)\n'
 BODY = 4 * 1024 * 1024
@@ -20,14 +19,6 @@ def outcomes(doc):
     """Responses plus socket errors in a --json document."""
     e = doc["errors"]
     return doc["requests"] + e["connect"] + e["read"] + e["write"] + e["timeout"]
-
-
-def run_json(tmp_path, *args, **kw):
-    out = tmp_path / "out.json"
-    run = volley("--json", out, *args, **kw)
-    assert run.returncode == 0, run
-    with open(out) as f:
-        return run, json.load(f)
 
 
 # --------------------------------------------------------------------------

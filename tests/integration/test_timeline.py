@@ -17,7 +17,7 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import ROOT, TESTD, VOLLEY, check_sanitizer, sigint_default, volley
+from conftest import ROOT, TESTD, VOLLEY, check_sanitizer, run_json, sigint_default, volley
 
 DAY_US = 24 * 3600 * 10**6
 
@@ -56,14 +56,6 @@ def flatten(record, prefix=""):
         elif key not in ("type", "hdr_histogram"):
             keys.append(prefix + key)
     return keys
-
-
-def run_json(tmp_path, *args, name="result.json"):
-    path = os.path.join(tmp_path, name)
-    run = volley("--json", path, *args)
-    assert run.returncode == 0, run
-    with open(path) as f:
-        return run, json.load(f)
 
 
 def check_intervals(records, interval_us, duration_us):
@@ -199,7 +191,7 @@ def test_csv_has_the_same_columns_and_the_rate_figures(testd, tmp_path):
 
     # The same columns as the JSON Lines records, in the same order.
     run2, _ = run_json(tmp_path, "-t1", "-c1", "-d300ms", "-R", "100", "--interval", "100ms",
-                       "--timeline", timeline, srv.url + "/", name="r2.json")
+                       "--timeline", timeline, srv.url + "/")
     _, records = read_jsonl(timeline)
     assert header == flatten(records[0])
 
