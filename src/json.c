@@ -35,7 +35,7 @@ static void newline(struct json *j)
 
 static void write_string(FILE *f, const char *str)
 {
-    const unsigned char *s = (const unsigned char *)str, *end = s + strlen(str);
+    const unsigned char *s = (const unsigned char *)str, *stop = s + strlen(str);
     fputc('"', f);
     while (*s) {
         unsigned char c = *s;
@@ -53,7 +53,7 @@ static void write_string(FILE *f, const char *str)
             fprintf(f, "\\u%04x", c);
         } else if (c < 0x80) {
             fputc(c, f);
-        } else if ((n = utf8_length(s, end)) > 0) {
+        } else if ((n = utf8_length(s, stop)) > 0) {
             fwrite(s, 1, n, f);
             s += n;
             continue;
