@@ -108,14 +108,7 @@ static enum cause parse_cause(const struct http_parser *p)
  * lines of its head (after the status line) and its body. */
 static void hook_view(const struct http_parser *p, struct proto_response *r)
 {
-    r->fields = NULL;
-    r->fields_len = 0;
-    if (p->head.len) {
-        const char *nl = memchr(p->head.data, '\n', p->head.len);
-        size_t start = nl ? (size_t)(nl - p->head.data) + 1 : p->head.len;
-        r->fields = p->head.data + start;
-        r->fields_len = p->head.len - start;
-    }
+    http_head_fields(&p->head, &r->fields, &r->fields_len);
     r->body = p->body.data;
     r->body_len = p->body.len;
 }

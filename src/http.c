@@ -704,14 +704,16 @@ enum http_result http_eof(struct http_parser *p)
     return HTTP_ERROR;
 }
 
-bool http_header_next(const struct buf *head, size_t *pos, const char **name, size_t *name_len,
-                      const char **value, size_t *value_len)
+void http_head_fields(const struct buf *head, const char **fields, size_t *len)
 {
-    if (*pos == 0) { /* skip the status line */
+    *fields = NULL;
+    *len = 0;
+    if (head->len) {
         const char *nl = find(head->data, head->len, '\n');
-        *pos = nl ? (size_t)(nl - head->data) + 1 : head->len;
+        size_t start = nl ? (size_t)(nl - head->data) + 1 : head->len;
+        *fields = head->data + start;
+        *len = head->len - start;
     }
-    return http_field_next(head->data, head->len, pos, name, name_len, value, value_len);
 }
 
 bool http_field_next(const char *s, size_t len, size_t *pos, const char **name, size_t *name_len,

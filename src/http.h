@@ -93,13 +93,12 @@ enum http_result http_eof(struct http_parser *p);
  * bytes of skipped 1xx interim responses (a close after them is a truncation). */
 bool http_started(const struct http_parser *p);
 
-/* Iterate over the header fields of a head kept with want_head. *pos starts at
- * 0. Names and values are not NUL-terminated; values have surrounding
- * whitespace removed. */
-bool http_header_next(const struct buf *head, size_t *pos, const char **name, size_t *name_len,
-                      const char **value, size_t *value_len);
-/* The same over field lines alone (no start line before them), up to a blank
- * line or len. */
+/* The field lines of a head kept with want_head: what follows its status
+ * line (NULL and 0 for no head). */
+void http_head_fields(const struct buf *head, const char **fields, size_t *len);
+/* Iterate over field lines (no start line before them), up to a blank line or
+ * len. *pos starts at 0. Names and values are not NUL-terminated; values have
+ * surrounding whitespace removed. */
 bool http_field_next(const char *fields, size_t len, size_t *pos, const char **name,
                      size_t *name_len, const char **value, size_t *value_len);
 /* Whether a comma-separated field value (Connection, TE) lists token, compared

@@ -923,18 +923,19 @@ TEST(largest_chunk_size_is_accepted)
 }
 
 /* ------------------------------------------------------------------------ */
-/* http_header_next                                                          */
+/* http_head_fields, http_field_next                                         */
 /* ------------------------------------------------------------------------ */
 
 static void check_fields(const char *in, const char *const *want, size_t n)
 {
     struct http_parser p;
-    const char *name, *value;
-    size_t used, pos = 0, name_len, value_len, i = 0;
+    const char *fields, *name, *value;
+    size_t used, len, pos = 0, name_len, value_len, i = 0;
     http_parser_init(&p);
     p.want_head = true;
     CHECK(http_parse(&p, in, strlen(in), &used) == HTTP_DONE);
-    while (http_header_next(&p.head, &pos, &name, &name_len, &value, &value_len)) {
+    http_head_fields(&p.head, &fields, &len);
+    while (http_field_next(fields, len, &pos, &name, &name_len, &value, &value_len)) {
         if (i + 1 >= 2 * n + 1) {
             UNIT_FAIL("more fields than expected in \"%s\"", in);
             break;
@@ -944,11 +945,11 @@ static void check_fields(const char *in, const char *const *want, size_t n)
         i += 2;
     }
     CHECK_U64(i, 2 * n);
-    CHECK(!http_header_next(&p.head, &pos, &name, &name_len, &value, &value_len));
+    CHECK(!http_field_next(fields, len, &pos, &name, &name_len, &value, &value_len));
     http_parser_free(&p);
 }
 
-TEST(header_next_trims_values)
+TEST(head_fields_trim_values)
 {
     static const char *const want[] = {"Content-Length", "0", "X-Token", "a b  c",
                                        "Empty",          "",  "x-tab",   "v"};
@@ -956,7 +957,7 @@ TEST(header_next_trims_values)
                  want, 4);
 }
 
-TEST(header_next_bare_lf_and_interim)
+TEST(head_fields_bare_lf_and_interim)
 {
     static const char *const want[] = {"Content-Length", "0", "Set-Cookie", "a=1"};
     check_fields("HTTP/1.1 103 Early Hints\nLink: </x>\n\n"
@@ -964,13 +965,15 @@ TEST(header_next_bare_lf_and_interim)
                  want, 2);
 }
 
-TEST(header_next_without_fields)
+TEST(head_fields_without_fields)
 {
     check_fields("HTTP/1.1 204 No Content\r\n\r\n", NULL, 0);
     struct buf empty = {0};
-    const char *name, *value;
-    size_t pos = 0, name_len, value_len;
-    CHECK(!http_header_next(&empty, &pos, &name, &name_len, &value, &value_len));
+    const char *fields, *name, *value;
+    size_t len, pos = 0, name_len, value_len;
+    http_head_fields(&empty, &fields, &len);
+    CHECK(fields == NULL && len == 0);
+    CHECK(!http_field_next(fields, len, &pos, &name, &name_len, &value, &value_len));
 }
 
 /* ------------------------------------------------------------------------ */
