@@ -121,7 +121,10 @@ def test_volley_kube_merges_the_shards_timelines(nginx, tmp_path):
     assert records[0]["type"] == "run"
     intervals = records[1:]
     assert len(intervals) >= 3 and all(r["length_us"] == 500000 for r in intervals[:-1])
-    assert sum(r["requests"] for r in intervals) == doc["requests"] == len(srv.log())
+    assert sum(r["requests"] for r in intervals) == doc["requests"]
+    # A request each connection had in flight when the run ended reached the
+    # server but is not counted (docs/json.md): at most one per connection.
+    assert doc["requests"] <= len(srv.log()) <= doc["requests"] + 2
     for i in range(2):
         with open(os.path.join(tmp_path, "volley-kube-volley", f"shard-{i}.jsonl")) as f:
             parts = [json.loads(line) for line in f][1:]
