@@ -655,6 +655,8 @@ static void validate(struct config *cfg)
     if (to_stdout(cfg->json) + to_stdout(cfg->timeline) + to_stdout(cfg->hdr_log) > 1)
         usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
     cfg->time_limit_us = cfg->requests && !cfg->duration_set ? 0 : cfg->duration_us;
+    if (cfg->time_limit_us && cfg->ramp_up_us > cfg->warmup_us + cfg->time_limit_us)
+        usage_error("--ramp-up is longer than the run: the last connections would never open");
 }
 
 void cli_parse(int argc, char **argv, struct config *cfg)

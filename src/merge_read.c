@@ -265,6 +265,8 @@ static void read_totals(struct part *p)
         merge_bad(p->file, "reopened: %" PRIu64 " of %" PRIu64 " connects", s->reopened,
                   s->connects);
     p->duration_us = need_u64(p->file, doc, "duration_us");
+    if (!p->duration_us && (s->requests || s->bytes))
+        merge_bad(p->file, "duration_us: 0 for %" PRIu64 " responses", s->requests);
     const struct jdoc *tls = need_object(p->file, doc, "tls", true);
     if (tls) {
         s->handshakes = need_u64(p->file, tls, "handshakes");

@@ -157,3 +157,17 @@ def test_volley_kube_refuses_options_it_sets_itself(tmp_path):
             "share; volley-kube checks --threshold on the merged result\n"
     proc, _ = volley_kube(tmp_path, "run", "--", "http://127.0.0.1/")
     assert proc.returncode == 1 and "--shards N" in proc.stderr
+
+
+def test_volley_kube_refuses_a_run_without_an_end(tmp_path):
+    """-d 0 runs until Ctrl-C, which no pod gets: refused before anything is
+    applied; with -n the run ends after its requests, as volley's does."""
+    for duration in ("-d0", "--duration=inf"):
+        proc, _ = volley_kube(tmp_path, "render", "--shards", 2, "--", duration,
+                              "http://127.0.0.1/")
+        assert proc.returncode == 1
+        assert proc.stderr == "volley-kube: -d 0 runs until Ctrl-C, which no pod gets: give " \
+            "the run a duration or -n\n"
+    proc, _ = volley_kube(tmp_path, "render", "--shards", 2, "--", "-d0", "-n", 100,
+                          "http://127.0.0.1/")
+    assert proc.returncode == 0, proc.stderr

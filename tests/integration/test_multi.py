@@ -213,6 +213,8 @@ def test_inputs_that_cannot_be_one_run_are_refused_with_one_line(testd, tmp_path
         scheduling_lag=[]), base=1)), "scheduling_lag: missing, or not an object")
     one_line_error(volley("merge", files[0], variant("s.json", lambda d: d["status_codes"].update(
         {"200": d["status_codes"]["200"] + 1}), base=1)), "status_codes add up to")
+    one_line_error(volley("merge", files[0], variant("z.json", lambda d: d.update(
+        duration_us=0), base=1)), "duration_us: 0 for")
 
     broken = os.path.join(tmp_path, "broken.json")
     with open(broken, "w") as f:

@@ -190,6 +190,9 @@ def test_ramp_up_interleaves_shards(testd, tmp_path):
      "--warmup with --stages needs -R: the rate to warm up at"),
     (["--warmup", "soon"], "invalid warm-up: 'soon'"),
     (["--ramp-up", "-1"], "invalid ramp-up: '-1'"),
+    (["--ramp-up", "3s", "--warmup", "1s", "-d", "1s"],
+     "--ramp-up is longer than the run: the last connections would never open"),
+    (["--ramp-up", "11s"], "--ramp-up is longer than the run: the last connections would never open"),
 ])
 def test_option_errors(testd, args, message):
     srv = testd()
