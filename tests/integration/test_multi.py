@@ -7,11 +7,13 @@ SPDX-License-Identifier: MIT
 import base64
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hdrh.histogram import HdrHistogram
@@ -223,6 +225,66 @@ def test_inputs_that_cannot_be_one_run_are_refused_with_one_line(testd, tmp_path
     one_line_error(volley("merge", os.path.join(tmp_path, "none.json")), "cannot open")
     run = volley("merge")
     assert run.returncode == 1 and "no result files to merge" in run.stderr
+
+
+def mutants(doc):
+    """doc with each of its members in turn removed or replaced by a value of
+    the wrong kind: (where, the changed document)."""
+    def paths(x, path):
+        yield path
+        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+        for k, v in items:
+            yield from paths(v, path + [k])
+    for path in list(paths(doc, []))[1:]:
+        for value in ("remove", None, "x", -1, 2**64):
+            d = json.loads(json.dumps(doc))
+            parent = d
+            for k in path[:-1]:
+                parent = parent[k]
+            if value == "remove":
+                parent.pop(path[-1])
+            else:
+                parent[path[-1]] = value
+            yield f"{'.'.join(map(str, path))} = {value}", d
+
+
+def test_every_member_broken_in_turn_is_merged_or_refused_with_one_line(testd, tmp_path):
+    """Each member of a result, of a timeline's run line and of one of its
+    intervals, removed or of the wrong kind: volley merge refuses the input
+    with one line, or merges it into figures that are numbers; it never
+    crashes, hangs or prints nan."""
+    srv = testd()
+    docs, files, timelines, _ = with_timelines(2, ["-t1", "-c2", "-d300ms", "--interval",
+                                                   "100ms"], srv.url, tmp_path)
+    with open(timelines[1]) as f:
+        lines = [json.loads(line) for line in f]
+    cases = [(f"result {where}", [files[0], "changed.json"], json.dumps(d))
+             for where, d in mutants(docs[1])]
+    for i in (0, 1):
+        for where, d in mutants(lines[i]):
+            changed = lines[:i] + [d] + lines[i + 1:]
+            cases.append((f"timeline line {i + 1} {where}",
+                          [*files, timelines[0], "changed.jsonl"],
+                          "".join(json.dumps(r) + "\n" for r in changed)))
+
+    def attempt(n_case):
+        n, (where, inputs, text) = n_case
+        work = os.path.join(tmp_path, str(n))
+        os.mkdir(work)
+        with open(os.path.join(work, inputs[-1]), "w") as f:
+            f.write(text)
+        run = volley("merge", *inputs, cwd=work)
+        lines = run.stderr.splitlines()
+        if run.returncode == 1 and len(lines) == 1 and lines[0].startswith("volley: "):
+            return None
+        if run.returncode == 0 and not re.search(r"\b(nan|inf)\b", run.stdout, re.I):
+            return None
+        return f"{where}: exit {run.returncode}: {run.stderr[-300:]}{run.stdout[-300:]}"
+
+    assert len(cases) > 500
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failures = [f for f in pool.map(attempt, enumerate(cases)) if f]
+    assert not failures, "\n".join(failures[:20])
 
 
 # --------------------------------------------------------------------------
