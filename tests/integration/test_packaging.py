@@ -13,7 +13,9 @@ import re
 import subprocess
 from fnmatch import fnmatch
 
-from conftest import ROOT
+import pytest
+
+from conftest import ROOT, SANITIZED, VOLLEY
 from test_dist import make, tree_files, unpack, version
 
 PACKAGING = os.path.join(ROOT, "packaging")
@@ -143,6 +145,39 @@ def test_every_format_builds_with_the_system_libraries():
     assert re.search(r"^Depends: python3,", control, re.M)
     assert "python3" in spec_field("Requires")
     assert any(d.startswith("python@3") for d in formula)
+
+
+@pytest.mark.skipif(SANITIZED, reason="the image holds the plain build, without the "
+                    "sanitizers' run-time libraries")
+def test_the_container_image_installs_every_library_volley_links():
+    """The Containerfile's run-time stage installs the Debian package of each
+    shared library volley links (but those debian:12-slim has: the required
+    packages and what they depend on), and ca-certificates for --verify,
+    nothing more."""
+    stage = read(os.path.join(ROOT, "Containerfile")).split("\nFROM ")[-1]
+    listed = re.search(r"--no-install-recommends\s*\\\n(.*?)&&", stage, re.S).group(1).split()
+    depends, base = {}, []
+    for line in run("dpkg-query", "-W", "-f", "${Package}\t${Priority}\t${Pre-Depends}, "
+                    "${Depends}\n").splitlines():
+        package, priority, deps = line.split("\t")
+        depends[package] = re.findall(r"(?:^|[,|]\s*)([a-z0-9][a-z0-9.+-]*)", deps)
+        if priority == "required":
+            base.append(package)
+    in_slim = set()
+    while base:
+        package = base.pop()
+        if package not in in_slim:
+            in_slim.add(package)
+            base += depends.get(package, [])
+    needed = {"ca-certificates"}
+    for path in re.findall(r"=> (/\S+)", run("ldd", VOLLEY)):
+        owner = subprocess.run(["dpkg", "-S", os.path.realpath(path)], capture_output=True,
+                               text=True).stdout or run("dpkg", "-S", path)
+        package = owner.split(":")[0]
+        if package not in in_slim:
+            needed.add(package)
+    assert "libnghttp2-14" in needed
+    assert sorted(listed) == sorted(needed)
 
 
 # --------------------------------------------------------------------------
