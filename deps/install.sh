@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the system packages volley builds against: LuaJIT, OpenSSL, libev
-# and libnghttp2 (with a C compiler, make and pkg-config). With --test, also
+# and libnghttp2 (with a C compiler and the C library's headers, make and pkg-config). With --test, also
 # what the tests and `make bench` use: Python 3 with pytest, hdrhistogram and
 # hpack, nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang
 # (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
@@ -41,7 +41,7 @@ as_root() {
 }
 
 if command -v apt-get >/dev/null 2>&1; then
-    build="gcc make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
+    build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack"

@@ -7,6 +7,7 @@ tarball's checksums as make pkg-sums writes them. Building the packages
 left to .ci/run.
 SPDX-License-Identifier: MIT
 """
+import functools
 import hashlib
 import os
 import re
@@ -147,6 +148,63 @@ def test_every_format_builds_with_the_system_libraries():
     assert any(d.startswith("python@3") for d in formula)
 
 
+@functools.lru_cache(maxsize=None)
+def debian_index():
+    """Each installed package's priority, and what it depends on."""
+    priority, depends = {}, {}
+    for line in run("dpkg-query", "-W", "-f", "${Package}\t${Priority}\t${Pre-Depends}, "
+                    "${Depends}\n").splitlines():
+        package, priority[package], deps = line.split("\t")
+        depends[package] = re.findall(r"(?:^|[,|]\s*)([a-z0-9][a-z0-9.+-]*)", deps)
+    return priority, depends
+
+
+def debian_closure(roots):
+    """roots and every package they depend on (without recommends), as
+    apt-get install --no-install-recommends would install them."""
+    depends = debian_index()[1]
+    todo, found = list(roots), set()
+    while todo:
+        package = todo.pop()
+        if package not in found:
+            found.add(package)
+            todo += depends.get(package, [])
+    return found
+
+
+def debian_owners(paths):
+    """The package that installed each of paths (through usrmerge's /lib
+    links too)."""
+    paths = set(paths)
+    asked = sorted(paths | {os.path.realpath(p) for p in paths})
+    out = subprocess.run(["dpkg", "-S", *asked], capture_output=True, text=True).stdout
+    owner = {}
+    for line in out.splitlines():
+        package, path = line.split(": ", 1)
+        owner[path] = package.split(":")[0].split(",")[0]
+    found = {owner.get(os.path.realpath(p)) or owner.get(p) for p in paths}
+    assert None not in found, [p for p in paths if not (owner.get(os.path.realpath(p))
+                                                        or owner.get(p))]
+    return found
+
+
+def test_deps_installs_every_header_the_build_includes():
+    """On Debian, deps/install.sh installs (with what those packages depend
+    on, without recommends, as it installs them) the package of every header
+    volley's sources include: a minimal Debian 12 machine builds after it."""
+    apt = re.search(r'^    build="([^"]+)"', read(os.path.join(ROOT, "deps", "install.sh")), re.M)
+    installed = debian_closure(apt.group(1).split())
+    cppflags = run("make", "-s", "--no-print-directory", "--eval",
+                   "print-cppflags: ; @echo $(VOLLEY_CPPFLAGS)", "print-cppflags", cwd=ROOT)
+    sources = sorted(f for f in os.listdir(os.path.join(ROOT, "src")) if f.endswith(".c"))
+    rules = run("gcc", "-M", "-MG", "-std=gnu11", *cppflags.split(),
+                *(os.path.join("src", f) for f in sources), cwd=ROOT)
+    headers = {h for h in rules.replace("\\\n", " ").split() if h.startswith("/")}
+    owners = debian_owners(headers)
+    assert {"libc6-dev", "libluajit-5.1-dev", "libssl-dev", "libev-dev", "libnghttp2-dev"} <= owners
+    assert owners <= installed, owners - installed
+
+
 @pytest.mark.skipif(SANITIZED, reason="the image holds the plain build, without the "
                     "sanitizers' run-time libraries")
 def test_the_container_image_installs_every_library_volley_links():
@@ -156,26 +214,10 @@ def test_the_container_image_installs_every_library_volley_links():
     nothing more."""
     stage = read(os.path.join(ROOT, "Containerfile")).split("\nFROM ")[-1]
     listed = re.search(r"--no-install-recommends\s*\\\n(.*?)&&", stage, re.S).group(1).split()
-    depends, base = {}, []
-    for line in run("dpkg-query", "-W", "-f", "${Package}\t${Priority}\t${Pre-Depends}, "
-                    "${Depends}\n").splitlines():
-        package, priority, deps = line.split("\t")
-        depends[package] = re.findall(r"(?:^|[,|]\s*)([a-z0-9][a-z0-9.+-]*)", deps)
-        if priority == "required":
-            base.append(package)
-    in_slim = set()
-    while base:
-        package = base.pop()
-        if package not in in_slim:
-            in_slim.add(package)
-            base += depends.get(package, [])
-    needed = {"ca-certificates"}
-    for path in re.findall(r"=> (/\S+)", run("ldd", VOLLEY)):
-        owner = subprocess.run(["dpkg", "-S", os.path.realpath(path)], capture_output=True,
-                               text=True).stdout or run("dpkg", "-S", path)
-        package = owner.split(":")[0]
-        if package not in in_slim:
-            needed.add(package)
+    in_slim = debian_closure(p for p, priority in debian_index()[0].items()
+                             if priority == "required")
+    linked = debian_owners(re.findall(r"=> (/\S+)", run("ldd", VOLLEY)))
+    needed = {"ca-certificates"} | (linked - in_slim)
     assert "libnghttp2-14" in needed
     assert sorted(listed) == sorted(needed)
 
