@@ -1,12 +1,13 @@
 #!/bin/sh
 # Installs the system packages volley builds against: LuaJIT, OpenSSL, libev
-# and libnghttp2 (with a C compiler and the C library's headers, make and pkg-config). With --test, also
-# what the tests and `make bench` use: Python 3 with pytest, hdrhistogram and
-# hpack, nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang
-# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
-# clang-format, cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu
-# what builds and checks the packages under packaging/ (debhelper, lintian,
-# autopkgtest, rpm and ruby to parse the spec and formula).
+# and libnghttp2 (with a C compiler and the C library's headers, make and
+# pkg-config). With --test, also what the tests and `make bench` use: Python 3
+# with pytest, hdrhistogram and hpack, nginx, wrk, nghttp2's h2load and
+# nghttpd, Go >= 1.24, gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua
+# 5.1 and a few tools, make lint's clang-format, cppcheck, shellcheck and
+# pyflakes, and on Debian and Ubuntu what builds and checks the packages under
+# packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to parse the spec
+# and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
