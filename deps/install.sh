@@ -45,7 +45,7 @@ if command -v apt-get >/dev/null 2>&1; then
     build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
-           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack"
+           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     [ "$test" = 1 ] && build="$build $tests"
@@ -116,9 +116,15 @@ fi
 
 # The HTTP/2 tests build an h2c server with Go's standard library alone,
 # which serves cleartext HTTP/2 from Go 1.24 on (Debian 12's golang-go is
-# 1.19). The same Go checks the Kubernetes manifests (tests/kube, whose
-# k8s.io modules, pinned in its go.sum, build with Go 1.19 and later). Found as tests/conftest.py finds it: go on PATH, /usr/local/go or a
-# Debian golang-1.NN-go.
+# 1.19, its backports' 1.23). The same Go checks the Kubernetes manifests
+# (tests/kube, whose k8s.io modules, pinned in its go.sum, build with Go 1.19
+# and later). Found as tests/conftest.py finds it: go on PATH, /usr/local/go
+# or a Debian golang-1.NN-go. Where the system has none, Go's own release
+# comes from the Go module proxy (as the go command fetches a newer
+# toolchain), checked against the checksum below, into /usr/local/go.
+GO_RELEASE=go1.24.13
+GO_RELEASE_SHA256=d2b048367a3d1a748b87f756fa06df12ce3b419e1d5f2a3612acb8950d615f9f # linux-amd64
+
 go_version() { # the minor version of Go 1.x at $1, or nothing
     "$1" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9][0-9]*\).*/\1/p'
 }
@@ -135,6 +141,26 @@ find_go() {
     return 1
 }
 
+# Go's $GO_RELEASE for Linux on x86-64 into /usr/local/go, when that is free.
+fetch_go() {
+    [ "$(uname -sm)" = "Linux x86_64" ] && [ ! -e /usr/local/go ] &&
+        command -v curl >/dev/null && command -v unzip >/dev/null || return 1
+    # The first proxy of GOPROXY that is a URL, as the go command tries them.
+    proxy=https://proxy.golang.org
+    for p in $(echo "${GOPROXY-}" | tr ',|' '  '); do
+        case $p in http://* | https://*) proxy=${p%/}; break ;; esac
+    done
+    module=golang.org/toolchain@v0.0.1-$GO_RELEASE.linux-amd64
+    tmp=$(mktemp -d)
+    run curl -fsSL -o "$tmp/go.zip" "$proxy/golang.org/toolchain/@v/${module#*@}.zip" &&
+        { [ "$dry" = 1 ] || echo "$GO_RELEASE_SHA256  $tmp/go.zip" | sha256sum -c --quiet -; } &&
+        run unzip -q "$tmp/go.zip" -d "$tmp" &&
+        as_root mv "$tmp/$module" /usr/local/go
+    status=$?
+    rm -rf "$tmp"
+    return $status
+}
+
 if [ "$test" = 1 ] && ! find_go >/dev/null; then
     if command -v apt-get >/dev/null 2>&1; then
         # A newer Go where the configured sources have one (backports, Debian 13).
@@ -146,11 +172,13 @@ if [ "$test" = 1 ] && ! find_go >/dev/null; then
         fi
     fi
     if ! find_go >/dev/null; then
+        fetch_go || true
+    fi
+    if ! find_go >/dev/null; then
         found=$(command -v go || echo none)
         [ "$found" = none ] || found="$found ($("$found" env GOVERSION 2>/dev/null))"
         echo "deps/install.sh: the tests need Go >= 1.24 (found: $found)." >&2
-        echo "  Install golang-1.24-go or later (Debian: from bookworm-backports), or Go" \
-            "from go.dev into /usr/local/go." >&2
+        echo "  Install golang-1.24-go or later, or Go from go.dev into /usr/local/go." >&2
         [ "$dry" = 1 ] || exit 1
     fi
 fi
