@@ -118,6 +118,14 @@ void json_uint(struct json *j, const char *key, uint64_t v)
     fprintf(j->f, "%" PRIu64, v);
 }
 
+void json_uint_or_null(struct json *j, const char *key, uint64_t v)
+{
+    if (v)
+        json_uint(j, key, v);
+    else
+        json_null(j, key);
+}
+
 void json_double(struct json *j, const char *key, double v)
 {
     char buf[32];

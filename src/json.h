@@ -31,6 +31,8 @@ void json_array_end(struct json *j);
 /* A NULL s writes null. */
 void json_string(struct json *j, const char *key, const char *s);
 void json_uint(struct json *j, const char *key, uint64_t v);
+/* A setting that is off when 0: 0 writes null. */
+void json_uint_or_null(struct json *j, const char *key, uint64_t v);
 /* Shortest of %.15g / %.17g that reads back as v; NaN and infinities,
  * which JSON cannot represent, are written as null. */
 void json_double(struct json *j, const char *key, double v);

@@ -20,14 +20,6 @@
 
 static const double percentiles[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
 
-static void optional_us(struct json *j, const char *key, uint64_t us)
-{
-    if (us)
-        json_uint(j, key, us);
-    else
-        json_null(j, key);
-}
-
 /* --stages as given; rate is then their mean target, and stages_from the
  * rate they start from. */
 static void stages(struct json *j, const struct config *cfg)
@@ -55,22 +47,13 @@ static void options(struct json *j, const struct result *r)
     json_string(j, "url", cfg->url_arg);
     json_uint(j, "threads", cfg->threads);
     json_uint(j, "connections", cfg->connections);
-    if (cfg->time_limit_us)
-        json_uint(j, "duration_us", cfg->time_limit_us);
-    else
-        json_null(j, "duration_us");
+    json_uint_or_null(j, "duration_us", cfg->time_limit_us);
     json_uint(j, "timeout_us", cfg->timeout_us);
-    if (cfg->rate)
-        json_uint(j, "rate", cfg->rate);
-    else
-        json_null(j, "rate");
-    if (cfg->requests)
-        json_uint(j, "requests", cfg->requests);
-    else
-        json_null(j, "requests");
+    json_uint_or_null(j, "rate", cfg->rate);
+    json_uint_or_null(j, "requests", cfg->requests);
     stages(j, cfg);
-    optional_us(j, "ramp_up_us", cfg->ramp_up_us);
-    optional_us(j, "warmup_us", cfg->warmup_us);
+    json_uint_or_null(j, "ramp_up_us", cfg->ramp_up_us);
+    json_uint_or_null(j, "warmup_us", cfg->warmup_us);
     json_uint(j, "pipeline", r->pipeline);
     json_string(j, "protocol", cfg->http2 ? "HTTP/2" : "HTTP/1.1");
     json_uint(j, "streams", cfg->streams);

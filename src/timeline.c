@@ -182,18 +182,9 @@ static void json_run(struct timeline *t)
     json_string(&j, "url", cfg->url_arg);
     json_uint(&j, "threads", cfg->threads);
     json_uint(&j, "connections", cfg->connections);
-    if (cfg->time_limit_us)
-        json_uint(&j, "duration_us", cfg->time_limit_us);
-    else
-        json_null(&j, "duration_us");
-    if (cfg->requests)
-        json_uint(&j, "requests", cfg->requests);
-    else
-        json_null(&j, "requests");
-    if (cfg->rate)
-        json_uint(&j, "rate", cfg->rate);
-    else
-        json_null(&j, "rate");
+    json_uint_or_null(&j, "duration_us", cfg->time_limit_us);
+    json_uint_or_null(&j, "requests", cfg->requests);
+    json_uint_or_null(&j, "rate", cfg->rate);
     json_string(&j, "script", cfg->script);
     json_uint(&j, "interval_us", cfg->interval_us);
     json_uint(&j, "intervals_start_us", (uint64_t)t->origin_us);
