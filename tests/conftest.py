@@ -109,6 +109,27 @@ def ok(run):
     return run
 
 
+def header(req, name):
+    """The value of a request's header in a server's log (any spelling of
+    its name), or None; never more than one."""
+    values = [v for n, v in req["headers"] if n.lower() == name.lower()]
+    assert len(values) <= 1, req
+    return values[0] if values else None
+
+
+def check_auth_log(log, logins_at_most, resources_over):
+    """What wrk's auth.lua made a server see: a login (without the token)
+    per thread, and from each connection or stream in flight at most, then
+    requests for /resource that carry the token it got."""
+    auth = [r for r in log if r["target"] == "/authenticate"]
+    resource = [r for r in log if r["target"] == "/resource"]
+    assert len(auth) + len(resource) == len(log)
+    assert 2 <= len(auth) <= logins_at_most, len(auth)
+    assert all(header(r, "X-Token") is None for r in auth)
+    assert len(resource) > resources_over
+    assert all(header(r, "X-Token") == "volley-token-1" for r in resource)
+
+
 def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     """Run volley with args (strings), in directory cwd if given; returns a
     Run. Fails the test if a sanitizer build reported anything."""

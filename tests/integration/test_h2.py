@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from conftest import H2_LOG, ROOT, WRK_SCRIPTS, max_open_is, ok, run_json, volley
+from conftest import (H2_LOG, ROOT, WRK_SCRIPTS, check_auth_log, header, max_open_is, ok,
+                      run_json, volley)
 
 OUR_SCRIPTS = os.path.join(ROOT, "scripts")
 
@@ -213,12 +214,6 @@ def wrk_script(name):
     return path
 
 
-def header(req, name):
-    values = [v for n, v in req["headers"] if n.lower() == name.lower()]
-    assert len(values) <= 1, req
-    return values[0] if values else None
-
-
 
 
 def test_wrk_post_over_http2(h2_front):
@@ -239,15 +234,8 @@ def test_wrk_auth_over_http2(h2_front):
     # the table answers either spelling.
     front = h2_front()
     ok(volley("--http2", "-t2", "-c4", "-m2", "-d500ms", "-s", wrk_script("auth"), front.url))
-    log = front.upstream.log()
-    auth = [r for r in log if r["target"] == "/authenticate"]
-    resource = [r for r in log if r["target"] == "/resource"]
-    assert len(auth) + len(resource) == len(log)
-    # each thread logs in once, from each of its streams in flight at most
-    assert 2 <= len(auth) <= 8, len(auth)
-    assert all(header(r, "X-Token") is None for r in auth)
-    assert len(resource) > 50
-    assert all(header(r, "X-Token") == "volley-token-1" for r in resource)
+    # two threads, eight streams in flight
+    check_auth_log(front.upstream.log(), logins_at_most=8, resources_over=50)
 
 
 def test_wrk_counter_over_http2(h2_front):

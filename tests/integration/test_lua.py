@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, WRK_SCRIPTS, free_port, max_open_is, ok, volley
+from conftest import ROOT, WRK_SCRIPTS, check_auth_log, free_port, header, max_open_is, ok, volley
 
 OUR_SCRIPTS = os.path.join(ROOT, "scripts")
 EXAMPLES = {"wrk": WRK_SCRIPTS, "volley": OUR_SCRIPTS}
@@ -38,12 +38,6 @@ def write(tmp_path, text, name="t.lua"):
 def line_of(text, marker):
     """The line number of the first line of text containing marker."""
     return next(i for i, line in enumerate(text.splitlines(), 1) if marker in line)
-
-
-def header(req, name):
-    values = [v for n, v in req["headers"] if n.lower() == name.lower()]
-    assert len(values) <= 1, req
-    return values[0] if values else None
 
 
 def before_running(out):
@@ -79,15 +73,8 @@ def test_addr_ipv6(example, testd):
 def test_auth(example, testd):
     srv = testd()
     ok(volley("-t2", "-c6", "-d500ms", "-s", example("auth"), srv.url))
-    log = srv.log()
-    auth = [r for r in log if r["target"] == "/authenticate"]
-    resource = [r for r in log if r["target"] == "/resource"]
-    assert len(auth) + len(resource) == len(log)
-    # each thread logs in once, from each of its connections at most
-    assert 2 <= len(auth) <= 6, len(auth)
-    assert all(header(r, "X-Token") is None for r in auth)
-    assert len(resource) > 100
-    assert all(header(r, "X-Token") == "volley-token-1" for r in resource)
+    # two threads, six connections
+    check_auth_log(srv.log(), logins_at_most=6, resources_over=100)
     assert "401" not in srv.stats()["status"], srv.stats()
 
 
