@@ -522,11 +522,7 @@ static void add_slice(struct stats *acc, const struct series *s, size_t k)
     acc->bytes += sl->bytes;
     acc->connects += sl->connects;
     acc->reconnects += sl->reconnects;
-    acc->errors.connect += sl->errors.connect;
-    acc->errors.read += sl->errors.read;
-    acc->errors.write += sl->errors.write;
-    acc->errors.timeout += sl->errors.timeout;
-    acc->errors.status += sl->errors.status;
+    errors_add(&acc->errors, &sl->errors);
     for (int c = 0; c < 5; c++)
         acc->status[100 * (c + 1)] += sl->status[c];
     acc->status[0] += sl->status[5];

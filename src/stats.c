@@ -81,11 +81,7 @@ void stats_merge(struct stats *dst, const struct stats *src)
     dst->handshake_us += src->handshake_us;
     dst->pauses += src->pauses;
     dst->paused_us += src->paused_us;
-    dst->errors.connect += src->errors.connect;
-    dst->errors.read += src->errors.read;
-    dst->errors.write += src->errors.write;
-    dst->errors.timeout += src->errors.timeout;
-    dst->errors.status += src->errors.status;
+    errors_add(&dst->errors, &src->errors);
     for (int i = 0; i < CAUSE_COUNT; i++)
         dst->causes[i] += src->causes[i];
     for (int i = 0; i < STATS_STATUS_MAX; i++)

@@ -49,6 +49,15 @@ struct errors {
     uint64_t connect, read, write, timeout, status;
 };
 
+static inline void errors_add(struct errors *dst, const struct errors *src)
+{
+    dst->connect += src->connect;
+    dst->read += src->read;
+    dst->write += src->write;
+    dst->timeout += src->timeout;
+    dst->status += src->status;
+}
+
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
 
