@@ -147,10 +147,14 @@ void conn_requests_returned(struct conn *c, size_t n)
         budget_return(c->env->budget, n);
 }
 
+/* An error, counted in its class once per request it ended, so that the
+ * responses and the errors of a -n run add up to N and each is one attempt;
+ * and under its cause at least once, so that an error that ended no request
+ * (a connection that failed with nothing in flight) is still seen. */
 static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
 {
     *class += n;
-    c->env->stats->causes[cause] += n;
+    c->env->stats->causes[cause] += n ? n : 1;
 }
 
 void conn_request_failed(struct conn *c, enum cause cause)
@@ -187,13 +191,14 @@ static void closed(struct conn *c)
 }
 
 /* The open connection failed. Every request in flight on it ends here, as
- * one error each (one error when none was in flight). One that failed
- * before it carried a request backs off like a failed connect. */
+ * one error each (with none in flight, the error is counted under its cause
+ * only). One that failed before it carried a request backs off like a
+ * failed connect. */
 static void failed(struct conn *c, uint64_t *class, enum cause cause)
 {
     struct conn_env *env = c->env;
     size_t n = env->proto->inflight(c);
-    count(c, class, cause, n ? n : 1);
+    count(c, class, cause, n);
     if (env->budget && n)
         budget_resolve(env->budget, n);
     bool backoff = !c->carried;
@@ -229,15 +234,17 @@ static enum cause connect_cause(int err)
     }
 }
 
-/* Connecting failed. When a batch was waiting for the connection under -n,
- * that is the outcome of one of its requests, and the next attempt (for the
- * next request) need not wait: every attempt brings the run nearer its end,
- * so a run against a target that cannot be reached ends. Otherwise attempts
- * back off, so a dead target costs no CPU and the counts stay meaningful. */
+/* Connecting failed. When a batch was waiting for the connection, that is
+ * an attempt that failed (a connection opened ahead of its first batch, as
+ * -R opens them, ends no request); under -n, the outcome of one of its
+ * requests, and the next attempt (for the next request) need not wait:
+ * every attempt brings the run nearer its end, so a run against a target
+ * that cannot be reached ends. Otherwise attempts back off, so a dead
+ * target costs no CPU and the counts stay meaningful. */
 static void connect_failed(struct conn *c, enum cause cause)
 {
     struct conn_env *env = c->env;
-    count(c, &env->stats->errors.connect, cause, 1);
+    count(c, &env->stats->errors.connect, cause, c->want ? 1 : 0);
     bool outcome = c->claimed;
     if (outcome)
         budget_resolve(env->budget, c->claimed);
@@ -254,8 +261,9 @@ static void timed_out(struct conn *c)
     size_t n = env->proto->inflight(c);
     enum cause cause = env->proto->expired(c);
     /* Every request still unanswered has timed out. A connection whose
-     * set-up never completed (HTTP/2's SETTINGS) fails even with none. */
-    count(c, &env->stats->errors.timeout, cause, n || cause == CAUSE_RESPONSE_TIMEOUT ? n : 1);
+     * set-up never completed (HTTP/2's SETTINGS) fails even with none: an
+     * error that ended no request. */
+    count(c, &env->stats->errors.timeout, cause, n);
     if (env->budget && n)
         budget_resolve(env->budget, n);
     drop(c);

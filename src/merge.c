@@ -276,8 +276,8 @@ static void add_count(const struct part *p, uint64_t *total, uint64_t v, const c
 }
 
 /* stats_merge adds without checks: counts near 2^64 in a hostile file must
- * not wrap round into small ones. Status codes and causes are bounded by
- * the requests and errors they add up to. */
+ * not wrap round into small ones. Status codes are bounded by the requests
+ * they add up to; causes also count errors that ended no request. */
 static void check_sums(const struct part *p, const struct stats *t)
 {
     const struct stats *s = &p->stats;
@@ -305,6 +305,9 @@ static void check_sums(const struct part *p, const struct stats *t)
             merge_bad(p->file, "counts too large to add up (past 2^64)");
     for (int code = 0; code < STATS_H2_CODES; code++)
         if (t->h2.resets[code] + s->h2.resets[code] < t->h2.resets[code])
+            merge_bad(p->file, "counts too large to add up (past 2^64)");
+    for (int c = 0; c < CAUSE_COUNT; c++)
+        if (t->causes[c] + s->causes[c] < t->causes[c])
             merge_bad(p->file, "counts too large to add up (past 2^64)");
 }
 

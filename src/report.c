@@ -252,10 +252,28 @@ static void streams_capped(FILE *f, const struct result *r)
                 h2->streams, r->cfg->streams, h2->streams);
 }
 
+/* Errors that ended no request (a connection that failed with nothing in
+ * flight) are counted under their causes only: the error lines count the
+ * requests that errors ended. */
+static void errors_without_requests(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    const struct errors *e = &s->errors;
+    uint64_t causes = 0, ended = e->connect + e->read + e->write + e->timeout;
+    for (int c = 0; c < CAUSE_COUNT; c++)
+        causes += s->causes[c];
+    if (causes > ended)
+        fprintf(f,
+                "Note: %" PRIu64 " connection errors ended no request (none was in flight): "
+                "they are in --json's error_causes, not in Socket errors\n",
+                causes - ended);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
     streams_capped(f, r);
+    errors_without_requests(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)
         fprintf(f,

@@ -524,19 +524,29 @@ TEST(timeout_counts_every_request_in_flight)
     rig_free(r);
 }
 
-TEST(bytes_nobody_asked_for_are_an_error)
+TEST(bytes_nobody_asked_for_are_an_error_that_ends_no_request)
 {
     struct rig *r = rig_new();
+    rig_budget(r, 2);
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     char buf[256];
     CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
     peer_write(r, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA");
-    RUN_UNTIL(r, r->stats.errors.read > 0, 500);
+    RUN_UNTIL(r, r->stats.causes[CAUSE_UNEXPECTED] > 0, 500);
     CHECK_U64(r->stats.requests, 1);
-    /* The next request was in flight when the stray bytes came: its error. */
-    CHECK_U64(r->stats.errors.read, 1);
+    /* They came with nothing in flight: the connection is dropped and the
+     * error counted under its cause, but it was no request's outcome. */
     CHECK_U64(r->stats.causes[CAUSE_UNEXPECTED], 1);
+    CHECK_U64(r->stats.errors.read, 0);
+    /* The second request goes on a new connection: two outcomes for -n 2. */
+    CHECK(accept_peer(r));
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->spent, 500);
+    CHECK(r->spent);
+    CHECK_U64(r->stats.requests, 2);
+    CHECK_U64(r->stats.errors.read, 0);
     rig_free(r);
 }
 
