@@ -22,11 +22,16 @@
 #include "http.h"
 #include "net.h"
 
-/* After a failure (a connect that failed, or a connection that ended in an
- * error before its first response) the slot waits 1 ms, doubling up to 1 s,
- * so a dead or hostile target costs no CPU and the counts stay meaningful. */
+/* After a failure (a connect that failed, a connection that ended in an
+ * error before its first response, requests the server refused unprocessed)
+ * the slot waits 1 ms, doubling up to 1 s until a response comes, so a dead
+ * or hostile target costs no CPU and the counts stay meaningful. */
 #define BACKOFF_MIN_US 1000
 #define BACKOFF_MAX_US 1000000
+/* A request the server refused unprocessed is sent again at most this many
+ * times in a row, for each request a connection may have in flight: past
+ * that, with no response between, a refusal is an error. */
+#define RESENDS 3
 /* delay() may ask for any number of milliseconds; this is far past any run. */
 #define DELAY_MAX_MS 1e12
 /* What one connection may read in one event before the loop serves the
@@ -131,6 +136,8 @@ bool conn_response(struct conn *c, const struct proto_response *r, uint64_t star
     if (env->pace)
         hist_record(s->u_latency, now - sent_at);
     c->backoff_us = 0;
+    c->retry_at = 0;
+    c->refusals = 0;
     if (env->budget)
         budget_resolve(env->budget, 1);
     if (env->response) {
@@ -157,12 +164,65 @@ static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
     c->env->stats->causes[cause] += n ? n : 1;
 }
 
-void conn_request_failed(struct conn *c, enum cause cause)
+/* The next pause after a failure: 1 ms, doubling up to 1 s, until a
+ * response comes. */
+static uint64_t back_off(struct conn *c)
+{
+    c->backoff_us = c->backoff_us ? c->backoff_us * 2 : BACKOFF_MIN_US;
+    if (c->backoff_us > BACKOFF_MAX_US)
+        c->backoff_us = BACKOFF_MAX_US;
+    return c->backoff_us;
+}
+
+/* A session ended requests of an open connection without an answer: the
+ * next batch goes on the loop's next turn (the session may have ended them
+ * while writing, with nothing coming to read), or, with backoff, once the
+ * back-off is over. Requests ended together back off once. */
+static void pump_later(struct conn *c, bool backoff)
+{
+    uint64_t now = clock_us();
+    if (backoff && c->retry_at <= now)
+        c->retry_at = now + back_off(c);
+    timer_start(c, 0);
+}
+
+static void request_failed(struct conn *c, uint64_t *class, enum cause cause)
 {
     struct conn_env *env = c->env;
-    count(c, &env->stats->errors.read, cause, 1);
+    count(c, class, cause, 1);
     if (env->budget)
         budget_resolve(env->budget, 1);
+}
+
+void conn_request_failed(struct conn *c, enum cause cause)
+{
+    request_failed(c, &c->env->stats->errors.read, cause);
+}
+
+/* Under -n the error is the request's outcome, and the next request need
+ * not wait; otherwise requests that cannot be sent back off, so that they
+ * cost no CPU. */
+void conn_request_unsent(struct conn *c, enum cause cause)
+{
+    request_failed(c, &c->env->stats->errors.write, cause);
+    pump_later(c, !c->env->budget);
+}
+
+/* A server that is draining or briefly overloaded refuses a few requests,
+ * which go again after the back-off; one that refuses everything (or sends
+ * GOAWAY on every connection) would be sent the same requests forever: past
+ * RESENDS per stream with no response between, a refusal is an error. */
+void conn_request_refused(struct conn *c)
+{
+    struct conn_env *env = c->env;
+    size_t most = env->streams > env->depth ? env->streams : env->depth;
+    if (c->refusals++ < RESENDS * most) {
+        conn_requests_returned(c, 1);
+        pump_later(c, true);
+    } else {
+        request_failed(c, &env->stats->errors.read, CAUSE_REFUSED_STREAM);
+        pump_later(c, !env->budget);
+    }
 }
 
 /* After a failure: try again after the back-off, or else on the next turn
@@ -170,13 +230,7 @@ void conn_request_failed(struct conn *c, enum cause cause)
  * at once would recurse). The slot reopens then if it has a batch to send. */
 static void retry(struct conn *c, bool backoff)
 {
-    uint64_t wait = 0;
-    if (backoff) {
-        c->backoff_us = c->backoff_us ? c->backoff_us * 2 : BACKOFF_MIN_US;
-        if (c->backoff_us > BACKOFF_MAX_US)
-            c->backoff_us = BACKOFF_MAX_US;
-        wait = c->backoff_us;
-    }
+    uint64_t wait = backoff ? back_off(c) : 0;
     c->retry_at = clock_us() + wait;
     timer_start(c, wait);
 }
@@ -411,12 +465,14 @@ static void flush(struct conn *c)
 /* When a batch goes out                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Wake at time at, or at the end of a delay() pause still running if that
- * is sooner. */
+/* Wake at time at, or at the end of a delay() pause or a back-off still
+ * running if that is sooner. */
 static void wake(struct conn *c, uint64_t at, uint64_t now)
 {
     if (c->delay_until > now && c->delay_until < at)
         at = c->delay_until;
+    if (c->retry_at > now && c->retry_at < at)
+        at = c->retry_at;
     timer_start(c, at > now ? at - now : 0);
 }
 
@@ -536,11 +592,13 @@ static bool pump(struct conn *c)
             break;
         if (env->pace && waiting_for_turn(c, now))
             break;
+        if (c->retry_at > now) { /* a back-off is running */
+            uint64_t oldest = c->state == CONN_OPEN ? env->proto->oldest(c) : 0;
+            wake(c, oldest ? oldest + env->timeout_us : c->retry_at, now);
+            break;
+        }
         if (c->state == CONN_CLOSED) {
-            if (c->retry_at > now)
-                timer_start(c, c->retry_at - now);
-            else
-                conn_start(c, true);
+            conn_start(c, true);
             return false;
         }
         if (!send_batch(c, now))

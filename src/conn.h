@@ -95,6 +95,7 @@ struct conn {
                                 time, as neither wait was the server's doing */
     uint64_t backoff_us;   /* the pause before the next attempt after a failure */
     uint64_t retry_at;     /* no attempt before this, after a failure */
+    uint64_t refusals;     /* requests refused unprocessed since the last response */
     uint64_t delay_until;  /* end of the delay() pause before the next batch, or 0 */
     bool delay_served;     /* that pause is over; the batch has not gone yet */
     uint64_t due;          /* -R: the intended send time of the next batch */
@@ -129,6 +130,14 @@ bool conn_response(struct conn *c, const struct proto_response *r, uint64_t star
 /* For sessions: one request failed on its own (its stream was reset) while
  * the connection goes on: one read error, counted under cause. */
 void conn_request_failed(struct conn *c, enum cause cause);
+/* For sessions: one request could not be sent at all (HTTP/2 would not
+ * carry its header block): one write error, counted under cause. */
+void conn_request_unsent(struct conn *c, enum cause cause);
+/* For sessions: the server refused one request without processing it
+ * (HTTP/2's REFUSED_STREAM, or past a GOAWAY's last stream). It is sent
+ * again after a back-off, or counted as a refused_stream read error when
+ * the slot's requests have been refused too often since its last response. */
+void conn_request_refused(struct conn *c);
 /* For sessions: n requests that went out but will not be answered on this
  * connection, though the server did nothing wrong (they were behind a
  * response that closed it): -n sends them again. */

@@ -252,6 +252,29 @@ static void streams_capped(FILE *f, const struct result *r)
                 h2->streams, r->cfg->streams, h2->streams);
 }
 
+/* HTTP/2: the requests the server refused unprocessed, and its GOAWAY
+ * frames. A refused request is sent again, so only those refused too often
+ * are in the error lines. */
+static void h2_refusals(FILE *f, const struct result *r)
+{
+    const struct h2_stats *h2 = &r->stats.h2;
+    uint64_t failed = r->stats.causes[CAUSE_REFUSED_STREAM];
+    if (!r->cfg->http2 || (!h2->goaways && !h2->refused))
+        return;
+    fprintf(f, "Note: HTTP/2: ");
+    if (h2->goaways)
+        fprintf(f, "the server sent %" PRIu64 " GOAWAY frame%s%s", h2->goaways,
+                h2->goaways == 1 ? "" : "s", h2->refused ? "; " : "");
+    if (h2->refused && !failed)
+        fprintf(f, "%" PRIu64 " requests were refused unprocessed and sent again", h2->refused);
+    else if (h2->refused)
+        fprintf(f,
+                "%" PRIu64 " requests were refused unprocessed: %" PRIu64 " sent again, %" PRIu64
+                " refused too often (read errors)",
+                h2->refused, h2->refused - failed, failed);
+    fputc('\n', f);
+}
+
 /* Errors that ended no request (a connection that failed with nothing in
  * flight) are counted under their causes only: the error lines count the
  * requests that errors ended. */
@@ -273,6 +296,7 @@ void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
     streams_capped(f, r);
+    h2_refusals(f, r);
     errors_without_requests(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)

@@ -28,6 +28,8 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_FLOW_CONTROL] = "flow_control",
     [CAUSE_SETTINGS_TIMEOUT] = "settings_timeout",
     [CAUSE_STREAM_LIMIT] = "stream_limit",
+    [CAUSE_REFUSED_STREAM] = "refused_stream",
+    [CAUSE_REQUEST_TOO_LARGE] = "request_too_large",
 };
 
 static const char *const h2_code_names[STATS_H2_CODES] = {

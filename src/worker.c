@@ -297,7 +297,8 @@ void worker_set_request(struct worker *w, struct request *request)
         /* Checked once here, so that the run never starts with a request
          * it cannot send. */
         struct h2req check = {0};
-        bool ok = h2req_build(&check, &w->request, cfg->url.tls, err, sizeof err);
+        bool ok = h2req_build(&check, &w->request, cfg->url.tls, err, sizeof err) &&
+                  h2req_fits(&check, err, sizeof err);
         h2req_free(&check);
         if (!ok)
             die("the request cannot be sent over HTTP/2: %s", err);

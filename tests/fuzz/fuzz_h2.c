@@ -47,6 +47,7 @@ bool conn_response(struct conn *c, const struct proto_response *r, uint64_t star
         FUZZ_CHECK(r->fields_len == 0);
     if (!c->env->want_body)
         FUZZ_CHECK(r->body_len == 0);
+    FUZZ_CHECK(r->body_len <= HTTP_MAX_BODY && r->fields_len <= HTTP_MAX_HEAD);
     return true;
 }
 
@@ -62,6 +63,12 @@ void conn_request_failed(struct conn *c, enum cause cause)
     FUZZ_CHECK(cause < CAUSE_COUNT);
     out.failed++;
 }
+
+void conn_request_unsent(struct conn *c, enum cause cause) { conn_request_failed(c, cause); }
+
+/* The connection decides whether a refused request goes again; either way
+ * the session is done with it. */
+void conn_request_refused(struct conn *c) { conn_requests_returned(c, 1); }
 
 static const struct request *the_request(struct conn *c, struct request *shared, bool post)
 {

@@ -906,6 +906,64 @@ TEST(h2_refused_stream_is_sent_again_and_a_reset_one_counted)
     rig_free(r);
 }
 
+TEST(h2_requests_refused_again_and_again_become_errors)
+{
+    /* -m2, -n 3: a server that refuses every stream. Each connection's
+     * requests go again 3 times per stream (6 refusals), then each refusal
+     * is a refused_stream error, until 3 outcomes end the run. */
+    struct rig *r = rig_h2(2, 3);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    size_t refused = 0;
+    uint64_t end = clock_us() + 2000000;
+    while (!r->spent && clock_us() < end) {
+        srv_turn(h);
+        while (refused < h->nrequests)
+            nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[refused++],
+                                      NGHTTP2_REFUSED_STREAM);
+    }
+    CHECK(r->spent);
+    CHECK_U64(r->stats.requests, 0);
+    CHECK_U64(r->stats.errors.read, 3);
+    CHECK_U64(r->stats.causes[CAUSE_REFUSED_STREAM], 3);
+    CHECK_U64(r->stats.h2.refused, 6 + 3);
+    CHECK_U64(h->nrequests, 6 + 3);
+    CHECK_U64(r->stats.sent, 6 + 3);
+    CHECK_U64(r->stats.connects, 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_a_response_ends_a_run_of_refusals)
+{
+    /* Refused twice, then answered, then refused twice again: the count
+     * starts afresh after the response, so nothing is an error. */
+    struct rig *r = rig_h2(1, 2);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    size_t seen = 0;
+    uint64_t end = clock_us() + 2000000;
+    while (!r->spent && clock_us() < end) {
+        srv_turn(h);
+        for (; seen < h->nrequests; seen++) {
+            if (seen == 2 || seen == 5)
+                srv_answer(h, h->requests[seen]);
+            else
+                nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[seen],
+                                          NGHTTP2_REFUSED_STREAM);
+        }
+    }
+    CHECK(r->spent);
+    CHECK_U64(r->stats.requests, 2);
+    CHECK_U64(r->stats.errors.read, 0);
+    CHECK_U64(r->stats.h2.refused, 4);
+    CHECK_U64(h->nrequests, 6);
+    srv_free(h);
+    rig_free(r);
+}
+
 TEST(h2_acknowledgements_go_out_with_no_request)
 {
     struct rig *r = rig_h2(1, 0);
@@ -1019,6 +1077,29 @@ TEST(h2_response_hook_gets_lower_case_fields_and_the_body)
     CHECK_STR(r->body_seen, "ok");
     CHECK(r->lower_seen);
     CHECK_U64(r->stats.status[200], 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_fields_that_cannot_be_lines_are_left_out_of_the_hook)
+{
+    /* A CR in a value, a space in a name: not lines the hook could read.
+     * As nghttp2 does for h2load and curl, the fields are left out, and the
+     * response counts as any other. */
+    struct rig *r = rig_h2(1, 1);
+    r->env.want_head = true;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 1000);
+    nghttp2_nv nv[] = {NV(":status", "200"), NV("x-cr", "a\rb"), NV("x a", "1"),
+                       NV("x-ok", "fine")};
+    nghttp2_submit_response(h->ng, h->requests[0], nv, 4, NULL);
+    nghttp2_session_send(h->ng);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.errors.read, 0);
+    CHECK_STR(r->fields_seen, "x-ok: fine\r\n");
     srv_free(h);
     rig_free(r);
 }
