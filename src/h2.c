@@ -20,17 +20,27 @@
  * 9113 §8.1.1 and §8.2 itself, in one pass over the fields nghttp2 decodes,
  * with or without a response() hook, so a response counts the same whatever
  * the script.
+ *
+ * At the end, h2_check: the start-up look at a cleartext target.
  * SPDX-License-Identifier: MIT */
+#include "h2.h"
+
 #include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "buf.h"
+#include "cli.h"
 #include "clock.h"
 #include "conn.h"
 #include "h2req.h"
 #include "http.h"
+#include "net.h"
 #include "pool.h"
 #include "proto.h"
 #include "request.h"
@@ -925,3 +935,53 @@ const struct proto_ops proto_h2 = {
     .expired = h2_expired,
     .abort = h2_abort,
 };
+
+/* ------------------------------------------------------------------------ */
+/* The start-up check                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* What the target answers the client's preface with (the magic, then an
+ * empty SETTINGS frame): up to cap - 1 bytes, until the end of a status line
+ * or as soon as the answer is plainly no HTTP/1. Returns how many. */
+static size_t preface_reply(const struct net_addr *addr, uint64_t deadline, char *reply, size_t cap)
+{
+    static const char preface[] = NGHTTP2_CLIENT_MAGIC "\0\0\0\4\0\0\0\0\0";
+    size_t got = 0;
+    bool in_progress;
+    int fd = net_connect(addr, &in_progress);
+    if (fd < 0)
+        return 0;
+    if ((!in_progress || (net_wait(fd, POLLOUT, deadline) && net_connect_error(fd) == 0)) &&
+        send(fd, preface, sizeof preface - 1, MSG_NOSIGNAL) == (ssize_t)sizeof preface - 1) {
+        while (got < cap - 1 && !memchr(reply, '\n', got) &&
+               (got < 5 || memcmp(reply, "HTTP/", 5) == 0) && net_wait(fd, POLLIN, deadline)) {
+            ssize_t n = recv(fd, reply + got, cap - 1 - got, 0);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+    }
+    close(fd);
+    return got;
+}
+
+/* An HTTP/1.1 server reads the preface as a request ("PRI * HTTP/2.0") and
+ * answers it with an error response (RFC 9113 §3.4); an HTTP/2 server
+ * answers with its SETTINGS. Anything else (nothing, a close, garbage) is
+ * left to the run, which counts it. */
+void h2_check(const struct config *cfg, const struct net_addr *addr)
+{
+    char reply[80] = "", where[300];
+    size_t got = preface_reply(addr, clock_us() + cfg->timeout_us, reply, sizeof reply), n = 0;
+    if (got < 5 || memcmp(reply, "HTTP/", 5) != 0)
+        return;
+    while (n < got && reply[n] >= 0x20 && reply[n] < 0x7f) /* its status line */
+        n++;
+    if (cfg->unix_socket)
+        snprintf(where, sizeof where, "%s", cfg->unix_socket);
+    else
+        snprintf(where, sizeof where, "%s:%s", cfg->url.host, cfg->url.service);
+    die("--http2: %s does not speak HTTP/2 in cleartext (it answered the connection preface "
+        "with '%.*s')",
+        where, (int)n, reply);
+}

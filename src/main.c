@@ -20,6 +20,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "h2.h"
 #include "merge.h"
 #include "net.h"
 #include "output.h"
@@ -500,6 +501,8 @@ int main(int argc, char **argv)
     struct net_addr addr = find_target(&cfg);
     if (cfg.verify || (cfg.http2 && cfg.url.tls))
         tls_check(&cfg, &addr);
+    else if (cfg.http2)
+        h2_check(&cfg, &addr);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an
      * earlier timeline alone. */

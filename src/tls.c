@@ -207,20 +207,6 @@ static SSL *new_ssl(int fd)
 /* The start-up check                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Wait for fd until the deadline; false when it passed. */
-static bool wait_fd(int fd, short events, uint64_t deadline)
-{
-    struct pollfd p = {.fd = fd, .events = events};
-    int rc;
-    do {
-        uint64_t now = clock_us();
-        if (now >= deadline)
-            return false;
-        rc = poll(&p, 1, (int)((deadline - now + 999) / 1000));
-    } while (rc < 0 && errno == EINTR);
-    return rc > 0;
-}
-
 /* --http2: the server must have chosen h2 from the one protocol offered. */
 static void check_alpn(SSL *ssl, const char *host, const char *service)
 {
@@ -247,14 +233,14 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
     int fd = net_connect(addr, &in_progress);
     if (fd < 0)
         die("unable to connect to %s:%s: %s", host, service, strerror(errno));
-    if (in_progress && !wait_fd(fd, POLLOUT, deadline))
+    if (in_progress && !net_wait(fd, POLLOUT, deadline))
         die("unable to connect to %s:%s: %s", host, service, strerror(ETIMEDOUT));
     SSL *ssl = new_ssl(fd);
     int rc;
     while (before_call(), (rc = SSL_connect(ssl)) != 1) {
         int err = SSL_get_error(ssl, rc), saved = errno;
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-            if (wait_fd(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
+            if (net_wait(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
                 continue;
             die("TLS handshake with %s:%s failed: timed out", host, service);
         }

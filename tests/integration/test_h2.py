@@ -84,6 +84,29 @@ def test_http11_only_tls_server_stops_the_run(nginx, certs):
     assert srv.log() == []
 
 
+@pytest.mark.parametrize("server", ["testd", "nginx"])
+def test_http11_only_cleartext_server_stops_the_run(testd, nginx, server):
+    # h2c with prior knowledge: an HTTP/1.1 server answers the preface with
+    # a 400, and every request of the run would be an http2_protocol error.
+    if server == "testd":
+        srv = testd()
+    else:
+        srv = nginx(log_format="$request $status",
+                    server='location / { return 200 "x"; }')
+    run = volley("--http2", "-t1", "-c2", "-d1s", srv.url + "/x")
+    assert run.returncode == 1, run
+    assert run.stdout == ""
+    host = srv.url.split("//")[1]
+    assert run.stderr == f"volley: --http2: {host} does not speak HTTP/2 in cleartext (it " \
+                         f"answered the connection preface with 'HTTP/1.1 400 Bad Request')\n", run
+    # What the server saw: the preface, as a request it could not read.
+    if server == "testd":
+        stats = srv.stop()
+        assert stats["requests"] == 0 and stats["bad_requests"] == 1, stats
+    else:
+        assert srv.log() == ["PRI * HTTP/2.0 400"]
+
+
 def test_tls_server_without_alpn_stops_the_run(nginx, certs, testd):
     from conftest import tls_front
     front = tls_front(nginx, certs, testd().port)
