@@ -784,6 +784,29 @@ static void srv_answer(struct h2srv *h, int32_t id)
     nghttp2_session_send(h->ng);
 }
 
+static void srv_refuse(struct h2srv *h, int32_t id)
+{
+    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+}
+
+/* Serves until -n's budget is spent, or for 2 s: the requests from the
+ * first'th on, as they come, are answered, or refused when refuse says so
+ * of their place in the order (counted from 0). */
+static void srv_until_spent(struct h2srv *h, size_t first, bool (*refuse)(size_t i))
+{
+    uint64_t end = clock_us() + 2000000;
+    size_t done = first;
+    while (!h->r->spent && clock_us() < end) {
+        srv_turn(h);
+        for (; done < h->nrequests; done++) {
+            if (refuse && refuse(done))
+                srv_refuse(h, h->requests[done]);
+            else
+                srv_answer(h, h->requests[done]);
+        }
+    }
+}
+
 static struct rig *rig_h2(size_t streams, uint64_t budget)
 {
     struct rig *r = rig_new_proto(&proto_h2, streams);
@@ -798,13 +821,7 @@ TEST(h2_streams_go_out_together_capped_by_the_server)
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 4);
-    size_t answered = 0;
-    uint64_t end = clock_us() + 2000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        while (answered < h->nrequests)
-            srv_answer(h, h->requests[answered++]);
-    }
+    srv_until_spent(h, 0, NULL);
     CHECK(r->spent);
     CHECK_U64(r->stats.requests, 12);
     CHECK_U64(h->nrequests, 12);
@@ -859,13 +876,7 @@ TEST(h2_goaway_sends_unprocessed_requests_again)
     srv_free(h);
     CHECK(accept_peer(r));
     h = srv_new(r, 100);
-    size_t answered = 0;
-    uint64_t end = clock_us() + 1000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        while (answered < h->nrequests)
-            srv_answer(h, h->requests[answered++]);
-    }
+    srv_until_spent(h, 0, NULL);
     CHECK(r->spent);
     CHECK_U64(h->nrequests, 4);
     CHECK_U64(r->stats.requests, 6);
@@ -882,16 +893,10 @@ TEST(h2_refused_stream_is_sent_again_and_a_reset_one_counted)
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 100);
     SRV_UNTIL(h, h->nrequests == 2, 1000);
-    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[0], NGHTTP2_REFUSED_STREAM);
+    srv_refuse(h, h->requests[0]);
     nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[1], NGHTTP2_CANCEL);
     nghttp2_session_send(h->ng);
-    size_t answered = 2;
-    uint64_t end = clock_us() + 1000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        while (answered < h->nrequests)
-            srv_answer(h, h->requests[answered++]);
-    }
+    srv_until_spent(h, 2, NULL);
     CHECK(r->spent);
     /* Three outcomes: the cancelled one an error, then two answers. */
     CHECK_U64(h->nrequests, 4);
@@ -906,6 +911,12 @@ TEST(h2_refused_stream_is_sent_again_and_a_reset_one_counted)
     rig_free(r);
 }
 
+static bool every(size_t i)
+{
+    (void)i;
+    return true;
+}
+
 TEST(h2_requests_refused_again_and_again_become_errors)
 {
     /* -m2, -n 3: a server that refuses every stream. Each connection's
@@ -915,14 +926,7 @@ TEST(h2_requests_refused_again_and_again_become_errors)
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 100);
-    size_t refused = 0;
-    uint64_t end = clock_us() + 2000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        while (refused < h->nrequests)
-            nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[refused++],
-                                      NGHTTP2_REFUSED_STREAM);
-    }
+    srv_until_spent(h, 0, every);
     CHECK(r->spent);
     CHECK_U64(r->stats.requests, 0);
     CHECK_U64(r->stats.errors.read, 3);
@@ -935,6 +939,8 @@ TEST(h2_requests_refused_again_and_again_become_errors)
     rig_free(r);
 }
 
+static bool but_the_third_and_sixth(size_t i) { return i != 2 && i != 5; }
+
 TEST(h2_a_response_ends_a_run_of_refusals)
 {
     /* Refused twice, then answered, then refused twice again: the count
@@ -943,18 +949,7 @@ TEST(h2_a_response_ends_a_run_of_refusals)
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 100);
-    size_t seen = 0;
-    uint64_t end = clock_us() + 2000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        for (; seen < h->nrequests; seen++) {
-            if (seen == 2 || seen == 5)
-                srv_answer(h, h->requests[seen]);
-            else
-                nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[seen],
-                                          NGHTTP2_REFUSED_STREAM);
-        }
-    }
+    srv_until_spent(h, 0, but_the_third_and_sixth);
     CHECK(r->spent);
     CHECK_U64(r->stats.requests, 2);
     CHECK_U64(r->stats.errors.read, 0);
