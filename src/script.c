@@ -63,34 +63,94 @@ struct script {
 /* Errors                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* The string at idx, whole: a NUL in it is written \0 rather than
+ * ending the message there. Free it. */
+static char *whole_string(lua_State *L, int idx)
+{
+    size_t len, nuls = 0;
+    const char *msg = lua_tolstring(L, idx, &len);
+    if (!msg)
+        return xstrdup("(error object is not a string)");
+    for (size_t i = 0; i < len; i++)
+        nuls += msg[i] == '\0';
+    char *out = xmalloc(len + nuls + 1), *o = out;
+    for (size_t i = 0; i < len; i++) {
+        if (msg[i] == '\0') {
+            *o++ = '\\';
+            *o++ = '0';
+        } else {
+            *o++ = msg[i];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 /* The error message on top of the stack ends volley: at once on the main
  * thread (no worker runs then: setup, init and done run before the workers
  * start or after they ended); on a running worker thread, the worker stops
  * and main reports it once every worker has stopped (see worker_fail). */
 static void failed(struct script *s)
 {
-    const char *msg = lua_tostring(s->L, -1);
-    if (!msg)
-        msg = "(error object is not a string)";
+    char *msg = whole_string(s->L, -1);
     if (!s->worker || !s->worker->running)
         die("%s", msg);
     worker_fail(s->worker, msg);
+    free(msg);
     lua_pop(s->L, 1);
 }
 
+/* "file:line: " of the innermost Lua function on the stack (the one that
+ * raised an error, or called os.exit), or "" when there is none. */
+static void push_where(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+    lua_pushliteral(L, "");
+}
+
+/* An error object that is not a string: what its __tostring makes of it (as
+ * Lua's own interpreter prints it), or its type, after where it was raised,
+ * which error() adds only to strings. */
+static void describe_error_object(lua_State *L)
+{
+    push_where(L);
+    if (luaL_getmetafield(L, 1, "__tostring")) {
+        lua_pushvalue(L, 1);
+        if (lua_pcall(L, 1, 1, 0) == 0 && lua_type(L, -1) == LUA_TSTRING) {
+            lua_concat(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushfstring(L, "(error object is a %s value; its __tostring failed)",
+                        luaL_typename(L, 1));
+    } else {
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    lua_concat(L, 2);
+}
+
 /* The message handler: the error plus a traceback of where it happened,
- * from the debug.traceback saved before the script ran (upvalue 1). */
+ * from the debug.traceback saved before the script ran (upvalue 1). The
+ * traceback is asked for without the message (LuaJIT's would cut it at a
+ * NUL) and joined to it after. */
 static int on_error(lua_State *L)
 {
     if (!lua_isstring(L, 1))
-        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        describe_error_object(L);
     else
         lua_pushvalue(L, 1);
     if (lua_isfunction(L, lua_upvalueindex(1))) {
         lua_pushvalue(L, lua_upvalueindex(1));
-        lua_pushvalue(L, -2);
+        lua_pushliteral(L, "");
         lua_pushinteger(L, 2);
         lua_call(L, 2, 1);
+        lua_concat(L, 2);
     }
     return 1;
 }
@@ -597,8 +657,7 @@ static void set_fields(lua_State *L, const struct config *cfg)
 static void fatal(lua_State *L) __attribute__((noreturn));
 static void fatal(lua_State *L)
 {
-    const char *msg = lua_tostring(L, -1);
-    die("%s", msg ? msg : "(error object is not a string)");
+    die("%s", whole_string(L, -1));
 }
 
 /* Pushes debug[name] as the standard library made it. */

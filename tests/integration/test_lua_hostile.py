@@ -24,12 +24,27 @@ def script(tmp_path, text, name="s.lua"):
     return name
 
 
-def test_error_object_that_is_not_a_string(testd, tmp_path):
-    path = script(tmp_path, "function init(args) error({}) end\n")
+@pytest.mark.parametrize("hook", ["init", "response"])
+@pytest.mark.parametrize("raise_,message", [
+    ("error({code = 1})", "s.lua:1: (error object is a table value)"),
+    ("error(nil)", "s.lua:1: (error object is a nil value)"),
+    ("error(setmetatable({}, {__tostring = function() return 'custom msg' end}))",
+     "s.lua:1: custom msg"),
+    ("error(setmetatable({}, {__tostring = function() error('inner') end}))",
+     "s.lua:1: (error object is a table value; its __tostring failed)"),
+    ('error("before \\0 after")', "s.lua:1: before \\0 after"),
+])
+def test_error_objects_keep_where_they_were_raised(testd, tmp_path, hook, raise_, message):
+    # On the main thread (init) and on a worker (response): the message as
+    # Lua's interpreter would print it, after the file and line error()
+    # adds only to strings; a NUL does not cut the message short.
+    args = "args" if hook == "init" else "s"
+    path = script(tmp_path, f"function {hook}({args}) {raise_} end\n")
     run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
     assert run.returncode == 1, run
-    assert run.stderr.splitlines()[0] == "volley: (error object is a table value)", run
-    assert f"{path}:1: in function 'init'" in run.stderr, run
+    lines = run.stderr.splitlines()
+    assert lines[0] == f"volley: {message}" and lines[1] == "stack traceback:", run
+    assert f"{path}:1: in function" in run.stderr, run
 
 
 def test_request_returning_nil_during_the_run_stops_that_connection(testd, tmp_path):
