@@ -536,10 +536,11 @@ int main(int argc, char **argv)
      * Transfer/sec (a done() hook's output) are not disturbed. */
     report_warnings(stderr, &result);
     report_retired(&run, &cfg);
-    if (main_script)
-        script_done(main_script, &result);
+    /* Before done(): an error or a Ctrl-C in it cannot lose the result. */
     if (cfg.json)
         output_json_write(&json, &result);
+    if (main_script)
+        script_done(main_script, &result);
     timeline_check(run.timeline);
     output_check_stdout();
 
