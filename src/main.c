@@ -51,6 +51,7 @@ struct run {
     atomic_size_t nfinished;
     atomic_size_t nsettled;
     atomic_bool failed; /* a worker failed: the run ends without a report */
+    atomic_bool exited; /* the script called os.exit() on a worker: the run ends */
     bool over;          /* ended before the deadline: interrupted, or done */
     struct timeline *timeline;
     /* --abort-on-fail: the thresholds checked as intervals are written,
@@ -155,12 +156,14 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
-/* Runs on a worker's thread, when it ended on its own or failed. */
+/* Runs on a worker's thread, when it ended on its own, failed or exited. */
 static void worker_finished(struct worker *w, void *arg)
 {
     struct run *run = arg;
     if (w->failure)
         atomic_store(&run->failed, true);
+    else if (w->exit_message)
+        atomic_store(&run->exited, true);
     else
         atomic_fetch_add(&run->nfinished, 1);
     ev_async_send(run->loop, &run->finished);
@@ -193,7 +196,8 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct run *run = a->data;
-    if (atomic_load(&run->failed) || atomic_load(&run->nfinished) == run->nworkers ||
+    if (atomic_load(&run->failed) || atomic_load(&run->exited) ||
+        atomic_load(&run->nfinished) == run->nworkers ||
         (run->budget.spent && atomic_load(&run->budget.unresolved) == 0)) {
         run->over = true;
         ev_break(loop, EVBREAK_ALL);
@@ -468,6 +472,16 @@ static const char *run_failure(const struct run *run)
     return NULL;
 }
 
+/* The script called os.exit() on a worker: the first worker's call, once
+ * every worker is joined; NULL if none did. */
+static const struct worker *run_exit(const struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        if (run->workers[i]->exit_message)
+            return run->workers[i];
+    return NULL;
+}
+
 static void free_run(struct run *run)
 {
     for (size_t i = 0; i < run->nworkers; i++)
@@ -539,8 +553,16 @@ int main(int argc, char **argv)
     /* Before done(): an error or a Ctrl-C in it cannot lose the result. */
     if (cfg.json)
         output_json_write(&json, &result);
-    if (main_script)
+    /* os.exit() in a hook ended the script's part: done() is not called. */
+    const struct worker *exited = run_exit(&run);
+    int status = passed ? 0 : 2;
+    if (exited) {
+        fflush(stdout);
+        fprintf(stderr, "volley: %s: the run was stopped\n", exited->exit_message);
+        status = exited->exit_status;
+    } else if (main_script) {
         script_done(main_script, &result);
+    }
     timeline_check(run.timeline);
     output_check_stdout();
 
@@ -552,6 +574,7 @@ int main(int argc, char **argv)
     script_free(main_script);
     tls_cleanup();
     cli_free(&cfg);
-    /* A failed threshold is an outcome of a run that completed: 2, not 1. */
-    return passed ? 0 : 2;
+    /* A failed threshold is an outcome of a run that completed: 2, not 1;
+     * os.exit()'s status is the script's to choose. */
+    return status;
 }

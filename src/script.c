@@ -57,7 +57,15 @@ struct script {
     const void *seen[HOOKS]; /* the value then (kept in HOOK_SEEN, so never reused) */
     bool response_head, response_body;
     struct buf scratch; /* wrk.format's output */
+    const char *hook;   /* what runs now ("in init()"), for os.exit's message */
+    bool exiting;       /* os.exit() stopped the worker: no more of the script runs */
 };
+
+/* What the state runs, as os.exit's message says it. */
+static const char AT_TOP[] = "at the top level", IN_SETUP[] = "in setup()",
+                  IN_INIT[] = "in init()", IN_REQUEST[] = "in request()",
+                  IN_RESPONSE[] = "in response()", IN_DELAY[] = "in delay()",
+                  IN_DONE[] = "in done()";
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                     */
@@ -155,15 +163,51 @@ static int on_error(lua_State *L)
     return 1;
 }
 
+/* os.exit(status, close) in every state. LuaJIT's calls exit() on the thread
+ * that runs the script, and its atexit clean-up of OpenSSL crashes the other
+ * workers when they are inside OpenSSL. Before the run (the top level,
+ * setup, init, the first request()) and in done() no worker runs: volley
+ * says so and ends with status at once. On a running worker the worker
+ * stops (worker_exit), main ends the run in order, with its report, and
+ * exits with status; the error raised here unwinds the hook, and no more of
+ * the script runs on that thread, even if a pcall in it caught the error.
+ * As in LuaJIT, true is EXIT_SUCCESS and false EXIT_FAILURE; close is
+ * ignored (the state is closed anyway). */
+static int os_exit(lua_State *L)
+{
+    struct script *s = lua_touserdata(L, lua_upvalueindex(1));
+    int status = lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? EXIT_SUCCESS : EXIT_FAILURE)
+                                     : (int)luaL_optinteger(L, 1, EXIT_SUCCESS);
+    push_where(L);
+    lua_pushfstring(L, "os.exit(%d) %s", status, s->hook ? s->hook : AT_TOP);
+    lua_concat(L, 2);
+    char *msg = whole_string(L, -1);
+    if (!s->worker || !s->worker->running) {
+        if (s->hook == IN_DONE)
+            die_status(status, "%s", msg);
+        die_status(status, "%s: the run did not start", msg);
+    }
+    s->exiting = true;
+    worker_exit(s->worker, status, msg);
+    free(msg);
+    return lua_error(L);
+}
+
 /* Calls the function below its nargs arguments. Returns false after an
- * error (reported by failed()), with nresults nils in place of results. */
+ * error (reported by failed()) or os.exit(), with nresults nils in place of
+ * results. */
 static bool call(struct script *s, int nargs, int nresults)
 {
-    if (lua_pcall(s->L, nargs, nresults, HANDLER) == 0)
+    lua_State *L = s->L;
+    int base = lua_gettop(L) - nargs - 1;
+    if (!s->exiting && lua_pcall(L, nargs, nresults, HANDLER) == 0 && !s->exiting)
         return true;
-    failed(s);
+    if (s->exiting)
+        lua_settop(L, base);
+    else
+        failed(s);
     for (int i = 0; i < nresults; i++)
-        lua_pushnil(s->L);
+        lua_pushnil(L);
     return false;
 }
 
@@ -692,6 +736,11 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
     if (!L)
         die("unable to create a Lua state");
     luaL_openlibs(L);
+    lua_getglobal(L, "os");
+    lua_pushlightuserdata(L, s);
+    lua_pushcclosure(L, os_exit, 1);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
     push_debug(L, "traceback");
     lua_pushcclosure(L, on_error, 1); /* HANDLER */
     push_debug(L, "getinfo");         /* GETINFO */
@@ -725,6 +774,7 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
 
     if (luaL_loadfile(L, cfg->script) != 0)
         fatal(L);
+    s->hook = AT_TOP;
     call(s, 0, 0);
     check_module(s);
     return s;
@@ -757,6 +807,7 @@ void script_setup(struct script *main, struct worker *w)
 {
     push_module_field(main->L, "setup");
     push_thread(main->L, w);
+    main->hook = IN_SETUP;
     call(main, 1, 0);
 }
 
@@ -848,6 +899,7 @@ void script_init(struct script *s, struct request *r)
     lua_rawset(L, MODULE);
     push_module_field(L, "init");
     push_args(L, s->cfg);
+    s->hook = IN_INIT;
     call(s, 1, 1);
     check_module(s);
     size_t len = 0;
@@ -868,6 +920,7 @@ static enum script_call call_request(struct script *s, const char **data, size_t
     lua_State *L = s->L;
     if (!look(s, HOOK_REQUEST))
         return SCRIPT_NONE;
+    s->hook = IN_REQUEST;
     if (!call(s, 0, 1)) {
         lua_pop(L, 1);
         return SCRIPT_FAILED;
@@ -961,6 +1014,7 @@ enum script_call script_delay(struct script *s, double *ms)
     lua_State *L = s->L;
     if (!look(s, HOOK_DELAY))
         return SCRIPT_NONE;
+    s->hook = IN_DELAY;
     bool ok = call(s, 0, 1);
     double v = lua_tonumber(L, -1);
     lua_pop(L, 1);
@@ -1015,6 +1069,7 @@ enum script_call script_response(struct script *s, const struct proto_response *
         lua_pushlstring(L, r->body ? r->body : "", r->body_len);
         n++;
     }
+    s->hook = IN_RESPONSE;
     return call(s, n, 0) ? SCRIPT_DONE : SCRIPT_FAILED;
 }
 
@@ -1047,6 +1102,7 @@ void script_done(struct script *main, const struct result *r)
     lua_setfield(L, -2, "errors");
     push_stats(L, st->latency);
     push_stats(L, st->rps);
+    main->hook = IN_DONE;
     call(main, 3, 0);
     fflush(stdout);
 }
