@@ -53,6 +53,10 @@ struct run {
     atomic_bool failed; /* a worker failed: the run ends without a report */
     atomic_bool exited; /* the script called os.exit() on a worker: the run ends */
     bool over;          /* ended before the deadline: interrupted, or done */
+    int signal;         /* the signal that interrupted it, or 0 */
+    bool going;         /* the workers were told to go (after any --start-at wait) */
+    bool measuring;     /* what is measured began: the run went past any warm-up */
+    ev_timer warmed;    /* --warmup: its end */
     struct timeline *timeline;
     /* --abort-on-fail: the thresholds checked as intervals are written,
      * while watching (the run is on); aborted once one stopped it */
@@ -152,8 +156,23 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     (void)revents;
     struct run *run = s->data;
+    if (!run->signal)
+        run->signal = s->signum;
     run->over = true;
     ev_break(loop, EVBREAK_ALL);
+}
+
+/* What is measured begins: the timeline's files are written from here. */
+static void begin_measuring(struct run *run)
+{
+    run->measuring = true;
+    timeline_begin(run->timeline);
+}
+
+static void on_warmed(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop, (void)revents;
+    begin_measuring(t->data);
 }
 
 /* Runs on a worker's thread, when it ended on its own, failed or exited. */
@@ -327,6 +346,69 @@ static void wait_settled(struct run *run, const struct config *cfg)
     ev_async_stop(run->loop, &run->settled);
 }
 
+/* A worker failed (a script error): its message, once every worker is
+ * joined; the run has no report. */
+static const char *run_failure(const struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        if (run->workers[i]->failure)
+            return run->workers[i]->failure;
+    return NULL;
+}
+
+/* The script called os.exit() on a worker: the first worker's call, once
+ * every worker is joined; NULL if none did. */
+static const struct worker *run_exit(const struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        if (run->workers[i]->exit_message)
+            return run->workers[i];
+    return NULL;
+}
+
+/* Why the run ended, once every worker is joined. */
+static struct run_end run_end(struct run *run, const struct config *cfg)
+{
+    const struct worker *exited = run_exit(run);
+    if (exited)
+        return (struct run_end){.reason = END_SCRIPT_EXIT, .status = exited->exit_status};
+    if (run->aborted)
+        return (struct run_end){.reason = END_ABORTED};
+    if (run->signal)
+        return (struct run_end){.reason = END_INTERRUPTED, .signal = run->signal};
+    if (cfg->requests && atomic_load(&run->budget.unresolved) == 0)
+        return (struct run_end){.reason = END_COMPLETED};
+    if (atomic_load(&run->nfinished) == run->nworkers)
+        return (struct run_end){.reason = END_STOPPED};
+    return (struct run_end){.reason = END_COMPLETED};
+}
+
+/* Interrupted, or os.exit() called, before what is measured began (in a
+ * --start-at wait, while -R's connections opened, in the warm-up): there is
+ * no result to write. */
+static bool ended_before_measuring(const struct run *run, const struct run_end *end)
+{
+    return !run->measuring && (end->reason == END_INTERRUPTED || end->reason == END_SCRIPT_EXIT);
+}
+
+/* The run ended before what it measures began: no report, and no file
+ * written (see ended_before_measuring); says why, and returns the exit
+ * status: os.exit()'s, or 1. */
+static int not_measured(const struct run *run, const struct run_end *end)
+{
+    const char *when = run->going ? "during the warm-up" : "before the run started";
+    const char *sig = report_signal_name(end->signal);
+    fflush(stdout);
+    if (end->reason == END_SCRIPT_EXIT) {
+        fprintf(stderr, "volley: %s: the run was stopped %s: nothing was measured\n",
+                run_exit(run)->exit_message, when);
+        return end->status;
+    }
+    fprintf(stderr, "volley: interrupted by %s %s: nothing was measured, no result written\n",
+            sig ? sig : "a signal", when);
+    return 1;
+}
+
 /* Start the workers and wait for the end of the run; note its length,
  * volley's CPU time over it (RUSAGE_SELF covers every thread) and how busy
  * the busiest worker thread was. */
@@ -381,6 +463,15 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         r->started.tv_nsec -= 1000000000;
     }
     timeline_start(run->timeline, begin + cfg->warmup_us, &r->started);
+    if (cfg->warmup_us) {
+        uint64_t now = clock_us(), end = begin + cfg->warmup_us;
+        ev_timer_init(&run->warmed, on_warmed, end > now ? (double)(end - now) / 1e6 : 0., 0.);
+        run->warmed.data = run;
+        ev_timer_start(run->loop, &run->warmed);
+    } else if (!run->over) {
+        begin_measuring(run);
+    }
+    run->going = !run->over;
     for (size_t i = 0; i < run->nworkers; i++)
         worker_go(run->workers[i], begin);
     struct progress *progress =
@@ -389,6 +480,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     if (!run->over)
         ev_run(run->loop, 0);
     run->watching = false;
+    if (cfg->warmup_us)
+        ev_timer_stop(run->loop, &run->warmed);
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
      * action back): a thread stuck in a script hook would never be joined. */
@@ -400,7 +493,13 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         worker_join(run->workers[i]);
     uint64_t elapsed = clock_us() - start;
     r->runtime_us = elapsed > cfg->warmup_us ? elapsed - cfg->warmup_us : 0;
-    timeline_finish(run->timeline, r->runtime_us);
+    r->end = run_end(run, cfg);
+    if (run_failure(run))
+        timeline_finish(run->timeline, r->runtime_us, NULL);
+    else if (ended_before_measuring(run, &r->end))
+        timeline_abandon(run->timeline);
+    else
+        timeline_finish(run->timeline, r->runtime_us, &r->end);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
@@ -462,26 +561,6 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
     return passed;
 }
 
-/* A worker failed (a script error): its message, once every worker is
- * joined; the run has no report. */
-static const char *run_failure(const struct run *run)
-{
-    for (size_t i = 0; i < run->nworkers; i++)
-        if (run->workers[i]->failure)
-            return run->workers[i]->failure;
-    return NULL;
-}
-
-/* The script called os.exit() on a worker: the first worker's call, once
- * every worker is joined; NULL if none did. */
-static const struct worker *run_exit(const struct run *run)
-{
-    for (size_t i = 0; i < run->nworkers; i++)
-        if (run->workers[i]->exit_message)
-            return run->workers[i];
-    return NULL;
-}
-
 static void free_run(struct run *run)
 {
     for (size_t i = 0; i < run->nworkers; i++)
@@ -530,14 +609,20 @@ int main(int argc, char **argv)
     output_check_stdout();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);
+    int early = -1;
     if (failure) {
         fflush(stdout);
         fprintf(stderr, "volley: %s\n", failure);
+        early = 1;
+    } else if (ended_before_measuring(&run, &result.end)) {
+        early = not_measured(&run, &result.end);
+    }
+    if (early >= 0) {
         free_run(&run);
         script_free(main_script);
         tls_cleanup();
         cli_free(&cfg);
-        return 1;
+        return early;
     }
 
     struct stats warmup;

@@ -201,6 +201,9 @@ static void check_with_result(const struct series *s)
             merge_bad(s->file, "interval %zu: server_cpu_s is %s, but its result %s has %s server",
                       k, p->server.known ? "null" : "a number", p->file,
                       p->server.known ? "a" : "no");
+    if (s->ended && p->end_known && s->end.reason != p->end.reason)
+        merge_bad(s->file, "its end record says the run ended %s, but its result %s says %s",
+                  report_end_name(s->end.reason), p->file, report_end_name(p->end.reason));
     check_totals(s);
 }
 
@@ -413,6 +416,23 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
     }
     r->inputs = list;
     r->ninputs = in->nparts;
+    /* completed when every part did; otherwise as the first that did not */
+    for (size_t i = 0; i < in->nparts && r->end.reason == END_COMPLETED; i++)
+        r->end = in->parts[i].end;
+}
+
+/* After the report: each part whose run ended before its end. */
+static void warn_cut_short(FILE *f, const struct inputs *in)
+{
+    char how[80];
+    for (size_t i = 0; i < in->nparts; i++) {
+        const struct part *p = &in->parts[i];
+        if (p->end.reason == END_COMPLETED)
+            continue;
+        report_end_text(&p->end, how, sizeof how);
+        fprintf(f, "Warning: %s: its run %s: the merged result adds up a part cut short\n",
+                p->file, how);
+    }
 }
 
 /* ---- the server ------------------------------------------------------------ */
@@ -592,6 +612,7 @@ static struct timeline *whole_timeline(const struct result *r, struct inputs *in
     if (in->nseries) {
         timeline_start_merged(t, &r->started, in->origin_us);
         merge_intervals(t, in, r, server);
+        timeline_end(t, &r->end, r->runtime_us);
         timeline_close(t);
     }
     return t;
@@ -690,6 +711,7 @@ int merge_main(int argc, char **argv)
     }
     output_flush_stdout();
     report_warnings(stderr, &result);
+    warn_cut_short(stderr, &in);
     if (mc.json)
         output_json_write(&json, &result);
     timeline_check(timeline);

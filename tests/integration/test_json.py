@@ -13,8 +13,8 @@ import subprocess
 
 from hdrh.histogram import HdrHistogram
 
-from conftest import (VOLLEY, free_port, parse_metric, parse_report, parse_time_us, run_json,
-                      sigint_default, volley)
+from conftest import (VOLLEY, free_port, parse_metric, parse_report, parse_time_us,
+                      read_timeline, run_json, sigint_default, volley)
 
 PERCENTILES = ["50", "75", "90", "99", "99.9", "99.99", "99.999", "100"]
 PROGRESS = re.compile(r"\r(\d+\.\d)s elapsed, (\d+\.\d)s left: (\d+) requests, (\S+) req/s, "
@@ -330,8 +330,7 @@ def test_progress_shows_the_last_intervals_rate_and_p99(testd, tmp_path):
     out = on_terminal("-t", "1", "-c", "4", "-d", "1500ms", "--interval", "400ms",
                       "--timeline", timeline, srv.url)
     lines = PROGRESS.findall(out)
-    with open(timeline) as f:
-        records = [json.loads(line) for line in f][1:]
+    records = read_timeline(timeline)[1]
     figures = [(rate, p99) for *_, rate, p99, _ in lines]
     # Until the first interval ends there is no p99; then each line shows the
     # rate and p99 of an interval (as the report rounds them).

@@ -349,6 +349,7 @@ def check_exit_run(run, path, hook, code, tmp_path):
         f"volley: {path}:4: os.exit({code}) in {hook}(): the run was stopped", run
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["requests"] == run.report["requests"], run
+    assert doc["end"] == {"reason": "script_exit", "signal": None, "exit_status": code}, doc
     return run.report["requests"]
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import VOLLEY, check_sanitizer, volley
+from conftest import VOLLEY, check_sanitizer, read_timeline, volley, volley_signalled
 from test_multi import shards
 
 
@@ -24,9 +24,7 @@ def run_with_timeline(tmp_path, *args, interval="500ms"):
     assert run.returncode == 0, run
     with open(out) as f:
         doc = json.load(f)
-    with open(timeline) as f:
-        records = [json.loads(line) for line in f][1:]
-    return run, doc, records
+    return run, doc, read_timeline(timeline)[1]
 
 
 def answered(seen, n, connections):
@@ -132,6 +130,37 @@ def test_warmup_in_the_closed_model(testd, tmp_path):
     assert doc["requests_per_sec"]["count"] > 0
 
 
+def test_a_run_cut_short_in_its_warmup_writes_nothing(testd, tmp_path):
+    # Nothing was measured: no report, no result, the files of an earlier
+    # run left as they were; exit 1 (or the status os.exit() gave).
+    srv = testd()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "exit.lua").write_text("n = 0\nfunction response() n = n + 1; "
+                                  "if n == 50 then os.exit(7) end end\n")
+    earlier = {"r.json": '{"earlier": "result"}\n', "t.jsonl": "an earlier timeline\n",
+               "h.hlog": "an earlier log\n"}
+    args = ["-t1", "-c2", "-d5s", "--warmup", "10s", "--json", "r.json", "--timeline",
+            "t.jsonl", "--hdr-log", "h.hlog", srv.url]
+    for how in ("SIGINT", "os.exit"):
+        for name, text in earlier.items():
+            (out / name).write_text(text)
+        if how == "SIGINT":
+            run = volley_signalled(*args, after=1.0, cwd=out)
+            assert run.returncode == 1, run
+            assert run.stderr == "volley: interrupted by SIGINT during the warm-up: nothing " \
+                                 "was measured, no result written\n", run
+        else:
+            run = volley("-s", "exit.lua", *args, cwd=out)
+            assert run.returncode == 7, run
+            assert run.stderr == "volley: exit.lua:2: os.exit(7) in response(): the run was " \
+                                 "stopped during the warm-up: nothing was measured\n", run
+        assert "requests in" not in run.stdout, run
+        assert all((out / n).read_text() == text for n, text in earlier.items())
+        assert sorted(os.listdir(out)) == ["exit.lua", "h.hlog", "r.json", "t.jsonl"]
+    assert srv.stats()["requests"] > 50
+
+
 def test_ramp_up_opens_the_connections_in_turn(testd, tmp_path):
     # 8 connections over 800 ms: one every 100 ms, about two per 200 ms.
     srv = testd()
@@ -162,8 +191,7 @@ def test_ramp_up_interleaves_shards(testd, tmp_path):
         _, err = p.communicate(timeout=30)
         check_sanitizer("volley shard", err)
         assert p.returncode == 0, err
-        with open(path) as f:
-            connects.append([json.loads(line)["connects"] for line in f.readlines()[1:]])
+        connects.append([r["connects"] for r in read_timeline(path)[1]])
     assert sum(connects[0]) == sum(connects[1]) == 2, connects
     assert connects[0][0] == 1, connects
     assert connects[1][0] == connects[1][1] == 0, connects

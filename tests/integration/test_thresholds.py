@@ -189,6 +189,7 @@ def test_abort_on_fail_stops_within_an_interval_and_the_timeout_of_a_stall(testd
     assert aborted["first_interval"] == aborted["last_interval"]
     assert aborted["to_us"] == (aborted["last_interval"] + 1) * 500000
     assert stall <= aborted["to_us"] / 1e6 <= stall + interval + timeout
+    assert doc["end"] == {"reason": "aborted", "signal": None, "exit_status": None}
     # the requests caught in the stall time out, those of the interval that
     # ended the run at least (the others may fall in the next)
     assert 1 <= doc["errors"]["timeout"] <= 4
