@@ -30,14 +30,17 @@
 #include "threshold.h"
 #include "timeline.h"
 #include "tls.h"
+#include "units.h"
 #include "worker.h"
 #include "xalloc.h"
 
 /* File descriptors besides the connections: stdio, each loop's epoll and
  * async descriptors, the main loop's, and a margin for scripts. */
 #define FD_MARGIN(threads) (16 + 4 * (threads))
-/* --start-at: how late a start may be and still run. */
+/* --start-at: how late a start may be and still run, and how far ahead it
+ * may be: further is more likely a mistyped date than a wait anyone means. */
 #define START_GRACE_US 1000000
+#define START_AHEAD_MAX_US (24 * 3600 * (int64_t)1000000)
 
 struct run {
     struct ev_loop *loop;
@@ -295,16 +298,41 @@ static double seconds_between(struct timeval from, struct timeval to)
 }
 
 /* How late it is for --start-at, in us (negative when early). A start a
- * little late (a slow pod, a loaded machine) still runs; one long past is
- * an error. */
-static int64_t start_lateness(const struct config *cfg)
+ * little late (a slow pod, a loaded machine) still runs; one long past, or
+ * more than a day ahead, is an error. */
+static int64_t realtime_us(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    int64_t late_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - cfg->start_at_us;
+    return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
+static int64_t start_lateness(const struct config *cfg)
+{
+    int64_t late_us = realtime_us() - cfg->start_at_us;
     if (late_us > START_GRACE_US)
         die("start time %s is %.3f s in the past", cfg->start_at, (double)late_us / 1e6);
+    if (late_us < -START_AHEAD_MAX_US)
+        die("start time %s is %.0f hours ahead: volley waits at most 24 hours (a mistyped "
+            "date?)",
+            cfg->start_at, (double)-late_us / 3600e6);
     return late_us;
+}
+
+/* "Starting at 2026-11-23T10:30:00.000Z, in 12.345s" (or "0.250s late"),
+ * once, on stderr: the wait is not silent. */
+static void say_start(const struct config *cfg, int64_t late_us)
+{
+    struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
+                          .tv_nsec = cfg->start_at_us % 1000000 * 1000};
+    char when[UNITS_BUF];
+    fflush(stdout);
+    if (late_us <= 0)
+        fprintf(stderr, "Starting at %s, in %.3fs\n", units_utc_time(&at, when),
+                (double)-late_us / 1e6);
+    else
+        fprintf(stderr, "Starting at %s, %.3fs late\n", units_utc_time(&at, when),
+                (double)late_us / 1e6);
 }
 
 /* --start-at: sleep until the wall-clock instant, so that shards on
@@ -318,14 +346,33 @@ static uint64_t wait_for_start(struct run *run, const struct config *cfg)
                           .tv_nsec = cfg->start_at_us % 1000000 * 1000};
     int64_t late_us = start_lateness(cfg);
     uint64_t mono = clock_us();
+    bool countdown = progress_countdown_wanted(cfg);
+    say_start(cfg, late_us);
     /* The kernel may wake a sleeper up to its timer slack late (50 us by
      * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
      * adjustment of the clock while asleep. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    /* A signal interrupts the sleep: libev's handler has noted it, and its
-     * watcher (on_signal) ends the run when the loop looks. */
-    while (!run->over && clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL) == EINTR)
-        ev_run(run->loop, EVRUN_NOWAIT);
+    while (!run->over) {
+        /* On a terminal the countdown is redrawn at each whole second before
+         * the start; the last sleep ends at the instant itself. */
+        struct timespec until = at;
+        int64_t left_us = cfg->start_at_us - realtime_us();
+        if (countdown && left_us > 0) {
+            progress_countdown((uint64_t)left_us);
+            int64_t step = left_us > 1000000 ? (left_us - 1) % 1000000 + 1 : left_us;
+            int64_t wake = cfg->start_at_us - left_us + step;
+            until = (struct timespec){.tv_sec = wake / 1000000, .tv_nsec = wake % 1000000 * 1000};
+        }
+        /* A signal interrupts the sleep: libev's handler has noted it, and
+         * its watcher (on_signal) ends the run when the loop looks. */
+        int rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, NULL);
+        if (rc == EINTR)
+            ev_run(run->loop, EVRUN_NOWAIT);
+        else if (until.tv_sec == at.tv_sec && until.tv_nsec == at.tv_nsec)
+            break;
+    }
+    if (countdown)
+        progress_countdown(0);
     return (uint64_t)((int64_t)mono - late_us);
 }
 

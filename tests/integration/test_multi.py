@@ -5,9 +5,11 @@ hdrhistogram package's own sum of the histograms.
 SPDX-License-Identifier: MIT
 """
 import base64
+import datetime
 import json
 import os
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -899,6 +901,41 @@ def test_start_at_long_past_is_an_error(testd):
     assert run.returncode == 0 and run.report["requests"] > 0, run
     # the first never connected: only the second's probe and connection
     assert srv.stats()["connections"] == 2
+
+
+def test_start_at_says_when_it_starts_and_counts_down_on_a_terminal(testd):
+    srv = testd()
+    at = time.time() + 1.5
+    run = volley("--start-at", f"{at:.3f}", "-t1", "-c1", "-d200ms", srv.url)
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    m = re.fullmatch(r"Starting at (\S+)Z, in (\d\.\d{3})s\n", run.stderr)
+    assert m and 1.0 <= float(m.group(2)) <= 1.5, run.stderr
+    when = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+    assert when.replace(tzinfo=datetime.timezone.utc).timestamp() == pytest.approx(at, abs=0.001)
+    # On a terminal, a countdown of whole seconds, erased before the run's
+    # own progress line.
+    cmd = shlex.join([VOLLEY, "--start-at", f"{time.time() + 2.5:.3f}", "-t1", "-c1", "-d200ms",
+                      srv.url])
+    out = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, timeout=30,
+                         stdin=subprocess.DEVNULL).stdout.decode()
+    counts = re.findall(r"\rstarting in (\d+)s\x1b\[K", out)
+    assert counts[-2:] == ["2", "1"] and counts == sorted(set(counts), reverse=True), out
+    assert "\rstarting in 1s\x1b[K\r\x1b[K" in out, out
+
+
+@pytest.mark.parametrize("at,hours", [("9999-12-31T23:59:59Z", None), ("+25h", 25)])
+def test_start_at_more_than_a_day_ahead_is_an_error(testd, at, hours):
+    # A mistyped year would wait for decades.
+    srv = testd()
+    if at == "+25h":
+        at = f"{time.time() + 25 * 3600:.0f}"
+    run = volley("--start-at", at, "-d1s", srv.url)
+    one_line_error(run, f"volley: start time {at} is ")
+    assert run.stderr.endswith(" hours ahead: volley waits at most 24 hours (a mistyped "
+                               "date?)\n"), run
+    if hours:
+        assert f" is {hours} hours ahead" in run.stderr
+    assert srv.stats()["connections"] == 0
 
 
 def test_bad_shard_and_start_options_are_usage_errors(testd):
