@@ -574,6 +574,23 @@ static void report_retired(const struct run *run, const struct config *cfg)
                 cfg->script, n, n == 1 ? "" : "s");
 }
 
+/* -R: what was asked of this process over the part of the run that ran: its
+ * share of -R; with --stages, of the requests their profile made due between
+ * the end of the warm-up and the end of the run, over its length. A run cut
+ * short half-way up a ramp was asked the lower half's rate, not the mean of
+ * the whole; one that ran its course, the stages' mean over the time it took
+ * (a little longer than they last, the time to stop). */
+static double rate_target(const struct run *run, const struct config *cfg, const struct result *r)
+{
+    if (!cfg->rate || !cfg->nstages || !r->runtime_us)
+        return cfg->shard.rate;
+    const struct profile *p = &run->workers[0]->pace.profile;
+    double from = (double)cfg->warmup_us, to = from + (double)r->runtime_us;
+    double due = profile_requests(p, to) - profile_requests(p, from);
+    double share = (double)cfg->shard.connections / (double)cfg->connections;
+    return due * share * 1e6 / (double)r->runtime_us;
+}
+
 /* The workers' statistics, added up into r: the run's and the warm-up's. */
 static void gather_stats(struct run *run, const struct config *cfg, struct result *r,
                          struct stats *warmup)
@@ -675,6 +692,7 @@ int main(int argc, char **argv)
     struct stats warmup;
     struct threshold_verdict *verdicts = xcalloc(cfg.nthresholds + 1, sizeof *verdicts);
     gather_stats(&run, &cfg, &result, &warmup);
+    result.rate_target = rate_target(&run, &cfg, &result);
     report_text(stdout, &result);
     bool passed = judge(&run, &cfg, &result, verdicts);
     output_flush_stdout();

@@ -416,6 +416,7 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
     }
     r->inputs = list;
     r->ninputs = in->nparts;
+    r->rate_target = r->cfg->shard.rate;
     /* completed when every part did; otherwise as the first that did not */
     for (size_t i = 0; i < in->nparts && r->end.reason == END_COMPLETED; i++)
         r->end = in->parts[i].end;

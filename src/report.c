@@ -214,8 +214,8 @@ static void rate_shortfall(FILE *f, const struct result *r)
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
-    /* a shard's own share of -R and -c */
-    double rate = cfg->shard.rate;
+    /* a shard's own share of -R and -c, over what ran of the profile */
+    double rate = r->rate_target;
     uint64_t connections = cfg->shard.connections;
     if (!cfg->rate || seconds <= 0)
         return;

@@ -62,6 +62,9 @@ struct result {
         double busiest;          /* highest share of its run a worker thread was busy */
         long cpus;               /* CPUs the run had; 0: those this process may use */
     } cpu;
+    /* With -R: the requests/sec asked of this process over the part of the
+     * run that ran (its share of -R, or of --stages' profile); 0 without. */
+    double rate_target;
     /* With -R: latency from the actual send, and how late requests were sent
      * after their intended time; NULL in the closed model. */
     const struct hist *latency_uncorrected, *scheduling_lag;

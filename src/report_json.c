@@ -235,7 +235,7 @@ static void rate(struct json *j, const struct result *r, double seconds)
         return;
     }
     json_object_begin(j, "rate");
-    rate_number(j, "target", r->cfg->shard.rate);
+    rate_number(j, "target", r->rate_target);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
     json_double(j, "sent", seconds > 0 ? (double)r->stats.sent / seconds : 0);
     json_object_end(j);

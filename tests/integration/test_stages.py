@@ -52,7 +52,32 @@ def test_a_ramp_adds_up_to_its_area_rising_interval_by_interval(testd, tmp_path)
     assert doc["options"]["stages"] == [{"duration_us": 2000000, "rate": 2000}]
     assert doc["options"]["stages_from"] == 0
     assert doc["options"]["rate"] == 1000  # the mean target
-    assert doc["rate"]["target"] == 1000
+    # the 2000 requests the ramp asked for, over the time the run took
+    assert doc["rate"]["target"] == pytest.approx(2000e6 / doc["duration_us"])
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "abort"])
+def test_a_ramp_cut_short_is_judged_on_what_it_asked(testd, tmp_path, how):
+    # 10s:1000 asks for t^2 / 20 * 1000 requests in its first t seconds:
+    # cut short, the run was asked their rate, not the whole ramp's mean of
+    # 500/s, and sending them is no shortfall of the generator's.
+    srv = testd()
+    args = ["-t1", "-c10", "--stages", "10s:1000", "--json", "r.json", srv.url]
+    if how == "SIGINT":
+        run = volley_signalled(*args, after=2.0, cwd=tmp_path)
+        assert run.returncode == 0, run
+    else:
+        run = volley("--abort-on-fail", "--threshold", "p99 < 1us", "--interval", "500ms",
+                     *args, cwd=tmp_path)
+        assert run.returncode == 2, run
+    doc = json.loads((tmp_path / "r.json").read_text())
+    t = doc["duration_us"] / 1e6
+    assert doc["end"]["reason"] == ("interrupted" if how == "SIGINT" else "aborted")
+    assert doc["rate"]["target"] == pytest.approx(t * t / 20 * 1000 / t, rel=0.01)
+    assert doc["rate"]["target"] < 250
+    assert doc["rate"]["sent"] >= 0.9 * doc["rate"]["target"]
+    assert "Warning: sent" not in run.stderr, run
+    assert answered(srv.stats(), doc["requests"], 10)
 
 
 def test_stages_ramp_from_the_rate_before_them(testd, tmp_path):
