@@ -617,7 +617,8 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
     if (!cfg->nthresholds)
         return true;
     r->aborted = run->aborted ? &run->abort : NULL;
-    bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats, r->runtime_us,
+    bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats,
+                                  r->warmup ? r->warmup->connect : NULL, r->runtime_us,
                                   cfg->timeout_us, r->aborted, verdicts);
     r->verdicts = verdicts;
     r->nverdicts = cfg->nthresholds;

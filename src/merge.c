@@ -436,6 +436,21 @@ static void warn_cut_short(FILE *f, const struct inputs *in)
     }
 }
 
+/* The connect times of the parts' warm-ups, which a connect threshold counts
+ * with the run's (as a run does); NULL when no part had a warm-up. */
+static struct hist *whole_warmup_connect(const struct inputs *in)
+{
+    struct hist *h = NULL;
+    for (size_t i = 0; i < in->nparts; i++) {
+        if (!in->parts[i].warmup_connect)
+            continue;
+        if (!h)
+            h = hist_new(STATS_LATENCY_MAX);
+        hist_merge(h, in->parts[i].warmup_connect);
+    }
+    return h;
+}
+
 /* ---- the server ------------------------------------------------------------ */
 
 /* The group of part i, in a forest of parts (union-find). */
@@ -665,6 +680,7 @@ static void free_inputs(struct inputs *in)
 {
     for (size_t i = 0; i < in->nparts; i++) {
         stats_free(&in->parts[i].stats);
+        hist_free(in->parts[i].warmup_connect);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
     }
@@ -703,8 +719,10 @@ int merge_main(int argc, char **argv)
     describe(stdout, &in);
     report_text(stdout, &result);
     struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
-    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
-                                  cfg.timeout_us, NULL, verdicts);
+    struct hist *warmup_connect = whole_warmup_connect(&in);
+    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, warmup_connect,
+                                  result.runtime_us, cfg.timeout_us, NULL, verdicts);
+    hist_free(warmup_connect);
     if (mc.nthresholds) {
         threshold_print(stdout, verdicts, mc.nthresholds, NULL);
         result.verdicts = verdicts;

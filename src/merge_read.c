@@ -414,6 +414,11 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     read_errors(p);
     read_status_codes(p);
     read_distributions(p);
+    /* a result written before the warm-up had connect_time has none */
+    if (jdoc_get(need_object(file, p->doc, "warmup", true), "connect_time")) {
+        p->warmup_connect = hist_new(STATS_LATENCY_MAX);
+        distribution(p, "warmup.connect_time", p->warmup_connect);
+    }
     read_server(p);
     /* a result written before volley said how runs end: as it was taken then */
     const struct jdoc *end = jdoc_get(p->doc, "end");

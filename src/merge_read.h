@@ -48,7 +48,8 @@ struct part {
         bool chosen; /* its figures stand for its server's in the whole */
     } server;
     struct series *series; /* its timeline, when timelines are merged */
-    struct run_end end;    /* how its run ended (a result without end: completed) */
+    struct hist *warmup_connect; /* --warmup: the connect times in it, or NULL */
+    struct run_end end;          /* how its run ended (a result without end: completed) */
     bool end_known;
 };
 

@@ -315,6 +315,7 @@ static void warmup(struct json *j, const struct result *r)
     json_uint(j, "bytes", s->bytes);
     json_uint(j, "connects", s->connects);
     errors(j, s);
+    distribution(j, "connect_time", s->connect);
     json_object_end(j);
 }
 
