@@ -431,8 +431,8 @@ static void warn_cut_short(FILE *f, const struct inputs *in)
         if (p->end.reason == END_COMPLETED)
             continue;
         report_end_text(&p->end, how, sizeof how);
-        fprintf(f, "Warning: %s: its run %s: the merged result adds up a part cut short\n",
-                p->file, how);
+        fprintf(f, "Warning: %s: its run %s: the merged result adds up a part cut short\n", p->file,
+                how);
     }
 }
 

@@ -47,7 +47,7 @@ struct part {
         size_t npids;
         bool chosen; /* its figures stand for its server's in the whole */
     } server;
-    struct series *series; /* its timeline, when timelines are merged */
+    struct series *series;       /* its timeline, when timelines are merged */
     struct hist *warmup_connect; /* --warmup: the connect times in it, or NULL */
     struct run_end end;          /* how its run ended (a result without end: completed) */
     bool end_known;
@@ -81,8 +81,8 @@ struct series {
     uint64_t interval_us;
     struct slice *slices;
     size_t n, cap;
-    struct part *part; /* the result of its run */
-    uint64_t offset;   /* the merged interval its first one goes into */
+    struct part *part;  /* the result of its run */
+    uint64_t offset;    /* the merged interval its first one goes into */
     struct run_end end; /* its end record's, when it has one (ended) */
     bool ended;
 };

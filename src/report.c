@@ -15,8 +15,8 @@
 #include "timeline.h"
 #include "units.h"
 
-static const char *const end_names[END_REASONS] = {"completed", "stopped", "interrupted",
-                                                   "aborted", "script_exit"};
+static const char *const end_names[END_REASONS] = {"completed", "stopped", "interrupted", "aborted",
+                                                   "script_exit"};
 
 const char *report_end_name(enum end_reason reason) { return end_names[reason]; }
 

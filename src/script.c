@@ -62,10 +62,9 @@ struct script {
 };
 
 /* What the state runs, as os.exit's message says it. */
-static const char AT_TOP[] = "at the top level", IN_SETUP[] = "in setup()",
-                  IN_INIT[] = "in init()", IN_REQUEST[] = "in request()",
-                  IN_RESPONSE[] = "in response()", IN_DELAY[] = "in delay()",
-                  IN_DONE[] = "in done()";
+static const char AT_TOP[] = "at the top level", IN_SETUP[] = "in setup()", IN_INIT[] = "in init()",
+                  IN_REQUEST[] = "in request()", IN_RESPONSE[] = "in response()",
+                  IN_DELAY[] = "in delay()", IN_DONE[] = "in done()";
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                     */
@@ -200,10 +199,12 @@ static bool call(struct script *s, int nargs, int nresults)
 {
     lua_State *L = s->L;
     int base = lua_gettop(L) - nargs - 1;
-    if (!s->exiting && lua_pcall(L, nargs, nresults, HANDLER) == 0 && !s->exiting)
-        return true;
+    int rc = s->exiting ? LUA_ERRRUN : lua_pcall(L, nargs, nresults, HANDLER);
+    /* os.exit() sets exiting during the call, even under the script's pcall */
     if (s->exiting)
         lua_settop(L, base);
+    else if (rc == 0)
+        return true;
     else
         failed(s);
     for (int i = 0; i < nresults; i++)
@@ -699,10 +700,7 @@ static void set_fields(lua_State *L, const struct config *cfg)
 /* Errors while a state is made (the script failing to load or at its top
  * level) happen on the main thread, before any worker runs. */
 static void fatal(lua_State *L) __attribute__((noreturn));
-static void fatal(lua_State *L)
-{
-    die("%s", whole_string(L, -1));
-}
+static void fatal(lua_State *L) { die("%s", whole_string(L, -1)); }
 
 /* Pushes debug[name] as the standard library made it. */
 static void push_debug(lua_State *L, const char *name)

@@ -37,7 +37,7 @@ struct timeline {
     int64_t origin_us; /* when interval 0 starts, Unix time in us */
     FILE *out;         /* --timeline */
     bool csv;
-    FILE *hlog;         /* --hdr-log */
+    FILE *hlog; /* --hdr-log */
     /* each file was made by this run (there was none before), and the
      * files have been truncated and their first lines written */
     bool out_created, hlog_created, begun;

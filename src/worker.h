@@ -71,7 +71,7 @@ struct worker {
     char *failure;        /* a fatal error on its thread (a script error), or NULL */
     char *exit_message;   /* the script called os.exit(exit_status) on its thread, or NULL */
     int exit_status;
-    size_t retired;       /* connections that stopped sending: request() returned nil */
+    size_t retired; /* connections that stopped sending: request() returned nil */
     /* Called on the worker thread when it ends on its own, fails or exits. */
     void (*on_finish)(struct worker *w, void *arg);
     void *on_finish_arg;
