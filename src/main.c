@@ -297,9 +297,7 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
-/* How late it is for --start-at, in us (negative when early). A start a
- * little late (a slow pod, a loaded machine) still runs; one long past, or
- * more than a day ahead, is an error. */
+/* The wall clock, Unix time in us. */
 static int64_t realtime_us(void)
 {
     struct timespec now;
@@ -307,6 +305,9 @@ static int64_t realtime_us(void)
     return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
 }
 
+/* How late it is for --start-at, in us (negative when early). A start a
+ * little late (a slow pod, a loaded machine) still runs; one long past, or
+ * more than a day ahead, is an error. */
 static int64_t start_lateness(const struct config *cfg)
 {
     int64_t late_us = realtime_us() - cfg->start_at_us;
