@@ -684,6 +684,8 @@ int main(int argc, char **argv)
         early = not_measured(&run, &result.end);
     }
     if (early >= 0) {
+        if (cfg.json)
+            output_json_abandon(&json);
         free_run(&run);
         script_free(main_script);
         tls_cleanup();
