@@ -377,7 +377,7 @@ def test_os_exit_while_other_threads_handshake(exit_server, tmp_path, kind):
     # request on every other thread while one calls os.exit().
     path, code = exit_script(tmp_path, "response")
     srv, extra = exit_server(kind)
-    for i in range(30):
+    for _ in range(30):
         run = volley(*extra, "--no-keepalive", "-t4", "-c16", "-d5s", "-s", path, "--json",
                      "r.json", srv.url + "/", cwd=tmp_path)
         check_exit_run(run, path, "response", code, tmp_path)
