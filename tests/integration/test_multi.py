@@ -356,7 +356,8 @@ def check_merged_intervals(merged, parts, places, interval_us, span_us):
                 for p in (50, 90, 99):
                     assert lat[f"p{p}"] == total.get_value_at_percentile(p)
                 assert lat["max"] == max(r[kind]["max"] for r in here if r[kind]["count"])
-                mean = sum(r[kind]["mean"] * r[kind]["count"] for r in here) / lat["count"]
+                mean = sum(r[kind]["mean"] * r[kind]["count"] for r in here
+                           if r[kind]["count"]) / lat["count"]
                 assert lat["mean"] == pytest.approx(mean, rel=1e-9)
             else:
                 assert lat["p99"] is None and lat["max"] is None
