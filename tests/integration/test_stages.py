@@ -75,7 +75,6 @@ def test_a_ramp_cut_short_is_judged_on_what_it_asked(testd, tmp_path, how):
     assert doc["end"]["reason"] == ("interrupted" if how == "SIGINT" else "aborted")
     assert doc["rate"]["target"] == pytest.approx(t * t / 20 * 1000 / t, rel=0.01)
     assert doc["rate"]["target"] < 250
-    assert doc["rate"]["sent"] >= 0.5 * doc["rate"]["target"]  # loosely: a busy machine lags
     # A busy machine may really fall short of it, in so short a run: then
     # the warning names what was asked, never the whole ramp's 500/s.
     assert "asked for" not in run.stderr or \
