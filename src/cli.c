@@ -59,7 +59,7 @@ static const char usage_text[] =
     "\n"
     "  Distributed:\n"
     "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
-    "        --start-at    <T>  Start at wall-clock time T (RFC 3339 or Unix time)\n"
+    "        --start-at    <T>  Start at wall-clock T, within 24h (RFC 3339, Unix time)\n"
     "\n"
     "  Thresholds:\n"
     "        --threshold   <E>  Exit 2 unless E holds: METRIC OP VALUE, as in\n"

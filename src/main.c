@@ -31,14 +31,17 @@
 #include "threshold.h"
 #include "timeline.h"
 #include "tls.h"
+#include "units.h"
 #include "worker.h"
 #include "xalloc.h"
 
 /* File descriptors besides the connections: stdio, each loop's epoll and
  * async descriptors, the main loop's, and a margin for scripts. */
 #define FD_MARGIN(threads) (16 + 4 * (threads))
-/* --start-at: how late a start may be and still run. */
+/* --start-at: how late a start may be and still run, and how far ahead it
+ * may be: further is more likely a mistyped date than a wait anyone means. */
 #define START_GRACE_US 1000000
+#define START_AHEAD_MAX_US (24 * 3600 * (int64_t)1000000)
 
 struct run {
     struct ev_loop *loop;
@@ -52,7 +55,12 @@ struct run {
     atomic_size_t nfinished;
     atomic_size_t nsettled;
     atomic_bool failed; /* a worker failed: the run ends without a report */
+    atomic_bool exited; /* the script called os.exit() on a worker: the run ends */
     bool over;          /* ended before the deadline: interrupted, or done */
+    int signal;         /* the signal that interrupted it, or 0 */
+    bool going;         /* the workers were told to go (after any --start-at wait) */
+    bool measuring;     /* what is measured began: the run went past any warm-up */
+    ev_timer warmed;    /* --warmup: its end */
     struct timeline *timeline;
     /* --abort-on-fail: the thresholds checked as intervals are written,
      * while watching (the run is on); aborted once one stopped it */
@@ -152,16 +160,33 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     (void)revents;
     struct run *run = s->data;
+    if (!run->signal)
+        run->signal = s->signum;
     run->over = true;
     ev_break(loop, EVBREAK_ALL);
 }
 
-/* Runs on a worker's thread, when it ended on its own or failed. */
+/* What is measured begins: the timeline's files are written from here. */
+static void begin_measuring(struct run *run)
+{
+    run->measuring = true;
+    timeline_begin(run->timeline);
+}
+
+static void on_warmed(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop, (void)revents;
+    begin_measuring(t->data);
+}
+
+/* Runs on a worker's thread, when it ended on its own, failed or exited. */
 static void worker_finished(struct worker *w, void *arg)
 {
     struct run *run = arg;
     if (w->failure)
         atomic_store(&run->failed, true);
+    else if (w->exit_message)
+        atomic_store(&run->exited, true);
     else
         atomic_fetch_add(&run->nfinished, 1);
     ev_async_send(run->loop, &run->finished);
@@ -194,7 +219,8 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct run *run = a->data;
-    if (atomic_load(&run->failed) || atomic_load(&run->nfinished) == run->nworkers ||
+    if (atomic_load(&run->failed) || atomic_load(&run->exited) ||
+        atomic_load(&run->nfinished) == run->nworkers ||
         (run->budget.spent && atomic_load(&run->budget.unresolved) == 0)) {
         run->over = true;
         ev_break(loop, EVBREAK_ALL);
@@ -272,17 +298,43 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
-/* How late it is for --start-at, in us (negative when early). A start a
- * little late (a slow pod, a loaded machine) still runs; one long past is
- * an error. */
-static int64_t start_lateness(const struct config *cfg)
+/* The wall clock, Unix time in us. */
+static int64_t realtime_us(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    int64_t late_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - cfg->start_at_us;
+    return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
+/* How late it is for --start-at, in us (negative when early). A start a
+ * little late (a slow pod, a loaded machine) still runs; one long past, or
+ * more than a day ahead, is an error. */
+static int64_t start_lateness(const struct config *cfg)
+{
+    int64_t late_us = realtime_us() - cfg->start_at_us;
     if (late_us > START_GRACE_US)
         die("start time %s is %.3f s in the past", cfg->start_at, (double)late_us / 1e6);
+    if (late_us < -START_AHEAD_MAX_US)
+        die("start time %s is %.0f hours ahead: volley waits at most 24 hours (a mistyped "
+            "date?)",
+            cfg->start_at, (double)-late_us / 3600e6);
     return late_us;
+}
+
+/* "Starting at 2026-11-23T10:30:00.000Z, in 12.345s" (or "0.250s late"),
+ * once, on stderr: the wait is not silent. */
+static void say_start(const struct config *cfg, int64_t late_us)
+{
+    struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
+                          .tv_nsec = cfg->start_at_us % 1000000 * 1000};
+    char when[UNITS_BUF];
+    fflush(stdout);
+    if (late_us <= 0)
+        fprintf(stderr, "Starting at %s, in %.3fs\n", units_utc_time(&at, when),
+                (double)-late_us / 1e6);
+    else
+        fprintf(stderr, "Starting at %s, %.3fs late\n", units_utc_time(&at, when),
+                (double)late_us / 1e6);
 }
 
 /* --start-at: sleep until the wall-clock instant, so that shards on
@@ -296,14 +348,33 @@ static uint64_t wait_for_start(struct run *run, const struct config *cfg)
                           .tv_nsec = cfg->start_at_us % 1000000 * 1000};
     int64_t late_us = start_lateness(cfg);
     uint64_t mono = clock_us();
+    bool countdown = progress_countdown_wanted(cfg);
+    say_start(cfg, late_us);
     /* The kernel may wake a sleeper up to its timer slack late (50 us by
      * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
      * adjustment of the clock while asleep. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    /* A signal interrupts the sleep: libev's handler has noted it, and its
-     * watcher (on_signal) ends the run when the loop looks. */
-    while (!run->over && clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL) == EINTR)
-        ev_run(run->loop, EVRUN_NOWAIT);
+    while (!run->over) {
+        /* On a terminal the countdown is redrawn at each whole second before
+         * the start; the last sleep ends at the instant itself. */
+        struct timespec until = at;
+        int64_t left_us = cfg->start_at_us - realtime_us();
+        if (countdown && left_us > 0) {
+            progress_countdown((uint64_t)left_us);
+            int64_t step = left_us > 1000000 ? (left_us - 1) % 1000000 + 1 : left_us;
+            int64_t wake = cfg->start_at_us - left_us + step;
+            until = (struct timespec){.tv_sec = wake / 1000000, .tv_nsec = wake % 1000000 * 1000};
+        }
+        /* A signal interrupts the sleep: libev's handler has noted it, and
+         * its watcher (on_signal) ends the run when the loop looks. */
+        int rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, NULL);
+        if (rc == EINTR)
+            ev_run(run->loop, EVRUN_NOWAIT);
+        else if (until.tv_sec == at.tv_sec && until.tv_nsec == at.tv_nsec)
+            break;
+    }
+    if (countdown)
+        progress_countdown(0);
     return (uint64_t)((int64_t)mono - late_us);
 }
 
@@ -322,6 +393,69 @@ static void wait_settled(struct run *run, const struct config *cfg)
         ev_run(run->loop, 0);
     ev_timer_stop(run->loop, &limit);
     ev_async_stop(run->loop, &run->settled);
+}
+
+/* A worker failed (a script error): its message, once every worker is
+ * joined; the run has no report. */
+static const char *run_failure(const struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        if (run->workers[i]->failure)
+            return run->workers[i]->failure;
+    return NULL;
+}
+
+/* The script called os.exit() on a worker: the first worker's call, once
+ * every worker is joined; NULL if none did. */
+static const struct worker *run_exit(const struct run *run)
+{
+    for (size_t i = 0; i < run->nworkers; i++)
+        if (run->workers[i]->exit_message)
+            return run->workers[i];
+    return NULL;
+}
+
+/* Why the run ended, once every worker is joined. */
+static struct run_end run_end(struct run *run, const struct config *cfg)
+{
+    const struct worker *exited = run_exit(run);
+    if (exited)
+        return (struct run_end){.reason = END_SCRIPT_EXIT, .status = exited->exit_status};
+    if (run->aborted)
+        return (struct run_end){.reason = END_ABORTED};
+    if (run->signal)
+        return (struct run_end){.reason = END_INTERRUPTED, .signal = run->signal};
+    if (cfg->requests && atomic_load(&run->budget.unresolved) == 0)
+        return (struct run_end){.reason = END_COMPLETED};
+    if (atomic_load(&run->nfinished) == run->nworkers)
+        return (struct run_end){.reason = END_STOPPED};
+    return (struct run_end){.reason = END_COMPLETED};
+}
+
+/* Interrupted, or os.exit() called, before what is measured began (in a
+ * --start-at wait, while -R's connections opened, in the warm-up): there is
+ * no result to write. */
+static bool ended_before_measuring(const struct run *run, const struct run_end *end)
+{
+    return !run->measuring && (end->reason == END_INTERRUPTED || end->reason == END_SCRIPT_EXIT);
+}
+
+/* The run ended before what it measures began: no report, and no file
+ * written (see ended_before_measuring); says why, and returns the exit
+ * status: os.exit()'s, or 1. */
+static int not_measured(const struct run *run, const struct run_end *end)
+{
+    const char *when = run->going ? "during the warm-up" : "before the run started";
+    const char *sig = report_signal_name(end->signal);
+    fflush(stdout);
+    if (end->reason == END_SCRIPT_EXIT) {
+        fprintf(stderr, "volley: %s: the run was stopped %s: nothing was measured\n",
+                run_exit(run)->exit_message, when);
+        return end->status;
+    }
+    fprintf(stderr, "volley: interrupted by %s %s: nothing was measured, no result written\n",
+            sig ? sig : "a signal", when);
+    return 1;
 }
 
 /* Start the workers and wait for the end of the run; note its length,
@@ -378,6 +512,15 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         r->started.tv_nsec -= 1000000000;
     }
     timeline_start(run->timeline, begin + cfg->warmup_us, &r->started);
+    if (cfg->warmup_us) {
+        uint64_t now = clock_us(), end = begin + cfg->warmup_us;
+        ev_timer_init(&run->warmed, on_warmed, end > now ? (double)(end - now) / 1e6 : 0., 0.);
+        run->warmed.data = run;
+        ev_timer_start(run->loop, &run->warmed);
+    } else if (!run->over) {
+        begin_measuring(run);
+    }
+    run->going = !run->over;
     for (size_t i = 0; i < run->nworkers; i++)
         worker_go(run->workers[i], begin);
     struct progress *progress =
@@ -386,6 +529,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     if (!run->over)
         ev_run(run->loop, 0);
     run->watching = false;
+    if (cfg->warmup_us)
+        ev_timer_stop(run->loop, &run->warmed);
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
      * action back): a thread stuck in a script hook would never be joined. */
@@ -397,7 +542,13 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         worker_join(run->workers[i]);
     uint64_t elapsed = clock_us() - start;
     r->runtime_us = elapsed > cfg->warmup_us ? elapsed - cfg->warmup_us : 0;
-    timeline_finish(run->timeline, r->runtime_us);
+    r->end = run_end(run, cfg);
+    if (run_failure(run))
+        timeline_finish(run->timeline, r->runtime_us, NULL);
+    else if (ended_before_measuring(run, &r->end))
+        timeline_abandon(run->timeline);
+    else
+        timeline_finish(run->timeline, r->runtime_us, &r->end);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
@@ -423,6 +574,23 @@ static void report_retired(const struct run *run, const struct config *cfg)
                 "volley: %s: request() returned nil on %zu connection%s, which then sent no "
                 "more requests\n",
                 cfg->script, n, n == 1 ? "" : "s");
+}
+
+/* -R: what was asked of this process over the part of the run that ran: its
+ * share of -R; with --stages, of the requests their profile made due between
+ * the end of the warm-up and the end of the run, over its length. A run cut
+ * short half-way up a ramp was asked the lower half's rate, not the mean of
+ * the whole; one that ran its course, the stages' mean over the time it took
+ * (a little longer than they last, the time to stop). */
+static double rate_target(const struct run *run, const struct config *cfg, const struct result *r)
+{
+    if (!cfg->rate || !cfg->nstages || !r->runtime_us)
+        return cfg->shard.rate;
+    const struct profile *p = &run->workers[0]->pace.profile;
+    double from = (double)cfg->warmup_us, to = from + (double)r->runtime_us;
+    double due = profile_requests(p, to) - profile_requests(p, from);
+    double share = (double)cfg->shard.connections / (double)cfg->connections;
+    return due * share * 1e6 / (double)r->runtime_us;
 }
 
 /* The workers' statistics, added up into r: the run's and the warm-up's. */
@@ -451,22 +619,13 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
     if (!cfg->nthresholds)
         return true;
     r->aborted = run->aborted ? &run->abort : NULL;
-    bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats, r->runtime_us,
+    bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats,
+                                  r->warmup ? r->warmup->connect : NULL, r->runtime_us,
                                   cfg->timeout_us, r->aborted, verdicts);
     r->verdicts = verdicts;
     r->nverdicts = cfg->nthresholds;
     threshold_print(stdout, verdicts, cfg->nthresholds, r->aborted);
     return passed;
-}
-
-/* A worker failed (a script error): its message, once every worker is
- * joined; the run has no report. */
-static const char *run_failure(const struct run *run)
-{
-    for (size_t i = 0; i < run->nworkers; i++)
-        if (run->workers[i]->failure)
-            return run->workers[i]->failure;
-    return NULL;
 }
 
 static void free_run(struct run *run)
@@ -519,19 +678,28 @@ int main(int argc, char **argv)
     output_check_stdout();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);
+    int early = -1;
     if (failure) {
         fflush(stdout);
         fprintf(stderr, "volley: %s\n", failure);
+        early = 1;
+    } else if (ended_before_measuring(&run, &result.end)) {
+        early = not_measured(&run, &result.end);
+    }
+    if (early >= 0) {
+        if (cfg.json)
+            output_json_abandon(&json);
         free_run(&run);
         script_free(main_script);
         tls_cleanup();
         cli_free(&cfg);
-        return 1;
+        return early;
     }
 
     struct stats warmup;
     struct threshold_verdict *verdicts = xcalloc(cfg.nthresholds + 1, sizeof *verdicts);
     gather_stats(&run, &cfg, &result, &warmup);
+    result.rate_target = rate_target(&run, &cfg, &result);
     report_text(stdout, &result);
     bool passed = judge(&run, &cfg, &result, verdicts);
     output_flush_stdout();
@@ -539,10 +707,19 @@ int main(int argc, char **argv)
      * Transfer/sec (a done() hook's output) are not disturbed. */
     report_warnings(stderr, &result);
     report_retired(&run, &cfg);
-    if (main_script)
-        script_done(main_script, &result);
+    /* Before done(): an error or a Ctrl-C in it cannot lose the result. */
     if (cfg.json)
         output_json_write(&json, &result);
+    /* os.exit() in a hook ended the script's part: done() is not called. */
+    const struct worker *exited = run_exit(&run);
+    int status = passed ? 0 : 2;
+    if (exited) {
+        fflush(stdout);
+        fprintf(stderr, "volley: %s: the run was stopped\n", exited->exit_message);
+        status = exited->exit_status;
+    } else if (main_script) {
+        script_done(main_script, &result);
+    }
     timeline_check(run.timeline);
     output_check_stdout();
 
@@ -554,6 +731,7 @@ int main(int argc, char **argv)
     script_free(main_script);
     tls_cleanup();
     cli_free(&cfg);
-    /* A failed threshold is an outcome of a run that completed: 2, not 1. */
-    return passed ? 0 : 2;
+    /* A failed threshold is an outcome of a run that completed: 2, not 1;
+     * os.exit()'s status is the script's to choose. */
+    return status;
 }

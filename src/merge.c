@@ -201,6 +201,9 @@ static void check_with_result(const struct series *s)
             merge_bad(s->file, "interval %zu: server_cpu_s is %s, but its result %s has %s server",
                       k, p->server.known ? "null" : "a number", p->file,
                       p->server.known ? "a" : "no");
+    if (s->ended && p->end_known && s->end.reason != p->end.reason)
+        merge_bad(s->file, "its end record says the run ended %s, but its result %s says %s",
+                  report_end_name(s->end.reason), p->file, report_end_name(p->end.reason));
     check_totals(s);
 }
 
@@ -416,6 +419,39 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
     }
     r->inputs = list;
     r->ninputs = in->nparts;
+    r->rate_target = r->cfg->shard.rate;
+    /* completed when every part did; otherwise as the first that did not */
+    for (size_t i = 0; i < in->nparts && r->end.reason == END_COMPLETED; i++)
+        r->end = in->parts[i].end;
+}
+
+/* After the report: each part whose run ended before its end. */
+static void warn_cut_short(FILE *f, const struct inputs *in)
+{
+    char how[80];
+    for (size_t i = 0; i < in->nparts; i++) {
+        const struct part *p = &in->parts[i];
+        if (p->end.reason == END_COMPLETED)
+            continue;
+        report_end_text(&p->end, how, sizeof how);
+        fprintf(f, "Warning: %s: its run %s: the merged result adds up a part cut short\n", p->file,
+                how);
+    }
+}
+
+/* The connect times of the parts' warm-ups, which a connect threshold counts
+ * with the run's (as a run does); NULL when no part had a warm-up. */
+static struct hist *whole_warmup_connect(const struct inputs *in)
+{
+    struct hist *h = NULL;
+    for (size_t i = 0; i < in->nparts; i++) {
+        if (!in->parts[i].warmup_connect)
+            continue;
+        if (!h)
+            h = hist_new(STATS_LATENCY_MAX);
+        hist_merge(h, in->parts[i].warmup_connect);
+    }
+    return h;
 }
 
 /* ---- the server ------------------------------------------------------------ */
@@ -595,6 +631,7 @@ static struct timeline *whole_timeline(const struct result *r, struct inputs *in
     if (in->nseries) {
         timeline_start_merged(t, &r->started, in->origin_us);
         merge_intervals(t, in, r, server);
+        timeline_end(t, &r->end, r->runtime_us);
         timeline_close(t);
     }
     return t;
@@ -646,6 +683,7 @@ static void free_inputs(struct inputs *in)
 {
     for (size_t i = 0; i < in->nparts; i++) {
         stats_free(&in->parts[i].stats);
+        hist_free(in->parts[i].warmup_connect);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
     }
@@ -684,8 +722,10 @@ int merge_main(int argc, char **argv)
     describe(stdout, &in);
     report_text(stdout, &result);
     struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
-    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
-                                  cfg.timeout_us, NULL, verdicts);
+    struct hist *warmup_connect = whole_warmup_connect(&in);
+    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, warmup_connect,
+                                  result.runtime_us, cfg.timeout_us, NULL, verdicts);
+    hist_free(warmup_connect);
     if (mc.nthresholds) {
         threshold_print(stdout, verdicts, mc.nthresholds, NULL);
         result.verdicts = verdicts;
@@ -693,6 +733,7 @@ int merge_main(int argc, char **argv)
     }
     output_flush_stdout();
     report_warnings(stderr, &result);
+    warn_cut_short(stderr, &in);
     if (mc.json)
         output_json_write(&json, &result);
     timeline_check(timeline);

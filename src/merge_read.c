@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +96,40 @@ static uint64_t count_of(const char *file, const char *path, double n)
     if (!(n < 0x1p63))
         merge_bad(file, "%s: out of range", path);
     return (uint64_t)llround(n);
+}
+
+/* How a run ended: the members reason, signal and exit_status of v, which
+ * prefix ("end." or "") names in messages. */
+static struct run_end read_end(const char *where, const struct jdoc *v, const char *prefix)
+{
+    struct run_end end = {0};
+    const char *reason = jdoc_string(jdoc_get(v, "reason"));
+    const struct jdoc *sig = jdoc_get(v, "signal"), *status = jdoc_get(v, "exit_status");
+    unsigned r = 0;
+    while (reason && r < END_REASONS && strcmp(report_end_name((enum end_reason)r), reason) != 0)
+        r++;
+    if (!reason || r == END_REASONS)
+        merge_bad(where, "%sreason: missing, or not how a run ends", prefix);
+    end.reason = (enum end_reason)r;
+    if (end.reason == END_INTERRUPTED) {
+        const char *name = jdoc_string(sig);
+        end.signal = name && strcmp(name, "SIGINT") == 0    ? SIGINT
+                     : name && strcmp(name, "SIGTERM") == 0 ? SIGTERM
+                                                            : 0;
+        if (!end.signal)
+            merge_bad(where, "%ssignal: missing, or not SIGINT or SIGTERM", prefix);
+    } else if (!is_null(sig)) {
+        merge_bad(where, "%ssignal: not null for a run that was not interrupted", prefix);
+    }
+    uint64_t code;
+    if (end.reason == END_SCRIPT_EXIT) {
+        if (!jdoc_u64(status, &code) || code > 255)
+            merge_bad(where, "%sexit_status: missing, or not an exit status", prefix);
+        end.status = (int)code;
+    } else if (!is_null(status)) {
+        merge_bad(where, "%sexit_status: not null for a run that os.exit() did not end", prefix);
+    }
+    return end;
 }
 
 /* ---- reading a result ------------------------------------------------------ */
@@ -380,7 +415,17 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     read_errors(p);
     read_status_codes(p);
     read_distributions(p);
+    /* a result written before the warm-up had connect_time has none */
+    if (jdoc_get(need_object(file, p->doc, "warmup", true), "connect_time")) {
+        p->warmup_connect = hist_new(STATS_LATENCY_MAX);
+        distribution(p, "warmup.connect_time", p->warmup_connect);
+    }
     read_server(p);
+    /* a result written before volley said how runs end: as it was taken then */
+    const struct jdoc *end = jdoc_get(p->doc, "end");
+    p->end_known = end != NULL;
+    if (end)
+        p->end = read_end(file, need_object(file, p->doc, "end", false), "end.");
     const struct jdoc *intervals = need_object(file, p->doc, "intervals", true);
     p->interval_us = intervals ? need_u64(file, intervals, "interval_us") : 0;
 }
@@ -493,7 +538,7 @@ static void read_slice(struct series *s, const char *where, const struct jdoc *r
     uint64_t index = s->n;
     const char *type = need_string(where, record, "type");
     if (strcmp(type, "interval") != 0)
-        merge_bad(where, "type: \"%s\", not \"interval\"", type);
+        merge_bad(where, "type: \"%s\", not \"interval\" or \"end\"", type);
     if (need_u64(where, record, "interval") != index)
         merge_bad(where, "interval: not %" PRIu64 ": the intervals are numbered in order from 0",
                   index);
@@ -519,6 +564,21 @@ static void read_slice(struct series *s, const char *where, const struct jdoc *r
     sl->server_s = NAN;
     if (!server || (!is_null(server) && (!jdoc_double(server, &sl->server_s) || sl->server_s < 0)))
         merge_bad(where, "server_cpu_s: missing, or not a number >= 0 or null");
+}
+
+/* The last record: how the run ended, after the intervals it counts. */
+static void read_end_record(struct series *s, const char *where, const struct jdoc *record)
+{
+    unsigned __int128 requests = 0;
+    for (size_t k = 0; k < s->n; k++)
+        requests += s->slices[k].requests;
+    s->end = read_end(where, record, "");
+    s->ended = true;
+    need_u64(where, record, "duration_us");
+    if (need_u64(where, record, "intervals") != s->n)
+        merge_bad(where, "intervals: not the %zu intervals before it", s->n);
+    if (need_u64(where, record, "requests") != requests)
+        merge_bad(where, "requests: not those of the intervals before it");
 }
 
 /* The next line of f, without its newline; false at the end of the file. */
@@ -555,9 +615,16 @@ static void read_series(struct series *s, const char *file, const struct jdoc *r
             s->cap = s->cap ? 2 * s->cap : 64;
             s->slices = xrealloc(s->slices, s->cap * sizeof *s->slices);
         }
-        memset(&s->slices[s->n], 0, sizeof s->slices[s->n]);
-        read_slice(s, where, record, &s->slices[s->n]);
-        s->n++;
+        if (s->ended)
+            merge_bad(where, "a line after the end record");
+        const char *type = jdoc_string(jdoc_get(record, "type"));
+        if (type && strcmp(type, "end") == 0) {
+            read_end_record(s, where, record);
+        } else {
+            memset(&s->slices[s->n], 0, sizeof s->slices[s->n]);
+            read_slice(s, where, record, &s->slices[s->n]);
+            s->n++;
+        }
         jdoc_free(record);
         free(where);
     }

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 #include "jdoc.h"
+#include "report.h"
 #include "stats.h"
 
 /* One result file, as far as merging needs it. */
@@ -46,7 +47,10 @@ struct part {
         size_t npids;
         bool chosen; /* its figures stand for its server's in the whole */
     } server;
-    struct series *series; /* its timeline, when timelines are merged */
+    struct series *series;       /* its timeline, when timelines are merged */
+    struct hist *warmup_connect; /* --warmup: the connect times in it, or NULL */
+    struct run_end end;          /* how its run ended (a result without end: completed) */
+    bool end_known;
 };
 
 /* An interval's latency as its record gives it: the histogram (still
@@ -77,8 +81,10 @@ struct series {
     uint64_t interval_us;
     struct slice *slices;
     size_t n, cap;
-    struct part *part; /* the result of its run */
-    uint64_t offset;   /* the merged interval its first one goes into */
+    struct part *part;  /* the result of its run */
+    uint64_t offset;    /* the merged interval its first one goes into */
+    struct run_end end; /* its end record's, when it has one (ended) */
+    bool ended;
 };
 
 /* Everything given to merge, told apart. */

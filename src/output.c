@@ -115,6 +115,15 @@ void output_json_open(struct output_json *o, const char *path)
     free(tmp);
 }
 
+void output_json_abandon(struct output_json *o)
+{
+    if (o->f)
+        fclose(o->f);
+    o->f = NULL;
+    free(o->target);
+    o->target = NULL;
+}
+
 void output_json_write(struct output_json *o, const struct result *r)
 {
     const char *what = strcmp(o->path, "-") == 0 ? "JSON to stdout" : o->path;

@@ -33,5 +33,8 @@ void output_json_open(struct output_json *o, const char *path);
 /* After the run: the document, written to a temporary file and renamed over
  * the target, or written in place; exit 1 if that fails. */
 void output_json_write(struct output_json *o, const struct result *r);
+/* Instead, when the run has no result (it failed, or ended before what it
+ * measures began): nothing is written, an earlier file is left as it was. */
+void output_json_abandon(struct output_json *o);
 
 #endif

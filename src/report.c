@@ -7,12 +7,46 @@
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "timeline.h"
 #include "units.h"
+
+static const char *const end_names[END_REASONS] = {"completed", "stopped", "interrupted", "aborted",
+                                                   "script_exit"};
+
+const char *report_end_name(enum end_reason reason) { return end_names[reason]; }
+
+const char *report_signal_name(int signal)
+{
+    return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : NULL;
+}
+
+void report_end_text(const struct run_end *end, char *buf, size_t size)
+{
+    const char *sig = report_signal_name(end->signal);
+    switch (end->reason) {
+    case END_COMPLETED:
+    case END_REASONS:
+        snprintf(buf, size, "completed");
+        break;
+    case END_STOPPED:
+        snprintf(buf, size, "was stopped by its script (every thread stopped)");
+        break;
+    case END_INTERRUPTED:
+        snprintf(buf, size, "was interrupted by %s", sig ? sig : "a signal");
+        break;
+    case END_ABORTED:
+        snprintf(buf, size, "was stopped by --abort-on-fail");
+        break;
+    case END_SCRIPT_EXIT:
+        snprintf(buf, size, "was stopped by its script's os.exit(%d)", end->status);
+        break;
+    }
+}
 
 /* "  shard 1/4: 3 of 10 connections, 600 of 2000 requests/sec": what this
  * process runs of the whole. */
@@ -180,8 +214,8 @@ static void rate_shortfall(FILE *f, const struct result *r)
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
-    /* a shard's own share of -R and -c */
-    double rate = cfg->shard.rate;
+    /* a shard's own share of -R and -c, over what ran of the profile */
+    double rate = r->rate_target;
     uint64_t connections = cfg->shard.connections;
     if (!cfg->rate || seconds <= 0)
         return;

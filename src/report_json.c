@@ -235,7 +235,7 @@ static void rate(struct json *j, const struct result *r, double seconds)
         return;
     }
     json_object_begin(j, "rate");
-    rate_number(j, "target", r->cfg->shard.rate);
+    rate_number(j, "target", r->rate_target);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
     json_double(j, "sent", seconds > 0 ? (double)r->stats.sent / seconds : 0);
     json_object_end(j);
@@ -315,7 +315,23 @@ static void warmup(struct json *j, const struct result *r)
     json_uint(j, "bytes", s->bytes);
     json_uint(j, "connects", s->connects);
     errors(j, s);
+    distribution(j, "connect_time", s->connect);
     json_object_end(j);
+}
+
+void report_json_end(struct json *j, const struct run_end *end)
+{
+    const char *sig = report_signal_name(end->signal);
+    json_string(j, "reason", report_end_name(end->reason));
+    if (end->reason == END_INTERRUPTED && sig)
+        json_string(j, "signal", sig);
+    else
+        json_null(j, "signal");
+    /* what the process exits with, as the shell sees it */
+    if (end->reason == END_SCRIPT_EXIT)
+        json_uint(j, "exit_status", (unsigned)end->status & 0xff);
+    else
+        json_null(j, "exit_status");
 }
 
 bool report_json(FILE *f, const struct result *r)
@@ -375,6 +391,9 @@ bool report_json(FILE *f, const struct result *r)
     }
     warmup(&j, r);
     threshold_json(&j, r->verdicts, r->nverdicts, r->aborted);
+    json_object_begin(&j, "end");
+    report_json_end(&j, &r->end);
+    json_object_end(&j);
     json_object_end(&j);
     return json_finish(&j);
 }

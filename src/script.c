@@ -57,11 +57,41 @@ struct script {
     const void *seen[HOOKS]; /* the value then (kept in HOOK_SEEN, so never reused) */
     bool response_head, response_body;
     struct buf scratch; /* wrk.format's output */
+    const char *hook;   /* what runs now ("in init()"), for os.exit's message */
+    bool exiting;       /* os.exit() stopped the worker: no more of the script runs */
 };
+
+/* What the state runs, as os.exit's message says it. */
+static const char AT_TOP[] = "at the top level", IN_SETUP[] = "in setup()", IN_INIT[] = "in init()",
+                  IN_REQUEST[] = "in request()", IN_RESPONSE[] = "in response()",
+                  IN_DELAY[] = "in delay()", IN_DONE[] = "in done()";
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                     */
 /* ------------------------------------------------------------------------ */
+
+/* The string at idx, whole: a NUL in it is written \0 rather than
+ * ending the message there. Free it. */
+static char *whole_string(lua_State *L, int idx)
+{
+    size_t len, nuls = 0;
+    const char *msg = lua_tolstring(L, idx, &len);
+    if (!msg)
+        return xstrdup("(error object is not a string)");
+    for (size_t i = 0; i < len; i++)
+        nuls += msg[i] == '\0';
+    char *out = xmalloc(len + nuls + 1), *o = out;
+    for (size_t i = 0; i < len; i++) {
+        if (msg[i] == '\0') {
+            *o++ = '\\';
+            *o++ = '0';
+        } else {
+            *o++ = msg[i];
+        }
+    }
+    *o = '\0';
+    return out;
+}
 
 /* The error message on top of the stack ends volley: at once on the main
  * thread (no worker runs then: setup, init and done run before the workers
@@ -69,41 +99,116 @@ struct script {
  * and main reports it once every worker has stopped (see worker_fail). */
 static void failed(struct script *s)
 {
-    const char *msg = lua_tostring(s->L, -1);
-    if (!msg)
-        msg = "(error object is not a string)";
+    char *msg = whole_string(s->L, -1);
     if (!s->worker || !s->worker->running)
         die("%s", msg);
     worker_fail(s->worker, msg);
+    free(msg);
     lua_pop(s->L, 1);
 }
 
+/* "file:line: " of the innermost Lua function on the stack (the one that
+ * raised an error, or called os.exit), or "" when there is none. */
+static void push_where(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+    lua_pushliteral(L, "");
+}
+
+/* An error object that is not a string: what its __tostring makes of it (as
+ * Lua's own interpreter prints it), or its type, after where it was raised,
+ * which error() adds only to strings. */
+static void describe_error_object(lua_State *L)
+{
+    push_where(L);
+    if (luaL_getmetafield(L, 1, "__tostring")) {
+        lua_pushvalue(L, 1);
+        if (lua_pcall(L, 1, 1, 0) == 0 && lua_type(L, -1) == LUA_TSTRING) {
+            lua_concat(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushfstring(L, "(error object is a %s value; its __tostring failed)",
+                        luaL_typename(L, 1));
+    } else {
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    lua_concat(L, 2);
+}
+
 /* The message handler: the error plus a traceback of where it happened,
- * from the debug.traceback saved before the script ran (upvalue 1). */
+ * from the debug.traceback saved before the script ran (upvalue 1). The
+ * traceback is asked for without the message (LuaJIT's would cut it at a
+ * NUL) and joined to it after. */
 static int on_error(lua_State *L)
 {
     if (!lua_isstring(L, 1))
-        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        describe_error_object(L);
     else
         lua_pushvalue(L, 1);
     if (lua_isfunction(L, lua_upvalueindex(1))) {
         lua_pushvalue(L, lua_upvalueindex(1));
-        lua_pushvalue(L, -2);
+        lua_pushliteral(L, "");
         lua_pushinteger(L, 2);
         lua_call(L, 2, 1);
+        lua_concat(L, 2);
     }
     return 1;
 }
 
+/* os.exit(status, close) in every state. LuaJIT's calls exit() on the thread
+ * that runs the script, and its atexit clean-up of OpenSSL crashes the other
+ * workers when they are inside OpenSSL. Before the run (the top level,
+ * setup, init, the first request()) and in done() no worker runs: volley
+ * says so and ends with status at once. On a running worker the worker
+ * stops (worker_exit), main ends the run in order, with its report, and
+ * exits with status; the error raised here unwinds the hook, and no more of
+ * the script runs on that thread, even if a pcall in it caught the error.
+ * As in LuaJIT, true is EXIT_SUCCESS and false EXIT_FAILURE; close is
+ * ignored (the state is closed anyway). */
+static int os_exit(lua_State *L)
+{
+    struct script *s = lua_touserdata(L, lua_upvalueindex(1));
+    int status = lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? EXIT_SUCCESS : EXIT_FAILURE)
+                                     : (int)luaL_optinteger(L, 1, EXIT_SUCCESS);
+    push_where(L);
+    lua_pushfstring(L, "os.exit(%d) %s", status, s->hook ? s->hook : AT_TOP);
+    lua_concat(L, 2);
+    char *msg = whole_string(L, -1);
+    if (!s->worker || !s->worker->running) {
+        if (s->hook == IN_DONE)
+            die_status(status, "%s", msg);
+        die_status(status, "%s: the run did not start", msg);
+    }
+    s->exiting = true;
+    worker_exit(s->worker, status, msg);
+    free(msg);
+    return lua_error(L);
+}
+
 /* Calls the function below its nargs arguments. Returns false after an
- * error (reported by failed()), with nresults nils in place of results. */
+ * error (reported by failed()) or os.exit(), with nresults nils in place of
+ * results. */
 static bool call(struct script *s, int nargs, int nresults)
 {
-    if (lua_pcall(s->L, nargs, nresults, HANDLER) == 0)
+    lua_State *L = s->L;
+    int base = lua_gettop(L) - nargs - 1;
+    int rc = s->exiting ? LUA_ERRRUN : lua_pcall(L, nargs, nresults, HANDLER);
+    /* os.exit() sets exiting during the call, even under the script's pcall */
+    if (s->exiting)
+        lua_settop(L, base);
+    else if (rc == 0)
         return true;
-    failed(s);
+    else
+        failed(s);
     for (int i = 0; i < nresults; i++)
-        lua_pushnil(s->L);
+        lua_pushnil(L);
     return false;
 }
 
@@ -595,11 +700,7 @@ static void set_fields(lua_State *L, const struct config *cfg)
 /* Errors while a state is made (the script failing to load or at its top
  * level) happen on the main thread, before any worker runs. */
 static void fatal(lua_State *L) __attribute__((noreturn));
-static void fatal(lua_State *L)
-{
-    const char *msg = lua_tostring(L, -1);
-    die("%s", msg ? msg : "(error object is not a string)");
-}
+static void fatal(lua_State *L) { die("%s", whole_string(L, -1)); }
 
 /* Pushes debug[name] as the standard library made it. */
 static void push_debug(lua_State *L, const char *name)
@@ -633,6 +734,11 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
     if (!L)
         die("unable to create a Lua state");
     luaL_openlibs(L);
+    lua_getglobal(L, "os");
+    lua_pushlightuserdata(L, s);
+    lua_pushcclosure(L, os_exit, 1);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
     push_debug(L, "traceback");
     lua_pushcclosure(L, on_error, 1); /* HANDLER */
     push_debug(L, "getinfo");         /* GETINFO */
@@ -666,6 +772,7 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
 
     if (luaL_loadfile(L, cfg->script) != 0)
         fatal(L);
+    s->hook = AT_TOP;
     call(s, 0, 0);
     check_module(s);
     return s;
@@ -698,6 +805,7 @@ void script_setup(struct script *main, struct worker *w)
 {
     push_module_field(main->L, "setup");
     push_thread(main->L, w);
+    main->hook = IN_SETUP;
     call(main, 1, 0);
 }
 
@@ -789,6 +897,7 @@ void script_init(struct script *s, struct request *r)
     lua_rawset(L, MODULE);
     push_module_field(L, "init");
     push_args(L, s->cfg);
+    s->hook = IN_INIT;
     call(s, 1, 1);
     check_module(s);
     size_t len = 0;
@@ -809,6 +918,7 @@ static enum script_call call_request(struct script *s, const char **data, size_t
     lua_State *L = s->L;
     if (!look(s, HOOK_REQUEST))
         return SCRIPT_NONE;
+    s->hook = IN_REQUEST;
     if (!call(s, 0, 1)) {
         lua_pop(L, 1);
         return SCRIPT_FAILED;
@@ -902,6 +1012,7 @@ enum script_call script_delay(struct script *s, double *ms)
     lua_State *L = s->L;
     if (!look(s, HOOK_DELAY))
         return SCRIPT_NONE;
+    s->hook = IN_DELAY;
     bool ok = call(s, 0, 1);
     double v = lua_tonumber(L, -1);
     lua_pop(L, 1);
@@ -956,6 +1067,7 @@ enum script_call script_response(struct script *s, const struct proto_response *
         lua_pushlstring(L, r->body ? r->body : "", r->body_len);
         n++;
     }
+    s->hook = IN_RESPONSE;
     return call(s, n, 0) ? SCRIPT_DONE : SCRIPT_FAILED;
 }
 
@@ -988,6 +1100,7 @@ void script_done(struct script *main, const struct result *r)
     lua_setfield(L, -2, "errors");
     push_stats(L, st->latency);
     push_stats(L, st->rps);
+    main->hook = IN_DONE;
     call(main, 3, 0);
     fflush(stdout);
 }

@@ -8,18 +8,21 @@
 #include "timeline.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "clock.h"
 #include "interval.h"
 #include "json.h"
+#include "report.h"
 #include "units.h"
 #include "version.h"
 #include "xalloc.h"
@@ -34,7 +37,10 @@ struct timeline {
     int64_t origin_us; /* when interval 0 starts, Unix time in us */
     FILE *out;         /* --timeline */
     bool csv;
-    FILE *hlog;         /* --hdr-log */
+    FILE *hlog; /* --hdr-log */
+    /* each file was made by this run (there was none before), and the
+     * files have been truncated and their first lines written */
+    bool out_created, hlog_created, begun;
     const char *failed; /* the first file a write to failed, reported after the report */
     int failed_errno;
     struct server_cpu *server;
@@ -51,7 +57,8 @@ struct timeline {
     } given;            /* volley merge: the server's CPU time as the parts measured it */
     struct stats *held; /* taken, not yet written: it may be the last */
     uint64_t held_index;
-    uint64_t count; /* intervals written */
+    uint64_t count;    /* intervals written */
+    uint64_t requests; /* in them */
     struct {
         uint64_t n;
         double min, max, sum, sum_sq;
@@ -74,13 +81,22 @@ struct record {
     char *latency;   /* s->latency encoded, once for both files; or NULL */
 };
 
-/* "-": the records take stdout to themselves and descriptor 1 becomes
- * stderr, so the text report goes there, as with --json -. */
-static FILE *open_output(const char *path)
+/* A file is opened before the run but not truncated: that waits for the
+ * start of what is measured (timeline_begin), so that a run interrupted
+ * before it (in a --start-at wait, in the warm-up) leaves an earlier file as
+ * it was; *created says there was none. "-": the records take stdout to
+ * themselves and descriptor 1 becomes stderr, so the text report goes
+ * there, as with --json -. */
+static FILE *open_output(const char *path, bool *created)
 {
     FILE *f;
+    *created = false;
     if (strcmp(path, "-") != 0) {
-        if (!(f = fopen(path, "w")))
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        *created = fd >= 0;
+        if (fd < 0 && errno == EEXIST)
+            fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0 || !(f = fdopen(fd, "w")))
             die("cannot open %s: %s", path, strerror(errno));
         return f;
     }
@@ -101,11 +117,11 @@ struct timeline *timeline_new(const struct config *cfg)
     struct timeline *t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     if (cfg->timeline) {
-        t->out = open_output(cfg->timeline);
+        t->out = open_output(cfg->timeline, &t->out_created);
         t->csv = is_csv(cfg->timeline);
     }
     if (cfg->hdr_log)
-        t->hlog = open_output(cfg->hdr_log);
+        t->hlog = open_output(cfg->hdr_log, &t->hlog_created);
     if (cfg->nserver_pids)
         t->server = server_cpu_open(cfg->server_pids, cfg->nserver_pids);
     return t;
@@ -370,6 +386,7 @@ static void remember(struct timeline *t, const struct record *r)
     const struct hist *latency = r->s->latency;
     double rate = per_sec(r->s->requests, r->length_us);
     t->count++;
+    t->requests += r->s->requests;
     if (r->length_us >= t->cfg->interval_us) {
         t->rps.min = t->rps.n == 0 || rate < t->rps.min ? rate : t->rps.min;
         t->rps.max = t->rps.n == 0 || rate > t->rps.max ? rate : t->rps.max;
@@ -396,6 +413,7 @@ static double cpu_between(double from, double to) { return round((to - from) * 1
 /* Writes the record to the files and notes it for the summary. */
 static void write_record(struct timeline *t, struct record *r)
 {
+    timeline_begin(t);
     if ((t->out && !t->csv) || t->hlog)
         r->latency = hist_encode(r->s->latency);
     if (t->out) {
@@ -510,10 +528,32 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
     /* (start is ahead of now by a --warmup) */
     t->origin_us =
         (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - ((int64_t)clock_us() - (int64_t)start);
+}
+
+/* A file written from its start: what it held before goes now. */
+static void truncate_output(struct timeline *t, FILE *f, const char *path)
+{
+    struct stat st;
+    if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fileno(f), 0) != 0 &&
+        !t->failed) {
+        t->failed = path;
+        t->failed_errno = errno;
+    }
+}
+
+void timeline_begin(struct timeline *t)
+{
+    if (t->begun)
+        return;
+    t->begun = true;
+    /* the server's CPU time counts from here, as the intervals do: a
+     * warm-up's is left out with everything else it did */
     if (t->server) {
         server_cpu_read(t->server, &t->server_start);
         t->server_last = t->server_start;
     }
+    truncate_output(t, t->out, t->cfg->timeline);
+    truncate_output(t, t->hlog, t->cfg->hdr_log);
     write_headers(t);
 }
 
@@ -521,7 +561,7 @@ void timeline_start_merged(struct timeline *t, const struct timespec *started, i
 {
     t->started = *started;
     t->origin_us = origin_us;
-    write_headers(t);
+    timeline_begin(t);
 }
 
 static void close_output(struct timeline *t, FILE *f, const char *path)
@@ -546,7 +586,45 @@ void timeline_close(struct timeline *t)
     t->out = t->hlog = NULL;
 }
 
-void timeline_finish(struct timeline *t, uint64_t runtime_us)
+/* The last record: how the run ended. A file without it was cut short (the
+ * process was killed, or is still running). */
+void timeline_end(struct timeline *t, const struct run_end *end, uint64_t duration_us)
+{
+    const char *sig = end->reason == END_INTERRUPTED ? report_signal_name(end->signal) : NULL;
+    char status[16] = "";
+    if (end->reason == END_SCRIPT_EXIT)
+        snprintf(status, sizeof status, "%u", (unsigned)end->status & 0xff);
+    timeline_begin(t);
+    if (t->out && t->csv) {
+        fprintf(t->out,
+                "# end: reason=%s signal=%s exit_status=%s duration_us=%" PRIu64
+                " intervals=%" PRIu64 " requests=%" PRIu64 "\n",
+                report_end_name(end->reason), sig ? sig : "", status, duration_us, t->count,
+                t->requests);
+    } else if (t->out) {
+        struct json j;
+        json_init_line(&j, t->out);
+        json_object_begin(&j, NULL);
+        json_string(&j, "type", "end");
+        report_json_end(&j, end);
+        json_uint(&j, "duration_us", duration_us);
+        json_uint(&j, "intervals", t->count);
+        json_uint(&j, "requests", t->requests);
+        json_object_end(&j);
+        json_finish(&j);
+    }
+    if (t->out)
+        check(t, t->out, t->cfg->timeline);
+    if (t->hlog) {
+        fprintf(t->hlog,
+                "#[volley end: reason=%s signal=%s exit_status=%s duration_us=%" PRIu64
+                " intervals=%" PRIu64 "]\n",
+                report_end_name(end->reason), sig ? sig : "", status, duration_us, t->count);
+        check(t, t->hlog, t->cfg->hdr_log);
+    }
+}
+
+void timeline_finish(struct timeline *t, uint64_t runtime_us, const struct run_end *end)
 {
     ev_async_stop(t->loop, &t->ready);
     drain(t);
@@ -555,7 +633,23 @@ void timeline_finish(struct timeline *t, uint64_t runtime_us)
         emit(t, t->held, t->held_index, runtime_us > start ? runtime_us - start : 0);
         t->held = NULL;
     }
+    if (end)
+        timeline_end(t, end, runtime_us);
     timeline_close(t);
+}
+
+void timeline_abandon(struct timeline *t)
+{
+    if (t->begun) {
+        timeline_finish(t, 0, NULL);
+        return;
+    }
+    ev_async_stop(t->loop, &t->ready);
+    timeline_close(t);
+    if (t->out_created)
+        unlink(t->cfg->timeline);
+    if (t->hlog_created)
+        unlink(t->cfg->hdr_log);
 }
 
 bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *has_p99)

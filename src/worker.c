@@ -410,7 +410,7 @@ static void *run(void *arg)
         cut(w); /* the last interval ends with the run */
     if (w->intervals)
         intervals_end(w->intervals, w->index);
-    if ((w->finished || w->failure) && w->on_finish)
+    if ((w->finished || w->failure || w->exit_message) && w->on_finish)
         w->on_finish(w, w->on_finish_arg);
     return NULL;
 }
@@ -445,6 +445,16 @@ void worker_fail(struct worker *w, const char *message)
     ev_break(w->loop, EVBREAK_ALL);
 }
 
+void worker_exit(struct worker *w, int status, const char *message)
+{
+    if (!w->exit_message) {
+        w->exit_message = xstrdup(message);
+        w->exit_status = status;
+    }
+    w->env.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
 void worker_free(struct worker *w)
 {
     for (size_t i = 0; i < w->nconns; i++)
@@ -456,6 +466,7 @@ void worker_free(struct worker *w)
     profile_free(&w->pace.profile);
     script_free(w->script);
     free(w->failure);
+    free(w->exit_message);
     stats_free(&w->stats);
     stats_free(&w->total);
     stats_free(&w->warmup); /* nothing without --warmup */

@@ -69,8 +69,10 @@ struct worker {
     bool running;         /* its thread has started (set and read on that thread) */
     bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
     char *failure;        /* a fatal error on its thread (a script error), or NULL */
-    size_t retired;       /* connections that stopped sending: request() returned nil */
-    /* Called on the worker thread when it ends on its own or fails. */
+    char *exit_message;   /* the script called os.exit(exit_status) on its thread, or NULL */
+    int exit_status;
+    size_t retired; /* connections that stopped sending: request() returned nil */
+    /* Called on the worker thread when it ends on its own, fails or exits. */
     void (*on_finish)(struct worker *w, void *arg);
     void *on_finish_arg;
     /* Called on the worker thread once each of its connections has been
@@ -112,6 +114,10 @@ void worker_finish(struct worker *w);
  * exit: main stops and joins the other workers, then reports the error, so
  * that no thread is inside OpenSSL when the process exits. */
 void worker_fail(struct worker *w, const char *message);
+/* On the worker's thread: the script called os.exit(status). The worker
+ * stops as on a failure, but the run ends in order, with its report; main
+ * then prints message and exits with status. */
+void worker_exit(struct worker *w, int status, const char *message);
 
 /* Requests per batch: what request() returns, or the static request. */
 static inline size_t worker_depth(const struct worker *w) { return w->env.depth; }

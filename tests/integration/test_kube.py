@@ -11,7 +11,7 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT, VOLLEY, find_go, parse_report
+from conftest import ROOT, VOLLEY, find_go, parse_report, read_timeline
 
 KUBE_DIR = os.path.join(ROOT, "tests", "kube")
 VOLLEY_KUBE = os.path.join(ROOT, "scripts", "volley-kube")
@@ -116,18 +116,14 @@ def test_volley_kube_merges_the_shards_timelines(nginx, tmp_path):
         ["shard-0.json", "shard-0.jsonl", "shard-1.json", "shard-1.jsonl"]
     with open(merged) as f:
         doc = json.load(f)
-    with open(timeline) as f:
-        records = [json.loads(line) for line in f]
-    assert records[0]["type"] == "run"
-    intervals = records[1:]
+    _, intervals = read_timeline(timeline)
     assert len(intervals) >= 3 and all(r["length_us"] == 500000 for r in intervals[:-1])
     assert sum(r["requests"] for r in intervals) == doc["requests"]
     # A request each connection had in flight when the run ended reached the
     # server but is not counted (docs/json.md): at most one per connection.
     assert doc["requests"] <= len(srv.log()) <= doc["requests"] + 2
     for i in range(2):
-        with open(os.path.join(tmp_path, "volley-kube-volley", f"shard-{i}.jsonl")) as f:
-            parts = [json.loads(line) for line in f][1:]
+        _, parts = read_timeline(os.path.join(tmp_path, "volley-kube-volley", f"shard-{i}.jsonl"))
         with open(os.path.join(tmp_path, "volley-kube-volley", f"shard-{i}.json")) as f:
             assert sum(r["requests"] for r in parts) == json.load(f)["requests"]
     with open(hdr_log) as f:
