@@ -17,7 +17,8 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import ROOT, TESTD, VOLLEY, check_sanitizer, run_json, sigint_default, volley
+from conftest import (ROOT, TESTD, TIME_FORM, VOLLEY, check_sanitizer, run_json, sigint_default,
+                      volley)
 
 DAY_US = 24 * 3600 * 10**6
 
@@ -431,10 +432,11 @@ def test_duration_0_runs_until_ctrl_c(testd, tmp_path, duration):
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [
-    (["--interval", "0"], "volley: interval must be at least 10ms"),
-    (["--interval", "9ms"], "volley: interval must be at least 10ms"),
-    (["--interval", "1.5s"], "volley: invalid interval: '1.5s'"),
-    (["-d", "infinity"], "volley: invalid duration: 'infinity'"),
+    (["--interval", "0"], "volley: invalid interval: '0' (must be at least 10ms)"),
+    (["--interval", "9ms"], "volley: invalid interval: '9ms' (must be at least 10ms)"),
+    (["--interval", "0.0095s"], "volley: invalid interval: '0.0095s' (must be at least 10ms)"),
+    (["--interval", "1,5s"], "volley: invalid interval: '1,5s'" + TIME_FORM),
+    (["-d", "infinity"], "volley: invalid duration: 'infinity'" + TIME_FORM),
     (["--timeline", "-", "--json", "-"],
      "volley: only one of --json, --timeline and --hdr-log can write to stdout (-)"),
     (["--hdr-log", "-", "--timeline", "-"],
