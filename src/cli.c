@@ -319,23 +319,37 @@ static void shard_arg(struct config *cfg, const char *what, const char *arg, boo
 
 /* One pod spec serves every shard of a Kubernetes Indexed Job: the count
  * comes from VOLLEY_SHARDS and the index from JOB_COMPLETION_INDEX, which
- * the Job controller sets in each pod; VOLLEY_SHARD may say either or both. */
+ * the Job controller sets in each pod; VOLLEY_SHARD may say either or both.
+ * Whatever is set must make one shard: a pod that half-says which one it is
+ * would otherwise run the whole load, multiplying it by the shards. An
+ * empty variable counts as not set (as a shell's ${VAR:-} would). */
 static void shard_env(struct config *cfg)
 {
     const char *shard = getenv("VOLLEY_SHARD"), *shards = getenv("VOLLEY_SHARDS");
     const char *index = getenv("JOB_COMPLETION_INDEX");
-    if (shard && *shard)
+    uint64_t count = 0;
+    shard = shard && *shard ? shard : NULL;
+    shards = shards && *shards ? shards : NULL;
+    if (shards && (!decimal(shards, shards + strlen(shards), &count) || count == 0))
+        usage_error("invalid VOLLEY_SHARDS '%s': expected the number of shards", shards);
+    if (shard)
         shard_arg(cfg, "VOLLEY_SHARD", shard, true);
-    else if (shards && *shards && index && *index)
+    else if (shards && index && *index)
         shard_arg(cfg, "JOB_COMPLETION_INDEX", index, true);
-    else if (shards && *shards)
+    else if (shards)
         usage_error("VOLLEY_SHARDS is set, but neither VOLLEY_SHARD nor JOB_COMPLETION_INDEX "
                     "says which shard this is");
-    if (cfg->shard.count == 0 && shards && *shards) {
-        const char *end = shards + strlen(shards);
-        if (!decimal(shards, end, &cfg->shard.count) || cfg->shard.count == 0)
-            usage_error("invalid VOLLEY_SHARDS '%s': expected the number of shards", shards);
-    }
+    else
+        return;
+    if (cfg->shard.count && count && cfg->shard.count != count)
+        usage_error("VOLLEY_SHARD=%s and VOLLEY_SHARDS=%s disagree on the number of shards", shard,
+                    shards);
+    if (!cfg->shard.count && !count)
+        usage_error("VOLLEY_SHARD=%s says which shard this is, but not of how many: set "
+                    "VOLLEY_SHARDS, or VOLLEY_SHARD=%s/N",
+                    shard, shard);
+    if (!cfg->shard.count)
+        cfg->shard.count = count;
 }
 
 /* Share i of n of total: total / n each, the first total % n one more. */
@@ -673,9 +687,11 @@ void cli_parse(int argc, char **argv, struct config *cfg)
 {
     const char *why;
     defaults(cfg);
-    shard_env(cfg);
     expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg);
+    /* --shard wins over the environment (it sets a count of at least 1) */
+    if (!cfg->shard.count)
+        shard_env(cfg);
     if (optind >= argc)
         usage_error("missing URL");
     cfg->url_arg = xstrdup(argv[optind]);

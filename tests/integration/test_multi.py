@@ -877,6 +877,25 @@ def test_the_shard_comes_from_the_environment_as_in_an_indexed_job(testd, tmp_pa
     one_line_error_or_usage(run, "invalid VOLLEY_SHARD 'x'")
 
 
+@pytest.mark.parametrize("env,message", [
+    ({"VOLLEY_SHARD": "1"}, "VOLLEY_SHARD=1 says which shard this is, but not of how many: set "
+                            "VOLLEY_SHARDS, or VOLLEY_SHARD=1/N"),
+    ({"VOLLEY_SHARD": "1/2", "VOLLEY_SHARDS": "4"},
+     "VOLLEY_SHARD=1/2 and VOLLEY_SHARDS=4 disagree on the number of shards"),
+    ({"VOLLEY_SHARD": " "}, "invalid VOLLEY_SHARD ' ': expected I/N"),
+    ({"VOLLEY_SHARD": "1", "VOLLEY_SHARDS": " "}, "invalid VOLLEY_SHARDS ' '"),
+    ({"VOLLEY_SHARDS": "0", "JOB_COMPLETION_INDEX": "0"}, "invalid VOLLEY_SHARDS '0'"),
+])
+def test_an_environment_that_half_names_a_shard_runs_nothing(testd, env, message):
+    # A pod that would otherwise run the whole load (times the shards) stops
+    # before it sends anything.
+    srv = testd()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("VOLLEY_SHARD", "JOB_"))}
+    run = volley("-t1", "-c8", "-d1s", srv.url, env={**base, **env})
+    one_line_error_or_usage(run, message)
+    assert srv.stats()["connections"] == 0
+
+
 def one_line_error_or_usage(run, text):
     """A usage error: the one line, then a pointer to --help."""
     assert run.returncode == 1, run
