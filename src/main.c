@@ -468,6 +468,18 @@ static const char *run_failure(const struct run *run)
     return NULL;
 }
 
+/* No output may write over another, over the script or over the report. */
+static void check_outputs(const struct config *cfg)
+{
+    const struct output_use uses[] = {
+        {"--json", cfg->json, NULL},
+        {"--timeline", cfg->timeline, NULL},
+        {"--hdr-log", cfg->hdr_log, NULL},
+        {"-s", cfg->script, "the script"},
+    };
+    output_check_distinct(uses, sizeof uses / sizeof uses[0]);
+}
+
 static void free_run(struct run *run)
 {
     for (size_t i = 0; i < run->nworkers; i++)
@@ -489,6 +501,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "merge") == 0)
         return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
+    check_outputs(&cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);
     if (cfg.url.tls)
@@ -513,7 +526,7 @@ int main(int argc, char **argv)
     }
 
     report_header(stdout, &cfg);
-    output_check_stdout();
+    output_check();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);
     if (failure) {
@@ -541,7 +554,7 @@ int main(int argc, char **argv)
     if (cfg.json)
         output_json_write(&json, &result);
     timeline_check(run.timeline);
-    output_check_stdout();
+    output_check();
 
     free_run(&run);
     free(verdicts);

@@ -625,6 +625,19 @@ static void describe(FILE *f, const struct inputs *in)
     fputc('\n', f);
 }
 
+/* No output may write over another, or over a file being merged. */
+static void check_outputs(const struct merge_config *mc)
+{
+    struct output_use *uses = xcalloc(mc->nfiles + 3, sizeof *uses);
+    uses[0] = (struct output_use){"--json", mc->json, NULL};
+    uses[1] = (struct output_use){"--timeline", mc->timeline, NULL};
+    uses[2] = (struct output_use){"--hdr-log", mc->hdr_log, NULL};
+    for (size_t i = 0; i < mc->nfiles; i++)
+        uses[3 + i] = (struct output_use){NULL, mc->files[i], "a file to merge"};
+    output_check_distinct(uses, mc->nfiles + 3);
+    free(uses);
+}
+
 static void read_inputs(struct inputs *in, const struct merge_config *mc)
 {
     in->parts = xcalloc(mc->nfiles, sizeof *in->parts);
@@ -667,6 +680,7 @@ int merge_main(int argc, char **argv)
     struct inputs in = {0};
     struct output_json json;
     cli_parse_merge(argc, argv, &mc);
+    check_outputs(&mc);
     read_inputs(&in, &mc);
     struct result_input *list = xcalloc(in.nparts, sizeof *list);
     whole_config(&cfg, &in, &mc);
@@ -693,7 +707,7 @@ int merge_main(int argc, char **argv)
     if (mc.json)
         output_json_write(&json, &result);
     timeline_check(timeline);
-    output_check_stdout();
+    output_check();
 
     free_inputs(&in);
     free(list);

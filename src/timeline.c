@@ -20,6 +20,7 @@
 #include "clock.h"
 #include "interval.h"
 #include "json.h"
+#include "output.h"
 #include "units.h"
 #include "version.h"
 #include "xalloc.h"
@@ -34,9 +35,9 @@ struct timeline {
     int64_t origin_us; /* when interval 0 starts, Unix time in us */
     FILE *out;         /* --timeline */
     bool csv;
-    FILE *hlog;         /* --hdr-log */
-    const char *failed; /* the first file a write to failed, reported after the report */
-    int failed_errno;
+    FILE *hlog;     /* --hdr-log */
+    int out_errno;  /* why writing --timeline first failed, or 0: said after the report */
+    int hlog_errno; /* the same for --hdr-log */
     struct server_cpu *server;
     struct server_times server_start, server_last;
     /* called with each interval written (--abort-on-fail) */
@@ -76,14 +77,11 @@ struct record {
 
 /* "-": the records take stdout to themselves and descriptor 1 becomes
  * stderr, so the text report goes there, as with --json -. */
-static FILE *open_output(const char *path)
+static FILE *open_output(const char *option, const char *path)
 {
     FILE *f;
-    if (strcmp(path, "-") != 0) {
-        if (!(f = fopen(path, "w")))
-            die("cannot open %s: %s", path, strerror(errno));
-        return f;
-    }
+    if (strcmp(path, "-") != 0)
+        return output_open(option, path);
     int fd = dup(STDOUT_FILENO);
     if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
         die("cannot write to stdout: %s", strerror(errno));
@@ -101,11 +99,11 @@ struct timeline *timeline_new(const struct config *cfg)
     struct timeline *t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     if (cfg->timeline) {
-        t->out = open_output(cfg->timeline);
+        t->out = open_output("--timeline", cfg->timeline);
         t->csv = is_csv(cfg->timeline);
     }
     if (cfg->hdr_log)
-        t->hlog = open_output(cfg->hdr_log);
+        t->hlog = open_output("--hdr-log", cfg->hdr_log);
     if (cfg->nserver_pids)
         t->server = server_cpu_open(cfg->server_pids, cfg->nserver_pids);
     return t;
@@ -123,12 +121,11 @@ void timeline_free(struct timeline *t)
 
 /* ---- writing ------------------------------------------------------------ */
 
-static void check(struct timeline *t, FILE *f, const char *path)
+/* Notes in *err why writing f first failed. */
+static void check(FILE *f, int *err)
 {
-    if ((fflush(f) != 0 || ferror(f)) && !t->failed) {
-        t->failed = path;
-        t->failed_errno = errno;
-    }
+    if ((fflush(f) != 0 || ferror(f)) && !*err)
+        *err = errno ? errno : EIO;
 }
 
 static uint64_t status_class(const struct stats *s, int hundreds)
@@ -403,11 +400,11 @@ static void write_record(struct timeline *t, struct record *r)
             csv_record(t, r);
         else
             json_record(t, r);
-        check(t, t->out, t->cfg->timeline);
+        check(t->out, &t->out_errno);
     }
     if (t->hlog) {
         hlog_record(t, r);
-        check(t, t->hlog, t->cfg->hdr_log);
+        check(t->hlog, &t->hlog_errno);
     }
     free(r->latency);
     remember(t, r);
@@ -491,11 +488,11 @@ static void write_headers(struct timeline *t)
             csv_header(t);
         else
             json_run(t);
-        check(t, t->out, t->cfg->timeline);
+        check(t->out, &t->out_errno);
     }
     if (t->hlog) {
         hlog_header(t);
-        check(t, t->hlog, t->cfg->hdr_log);
+        check(t->hlog, &t->hlog_errno);
     }
 }
 
@@ -524,25 +521,24 @@ void timeline_start_merged(struct timeline *t, const struct timespec *started, i
     write_headers(t);
 }
 
-static void close_output(struct timeline *t, FILE *f, const char *path)
+static void close_output(FILE *f, int *err)
 {
-    if (f && fclose(f) != 0 && !t->failed) {
-        t->failed = path;
-        t->failed_errno = errno;
-    }
+    if (f && fclose(f) != 0 && !*err)
+        *err = errno ? errno : EIO;
 }
 
 void timeline_check(const struct timeline *t)
 {
-    if (t->failed)
-        die("cannot write %s: %s", strcmp(t->failed, "-") == 0 ? "to stdout" : t->failed,
-            strerror(t->failed_errno));
+    if (t->out_errno)
+        output_failed("--timeline", t->cfg->timeline, t->out_errno);
+    if (t->hlog_errno)
+        output_failed("--hdr-log", t->cfg->hdr_log, t->hlog_errno);
 }
 
 void timeline_close(struct timeline *t)
 {
-    close_output(t, t->out, t->cfg->timeline);
-    close_output(t, t->hlog, t->cfg->hdr_log);
+    close_output(t->out, &t->out_errno);
+    close_output(t->hlog, &t->hlog_errno);
     t->out = t->hlog = NULL;
 }
 

@@ -466,16 +466,18 @@ def test_a_file_that_cannot_be_written_is_an_error_after_the_report(testd, optio
     run = volley("-t1", "-c1", "-d300ms", option, "/dev/full", srv.url + "/")
     assert run.returncode == 1, run
     assert run.report["requests"] > 0  # the report came first
-    assert run.stderr == "volley: cannot write /dev/full: No space left on device\n"
+    assert run.stderr == f"volley: cannot write /dev/full ({option}): No space left on device\n"
 
 
 def test_a_failed_start_leaves_an_earlier_timeline_alone(tmp_path):
-    timeline = os.path.join(tmp_path, "t.jsonl")
-    with open(timeline, "w") as f:
-        f.write("earlier\n")
-    run = volley("--timeline", timeline, "--hdr-log", timeline, "-c1", "-t1",
+    files = [os.path.join(tmp_path, name) for name in ("t.jsonl", "t.hlog")]
+    for name in files:
+        with open(name, "w") as f:
+            f.write("earlier\n")
+    run = volley("--timeline", files[0], "--hdr-log", files[1], "-c1", "-t1",
                  "http://127.0.0.1:1/")
     assert run.returncode == 1
     assert run.stderr.startswith("volley: unable to connect to 127.0.0.1:1")
-    with open(timeline) as f:
-        assert f.read() == "earlier\n"
+    for name in files:
+        with open(name) as f:
+            assert f.read() == "earlier\n"

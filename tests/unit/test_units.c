@@ -93,9 +93,9 @@ TEST(time_fractions_are_exact)
 
 TEST(time_rejects)
 {
-    const char *bad[] = {"",     "10sec", "1d",     "-1",  "s",    "5us",
-                         "1k",   "1 s x", "1.s",    ".5s", "1..5", "1.5.5s",
-                         "1 .5", "1e3",   "-0.5s",  "+1s", "0x1s", "18446744073709.551616s",
+    const char *bad[] = {"",     "10sec", "1d",    "-1",  "s",    "5us",
+                         "1k",   "1 s x", "1.s",   ".5s", "1..5", "1.5.5s",
+                         "1 .5", "1e3",   "-0.5s", "+1s", "0x1s", "18446744073709.551616s",
                          "1,5s", "nan",   "1.5kms"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (timeus(bad[i]) != UINT64_MAX)
