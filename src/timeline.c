@@ -40,6 +40,7 @@ struct timeline {
     int hlog_errno; /* the same for --hdr-log */
     struct server_cpu *server;
     struct server_times server_start, server_last;
+    ev_timer server_sample;
     /* called with each interval written (--abort-on-fail) */
     void (*on_interval)(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
                         uint64_t length_us);
@@ -496,6 +497,17 @@ static void write_headers(struct timeline *t)
     }
 }
 
+/* A server process that exits and is not waited for by one measured counts
+ * with what it used when last read: read them often, not only at the end of
+ * each interval. */
+#define SERVER_SAMPLE_S 0.1
+
+static void on_server_sample(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    server_cpu_sample(((struct timeline *)w->data)->server);
+}
+
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
 {
     struct timespec now;
@@ -510,6 +522,9 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
     if (t->server) {
         server_cpu_read(t->server, &t->server_start);
         t->server_last = t->server_start;
+        ev_timer_init(&t->server_sample, on_server_sample, SERVER_SAMPLE_S, SERVER_SAMPLE_S);
+        t->server_sample.data = t;
+        ev_timer_start(t->loop, &t->server_sample);
     }
     write_headers(t);
 }
@@ -545,6 +560,8 @@ void timeline_close(struct timeline *t)
 void timeline_finish(struct timeline *t, uint64_t runtime_us)
 {
     ev_async_stop(t->loop, &t->ready);
+    if (t->server)
+        ev_timer_stop(t->loop, &t->server_sample);
     drain(t);
     if (t->held) {
         uint64_t start = t->held_index * t->cfg->interval_us;

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -384,6 +385,9 @@ def test_server_pid_by_name_and_lists(tmp_path):
         url = f"http://127.0.0.1:{port}/"
         run, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "--server-pid", name, url)
         assert doc["server"]["pids"] == pids
+        # a name that matches several processes says which, at the start
+        assert run.stderr == "Note: --server-pid measures 2 processes and the children they " \
+                             f"start: {pids[0]} ({name}), {pids[1]} ({name})\n", run
         run, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "--server-pid",
                             f"{pids[1]},{pids[0]}", "--server-pid", pids[0], url)
         assert doc["server"]["pids"] == pids
@@ -394,6 +398,79 @@ def test_server_pid_by_name_and_lists(tmp_path):
         for p in procs:
             p.terminate()
             p.wait()
+
+
+# A server whose workers come and go, as pre-fork servers recycle theirs:
+# every worker burns a fixed amount of CPU time and exits, and the parent
+# waits for it; the last one outlives no sampling (the parent lingers).
+FORKER = """
+import os, sys, time
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        start = time.process_time()
+        while time.process_time() - start < float(sys.argv[2]):
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+time.sleep(0.5)
+"""
+# A process that burns CPU time and exits, waited for by no process measured.
+BUSY = """
+import sys, time
+start = time.process_time()
+while time.process_time() - start < float(sys.argv[1]):
+    pass
+"""
+
+
+def server_cpu_over_its_life(testd, tmp_path, script, *args):
+    """Runs script (started a second late, under sh, so that all of its CPU
+    time falls in the run) as the --server-pid of a run that lasts until the
+    script ended; returns what the run's --json says of the server, the CPU
+    time the script's process tree used by its own rusage, and the run."""
+    srv = testd()
+    path = tmp_path / "server.py"
+    path.write_text(script)
+    server = subprocess.Popen(["sh", "-c", 'sleep 1; exec "$0" "$@"', sys.executable, str(path),
+                               *map(str, args)])
+    result = tmp_path / "r.json"
+    try:
+        proc = subprocess.Popen([VOLLEY, "-t1", "-c1", "-d0", "--interval", "5s", "--server-pid",
+                                 str(server.pid), "--json", str(result), srv.url + "/"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_default)
+        _, _, usage = os.wait4(server.pid, 0)
+        server.returncode = 0
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        server.kill()
+    check_sanitizer("volley", err)
+    assert proc.returncode == 0, err
+    with open(result) as f:
+        doc = json.load(f)
+    return doc["server"], usage.ru_utime + usage.ru_stime, (out, err)
+
+
+def test_server_cpu_counts_workers_that_came_and_went(testd, tmp_path):
+    # Five workers of 0.15 s each, none there when the run starts: reading
+    # only the processes found at the start counted none of it.
+    server, used, (out, err) = server_cpu_over_its_life(testd, tmp_path, FORKER, 5, 0.15)
+    assert used >= 0.75
+    assert abs(server["cpu_s"] - used) <= 0.05 + 0.05 * used, (server, used)
+    assert f"Server CPU: {server['cpu_s']:.2f}s" in out
+    # the processes found at the start (sh, and its sleep)
+    assert re.fullmatch(r"Note: --server-pid measures \d process(es)? and the children they "
+                        r"start: \d+ \(\w+\)(, \d+ \(\w+\))*\n", err), err
+
+
+def test_server_cpu_counts_a_process_that_exits_up_to_its_end(testd, tmp_path):
+    # The process exits during an interval (of 5 s): its CPU time counts up
+    # to its last sampling, not to the start of the interval.
+    server, used, _ = server_cpu_over_its_life(testd, tmp_path, BUSY, 0.5)
+    assert used >= 0.5
+    assert used - 0.15 <= server["cpu_s"] <= used + 0.01, (server, used)
 
 
 # --------------------------------------------------------------------------
