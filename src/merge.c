@@ -90,42 +90,22 @@ static void check_same_run(const struct part *p, const struct part *first, const
         merge_bad(file, "shard %" PRIu64 " is there twice", p->shard.index);
 }
 
-static void check_results(struct inputs *in)
-{
-    if (!in->nparts)
-        die("no results among the files: volley merge adds up --json results, with their "
-            "timelines");
-    struct part *first = &in->parts[0];
-    if (first->shard.count)
-        in->seen = xcalloc(first->shard.count, sizeof *in->seen);
-    for (size_t i = 0; i < in->nparts; i++) {
-        check_same_run(&in->parts[i], first, in->seen);
-        if (in->seen)
-            in->seen[in->parts[i].shard.index] = true;
-    }
-}
-
 /* ---- timelines with their results ---------------------------------------- */
 
 /* The intervals of a timeline add up exactly to its run's totals. */
 static void check_totals(const struct series *s)
 {
     const struct part *p = s->part;
-    const struct stats *t = &p->stats;
+    const struct slice *t = &p->totals;
     unsigned __int128 sums[15] = {0};
-    uint64_t totals[15] = {t->requests,     t->bytes,          t->connects,
-                           t->reconnects,   t->errors.connect, t->errors.read,
-                           t->errors.write, t->errors.timeout, t->errors.status};
+    const uint64_t totals[15] = {
+        t->requests,    t->bytes,        t->connects,       t->reconnects,    t->errors.connect,
+        t->errors.read, t->errors.write, t->errors.timeout, t->errors.status, t->status[0],
+        t->status[1],   t->status[2],    t->status[3],      t->status[4],     t->status[5]};
     static const char *const what[15] = {
         "requests",      "bytes",         "connects",      "reconnects",    "connect errors",
         "read errors",   "write errors",  "timeouts",      "status errors", "1xx responses",
         "2xx responses", "3xx responses", "4xx responses", "5xx responses", "other responses"};
-    totals[14] = t->requests;
-    for (int c = 0; c < 5; c++) {
-        for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
-            totals[9 + c] += t->status[code];
-        totals[14] -= totals[9 + c];
-    }
     for (size_t k = 0; k < s->n; k++) {
         const struct slice *sl = &s->slices[k];
         const uint64_t v[15] = {sl->requests,     sl->bytes,          sl->connects,
@@ -280,7 +260,7 @@ static void add_count(const struct part *p, uint64_t *total, uint64_t v, const c
  * the requests and errors they add up to. */
 static void check_sums(const struct part *p, const struct stats *t)
 {
-    const struct stats *s = &p->stats;
+    const struct stats *s = p->stats;
     const struct errors *te = &t->errors, *se = &s->errors;
     const uint64_t sums[][2] = {
         {t->requests, s->requests},
@@ -306,6 +286,51 @@ static void check_sums(const struct part *p, const struct stats *t)
     for (int code = 0; code < STATS_H2_CODES; code++)
         if (t->h2.resets[code] + s->h2.resets[code] < t->h2.resets[code])
             merge_bad(p->file, "counts too large to add up (past 2^64)");
+}
+
+/* A part's counts as one slice of the whole run: what its timeline's
+ * intervals add up to. Each status class counts at its first code, as the
+ * timeline's writer adds them up. */
+static struct slice totals_of(const struct stats *t)
+{
+    struct slice sl = {.requests = t->requests,
+                       .bytes = t->bytes,
+                       .connects = t->connects,
+                       .reconnects = t->reconnects,
+                       .errors = t->errors,
+                       .status[5] = t->requests};
+    for (int c = 0; c < 5; c++) {
+        for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
+            sl.status[c] += t->status[code];
+        sl.status[5] -= sl.status[c];
+    }
+    return sl;
+}
+
+/* The part just read: one run with the first part, added into the whole at
+ * once, its statistics and document let go (the first's document stays, to
+ * compare the others with): merging a thousand parts takes the memory of
+ * a few. */
+static void take_part(struct inputs *in, struct part *p)
+{
+    struct part *first = &in->parts[0];
+    if (p == first && first->shard.count)
+        in->seen = xcalloc(first->shard.count, sizeof *in->seen);
+    check_same_run(p, first, in->seen);
+    if (in->seen)
+        in->seen[p->shard.index] = true;
+    check_sums(p, &in->whole);
+    stats_merge(&in->whole, p->stats);
+    p->totals = totals_of(p->stats);
+    stats_free(p->stats);
+    free(p->stats);
+    p->stats = NULL;
+    if (p != first) {
+        jdoc_free(p->doc);
+        p->doc = NULL;
+        p->options = NULL;
+        p->url = NULL;
+    }
 }
 
 /* The options the merged result reports: the first part's, with the
@@ -387,20 +412,23 @@ static void whole_cpu(struct result *r, const struct inputs *in)
 }
 
 /* The run's span is from the earliest start to the latest end. */
-static void whole_result(struct result *r, const struct inputs *in, struct result_input *list)
+static void whole_result(struct result *r, struct inputs *in, struct result_input *list)
 {
     int64_t start = INT64_MAX, end = INT64_MIN;
-    stats_init(&r->stats);
+    /* added up as the parts were read: the result's now */
+    r->stats = in->whole;
+    memset(&in->whole, 0, sizeof in->whole);
     for (size_t i = 0; i < in->nparts; i++) {
         const struct part *p = &in->parts[i];
         int64_t p_end = p->start_us + (int64_t)p->duration_us;
         start = p->start_us < start ? p->start_us : start;
         end = p_end > end ? p_end : end;
-        check_sums(p, &r->stats);
-        stats_merge(&r->stats, &p->stats);
-        list[i] = (struct result_input){p->file,           p->series ? p->series->file : NULL,
-                                        p->start_us,       p->duration_us,
-                                        p->stats.requests, p->shard.count != 0,
+        list[i] = (struct result_input){p->file,
+                                        p->series ? p->series->file : NULL,
+                                        p->start_us,
+                                        p->duration_us,
+                                        p->totals.requests,
+                                        p->shard.count != 0,
                                         p->shard.index};
     }
     whole_cpu(r, in);
@@ -642,9 +670,16 @@ static void read_inputs(struct inputs *in, const struct merge_config *mc)
 {
     in->parts = xcalloc(mc->nfiles, sizeof *in->parts);
     in->series = xcalloc(mc->nfiles, sizeof *in->series);
-    for (size_t i = 0; i < mc->nfiles; i++)
+    stats_init(&in->whole);
+    for (size_t i = 0; i < mc->nfiles; i++) {
+        size_t nparts = in->nparts;
         merge_read_file(in, mc->files[i]);
-    check_results(in);
+        if (in->nparts > nparts)
+            take_part(in, &in->parts[nparts]);
+    }
+    if (!in->nparts)
+        die("no results among the files: volley merge adds up --json results, with their "
+            "timelines");
     check_timelines(in);
     if ((mc->timeline || mc->hdr_log) && !in->nseries)
         die("%s: no timelines among the files to merge (give each part's --timeline file with "
@@ -654,8 +689,8 @@ static void read_inputs(struct inputs *in, const struct merge_config *mc)
 
 static void free_inputs(struct inputs *in)
 {
+    stats_free(&in->whole);
     for (size_t i = 0; i < in->nparts; i++) {
-        stats_free(&in->parts[i].stats);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
     }

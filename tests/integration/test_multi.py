@@ -155,6 +155,49 @@ def test_merged_results_merge_again(testd, tmp_path):
         assert da[key] == db[key]
 
 
+def merge_peak_rss(files, out, tmp_path):
+    """volley merge of files into out (--json); returns its peak RSS in KB,
+    as GNU time measures it (a child forked from this process would count
+    this process's own). The sanitizer build's quarantine keeps freed memory
+    on purpose: off."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"
+    rss = os.path.join(tmp_path, "rss")
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss, VOLLEY, "merge", "--json",
+                           out, *files], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env=env, timeout=120)
+    check_sanitizer("volley merge", proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    with open(rss) as f:
+        return int(f.read())
+
+
+def test_merging_many_parts_takes_the_memory_of_a_few(testd, tmp_path):
+    # Each part is added into the whole as it is read: 400 shards merge in
+    # about the memory of one (each part's histograms took 750 KB before).
+    srv = testd()
+    n = 400
+    base = os.path.join(tmp_path, "base.json")
+    run = volley("--shard", f"0/{n}", "-c", n, "-t1", "-d300ms", "--json", base, srv.url)
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    with open(base) as f:
+        doc = json.load(f)
+    files = []
+    for i in range(n):
+        doc["shard"]["index"] = i
+        files.append(os.path.join(tmp_path, f"s{i}.json"))
+        with open(files[-1], "w") as f:
+            json.dump(doc, f)
+    one = merge_peak_rss(files[:1], os.path.join(tmp_path, "one.json"), tmp_path)
+    many = merge_peak_rss(files, os.path.join(tmp_path, "many.json"), tmp_path)
+    assert many < one + 16 * 1024, (one, many)
+    with open(os.path.join(tmp_path, "many.json")) as f:
+        merged = json.load(f)
+    assert merged["requests"] == n * doc["requests"]
+    assert merged["latency"]["count"] == n * doc["latency"]["count"]
+    assert len(merged["inputs"]) == n
+
+
 def stored(h):
     """h encoded as volley does (a zlib stream of stored blocks) instead of
     hdrh's deflate, so that a histogram with other settings reaches the check."""
