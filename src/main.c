@@ -511,7 +511,7 @@ int main(int argc, char **argv)
         output_json_open(&json, cfg.json);
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (cfg.verify || (cfg.http2 && cfg.url.tls))
+    if (cfg.url.tls)
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an

@@ -211,6 +211,28 @@ static void read_errors(struct part *p)
         merge_bad(p->file, "errors: more than 2^64");
 }
 
+/* Why the TLS handshakes failed, which adds up to their cause's count. A
+ * result written before the breakdown has none: its failures count as
+ * "other". */
+static void read_tls_failures(struct part *p)
+{
+    const struct jdoc *tls = need_object(p->file, p->doc, "tls", true);
+    uint64_t *f = p->stats->tls_failures, total = p->stats->causes[CAUSE_TLS_HANDSHAKE];
+    unsigned __int128 sum = 0;
+    char path[80];
+    if (!tls || !jdoc_get(tls, "handshake_failures")) {
+        f[TLS_FAIL_OTHER] = total;
+        return;
+    }
+    need_object(p->file, p->doc, "tls.handshake_failures", false);
+    for (int i = 0; i < TLS_FAIL_COUNT; i++) {
+        snprintf(path, sizeof path, "tls.handshake_failures.%s", stats_tls_failure_name(i));
+        sum += f[i] = need_u64(p->file, p->doc, path);
+    }
+    if (sum != total)
+        merge_bad(p->file, "tls.handshake_failures do not add up to error_causes.tls_handshake");
+}
+
 /* volley's own CPU time, and how busy its busiest thread was. */
 static void read_cpu(struct part *p)
 {
@@ -378,6 +400,7 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     if (p->start_us > INT64_MAX / 2 || p->duration_us > (uint64_t)INT64_MAX / 2)
         merge_bad(file, "start_time_us or duration_us out of range");
     read_errors(p);
+    read_tls_failures(p);
     read_status_codes(p);
     read_distributions(p);
     read_server(p);
