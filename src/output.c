@@ -88,6 +88,30 @@ static bool names_stdout(const char *path)
            strcmp(path, "/dev/fd/1") == 0 || strcmp(path, "/proc/self/fd/1") == 0;
 }
 
+/* The file that writing to path creates, when path does not exist yet: a
+ * symbolic link that leads nowhere creates the file it names, as a shell's
+ * > does (relative to the link's directory), through any number of links
+ * up to the kernel's limit. A copy of path otherwise; NULL for a loop. */
+static char *created_by(const char *path)
+{
+    char *cur = xstrdup(path), buf[PATH_MAX];
+    struct stat st;
+    for (int hops = 0; lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        ssize_t n = readlink(cur, buf, sizeof buf - 1);
+        if (n < 0 || hops == 40) {
+            free(cur);
+            return NULL;
+        }
+        buf[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        char *next = buf[0] == '/' || !slash ? xstrdup(buf)
+                                             : xasprintf("%.*s/%s", (int)(slash - cur), cur, buf);
+        free(cur);
+        cur = next;
+    }
+    return cur;
+}
+
 /* The path of a file that does not exist yet: its directory's real path
  * and its name, so that "x" and "./x" are one file; as given when the
  * directory is not there either (opening it will say so). */
@@ -111,7 +135,9 @@ static void locate(const char *path, struct place *p)
         return;
     p->exists = stat(path, &st) == 0;
     if (!p->exists) {
-        p->path = future_path(path);
+        char *created = created_by(path);
+        p->path = future_path(created ? created : path);
+        free(created);
         return;
     }
     p->path = realpath(path, NULL);
@@ -268,6 +294,8 @@ void output_json_open(struct output_json *o, const char *path)
     bool exists = stat(path, &st) == 0;
     if (exists && S_ISDIR(st.st_mode))
         die("cannot open %s: %s", path, strerror(EISDIR));
+    if (!exists && errno == ELOOP)
+        die("cannot open %s: %s", path, strerror(ELOOP));
     /* A device or a pipe (/dev/stdout, a FIFO) is written in place: there
      * is no earlier result in it to keep, nor a file to rename over it. */
     if (exists && !S_ISREG(st.st_mode)) {
@@ -276,10 +304,10 @@ void output_json_open(struct output_json *o, const char *path)
     }
     if (exists && access(path, W_OK) != 0)
         die("cannot open %s: %s", path, strerror(errno));
-    /* The file a symbolic link points to is the one replaced. */
-    o->target = exists ? realpath(path, NULL) : xstrdup(path);
+    /* The file a symbolic link points to is the one replaced, or created. */
+    o->target = exists ? realpath(path, NULL) : created_by(path);
     if (!o->target)
-        die("cannot open %s: %s", path, strerror(errno));
+        die("cannot open %s: %s", path, strerror(exists ? errno : ELOOP));
     o->keep_mode = exists;
     o->mode = st.st_mode & 07777;
     /* Whether the file can be written (its directory exists, it may be

@@ -46,6 +46,10 @@ def files_in(d):
      f"--timeline old.json and --hdr-log hard.json {SAME}"),
     (["--json", "sub/new.json", "--timeline", "subdir/new.json"],
      f"--json sub/new.json and --timeline subdir/new.json {SAME}"),
+    # a link to a file still to be created
+    (["--json", "dangling", "--hdr-log", "subdir/later.json"],
+     f"--json dangling and --hdr-log subdir/later.json {SAME}"),
+    (["--json", "loop1"], "cannot open loop1: Too many levels of symbolic links"),
 ])
 def test_two_outputs_on_one_file_are_refused_before_the_run(testd, tmp_path, args, message):
     srv = testd()
@@ -55,12 +59,29 @@ def test_two_outputs_on_one_file_are_refused_before_the_run(testd, tmp_path, arg
     os.link(tmp_path / "old.json", tmp_path / "hard.json")
     (tmp_path / "subdir").mkdir()
     (tmp_path / "sub").symlink_to("subdir")
+    (tmp_path / "dangling").symlink_to("subdir/later.json")
+    (tmp_path / "loop1").symlink_to("loop2")
+    (tmp_path / "loop2").symlink_to("loop1")
     before = files_in(tmp_path)
     run = volley("-t1", "-c1", "-d300ms", *args, srv.url, cwd=tmp_path)
     assert run.returncode == 1, run
     assert run.stderr == f"volley: {message}\n" and run.stdout == "", run
     assert files_in(tmp_path) == before and os.listdir(tmp_path / "subdir") == []
     assert srv.stats()["connections"] == 0
+
+
+def test_json_through_a_link_to_a_file_not_there_yet_creates_that_file(testd, tmp_path):
+    # as `echo > link` would, and as a link to a file that exists replaces
+    # the file, not the link
+    srv = testd()
+    (tmp_path / "results").mkdir()
+    link = tmp_path / "latest.json"
+    link.symlink_to("results/run1.json")
+    run = volley("-t1", "-c1", "-d300ms", "--json", link, srv.url)
+    assert run.returncode == 0, run
+    assert link.is_symlink() and os.readlink(link) == "results/run1.json"
+    assert json.loads((tmp_path / "results" / "run1.json").read_text())["requests"] > 0
+    assert os.listdir(tmp_path / "results") == ["run1.json"]
 
 
 def test_standard_output_is_one_file_however_it_is_named(testd, tmp_path):
