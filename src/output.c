@@ -74,8 +74,12 @@ void output_check(void)
 /* ---- two outputs on one file ---------------------------------------------- */
 
 /* Where a path leads: standard output, an existing file (device and inode),
- * or for a file still to be created, its path with the directory resolved. */
+ * or for a file still to be created, its path with the directory resolved.
+ * A pipe or a socket reached through a descriptor's name (/dev/stderr) has
+ * no path: several writers may share one on purpose (volley-kube sends a
+ * pod's result and timeline into its one log, to be told apart there). */
 struct place {
+    const char *given;
     bool is_stdout, exists, regular, device;
     dev_t dev;
     ino_t ino;
@@ -130,6 +134,7 @@ static void locate(const char *path, struct place *p)
 {
     struct stat st, out;
     memset(p, 0, sizeof *p);
+    p->given = path;
     p->is_stdout = names_stdout(path);
     if (strcmp(path, "-") == 0)
         return;
@@ -146,7 +151,7 @@ static void locate(const char *path, struct place *p)
     p->device = S_ISCHR(st.st_mode);
     p->dev = st.st_dev;
     p->ino = st.st_ino;
-    if (!p->device && fstat(STDOUT_FILENO, &out) == 0 && out.st_dev == st.st_dev &&
+    if (p->regular && fstat(STDOUT_FILENO, &out) == 0 && out.st_dev == st.st_dev &&
         out.st_ino == st.st_ino)
         p->is_stdout = true;
 }
@@ -157,9 +162,13 @@ static bool same_file(const struct place *a, const struct place *b)
         return a->is_stdout && b->is_stdout;
     if (a->device || b->device)
         return false;
+    if (strcmp(a->given, b->given) == 0)
+        return true;
+    if (!a->path || !b->path)
+        return false;
     if (a->exists && b->exists)
         return a->dev == b->dev && a->ino == b->ino;
-    return a->path && b->path && strcmp(a->path, b->path) == 0;
+    return strcmp(a->path, b->path) == 0;
 }
 
 static void clash(const struct output_use *a, const struct output_use *b)

@@ -111,7 +111,17 @@ def test_outputs_that_may_share_a_device_run(testd, tmp_path):
     run = volley("-t1", "-c1", "-d300ms", "--json", "/dev/null", "--timeline", "/dev/null",
                  "--hdr-log", "/dev/null", srv.url)
     assert run.returncode == 0 and run.report["requests"] > 0, run
-    assert srv.stats()["responses"] >= run.report["requests"]
+    # One pipe for stdout and stderr, as a pod's log: volley-kube has the
+    # result on stdout and the timeline on stderr, and tells them apart.
+    proc = subprocess.run([VOLLEY, "-t1", "-c1", "-d300ms", "--json", "-", "--timeline",
+                           "/dev/stderr", srv.url], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=30)
+    check_sanitizer("volley", proc.stdout)
+    assert proc.returncode == 0, proc.stdout
+    records = [json.loads(l) for l in proc.stdout.splitlines() if l.startswith('{"type":')]
+    doc = json.loads(proc.stdout[proc.stdout.index("\n{\n") + 1:])
+    assert sum(r["requests"] for r in records if r["type"] == "interval") == doc["requests"] > 0
+    assert srv.stats()["responses"] >= run.report["requests"] + doc["requests"]
 
 
 def test_merge_refuses_to_write_over_a_file_it_merges(testd, tmp_path):
