@@ -248,12 +248,11 @@ static uint64_t time_arg(const char *what, const char *arg, uint64_t min_us)
     char buf[UNITS_BUF];
     if (!units_parse_time(arg, &v))
         usage_error("invalid %s: '%s' (a duration such as 500ms, 1.5s, 2m or 1h)", what, arg);
-    if (v < min_us && min_us == 1)
+    if (v >= min_us)
+        return v;
+    if (min_us == 1)
         usage_error("invalid %s: '%s' (must be more than 0)", what, arg);
-    if (v < min_us)
-        usage_error("invalid %s: '%s' (must be at least %s)", what, arg,
-                    units_duration(min_us, buf));
-    return v;
+    usage_error("invalid %s: '%s' (must be at least %s)", what, arg, units_duration(min_us, buf));
 }
 
 /* "Name: value" with optional whitespace after the colon (wrk silently drops

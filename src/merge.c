@@ -92,27 +92,31 @@ static void check_same_run(const struct part *p, const struct part *first, const
 
 /* ---- timelines with their results ---------------------------------------- */
 
+/* The counts of a slice that a timeline's intervals add up, in the order of
+ * check_totals' names. */
+static void slice_counts(const struct slice *sl, uint64_t v[15])
+{
+    const uint64_t counts[15] = {sl->requests,     sl->bytes,          sl->connects,
+                                 sl->reconnects,   sl->errors.connect, sl->errors.read,
+                                 sl->errors.write, sl->errors.timeout, sl->errors.status,
+                                 sl->status[0],    sl->status[1],      sl->status[2],
+                                 sl->status[3],    sl->status[4],      sl->status[5]};
+    memcpy(v, counts, sizeof counts);
+}
+
 /* The intervals of a timeline add up exactly to its run's totals. */
 static void check_totals(const struct series *s)
 {
     const struct part *p = s->part;
-    const struct slice *t = &p->totals;
     unsigned __int128 sums[15] = {0};
-    const uint64_t totals[15] = {
-        t->requests,    t->bytes,        t->connects,       t->reconnects,    t->errors.connect,
-        t->errors.read, t->errors.write, t->errors.timeout, t->errors.status, t->status[0],
-        t->status[1],   t->status[2],    t->status[3],      t->status[4],     t->status[5]};
+    uint64_t totals[15], v[15];
     static const char *const what[15] = {
         "requests",      "bytes",         "connects",      "reconnects",    "connect errors",
         "read errors",   "write errors",  "timeouts",      "status errors", "1xx responses",
         "2xx responses", "3xx responses", "4xx responses", "5xx responses", "other responses"};
+    slice_counts(&p->totals, totals);
     for (size_t k = 0; k < s->n; k++) {
-        const struct slice *sl = &s->slices[k];
-        const uint64_t v[15] = {sl->requests,     sl->bytes,          sl->connects,
-                                sl->reconnects,   sl->errors.connect, sl->errors.read,
-                                sl->errors.write, sl->errors.timeout, sl->errors.status,
-                                sl->status[0],    sl->status[1],      sl->status[2],
-                                sl->status[3],    sl->status[4],      sl->status[5]};
+        slice_counts(&s->slices[k], v);
         for (int i = 0; i < 15; i++)
             sums[i] += v[i];
     }
@@ -288,9 +292,8 @@ static void check_sums(const struct part *p, const struct stats *t)
             merge_bad(p->file, "counts too large to add up (past 2^64)");
 }
 
-/* A part's counts as one slice of the whole run: what its timeline's
- * intervals add up to. Each status class counts at its first code, as the
- * timeline's writer adds them up. */
+/* A part's counts as one slice of the whole run, its status codes by class
+ * (codes outside 100..599 last): what its timeline's intervals add up to. */
 static struct slice totals_of(const struct stats *t)
 {
     struct slice sl = {.requests = t->requests,
