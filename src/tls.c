@@ -343,10 +343,11 @@ static void await_verdict(SSL *ssl, int fd, const struct tls_conn *t, uint64_t d
                           const char *host, const char *service, bool without_cert)
 {
     char byte;
-    while (!t->session) {
+    for (;;) {
         before_call();
         int rc = SSL_peek(ssl, &byte, 1);
-        if (rc > 0)
+        /* reading took in the tickets, or the server spoke first */
+        if (rc > 0 || t->session)
             return;
         int err = SSL_get_error(ssl, rc), saved = errno;
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
