@@ -32,8 +32,11 @@ for arg in "$@"; do
     esac
 done
 
+# Whether a command was run (or with --dry-run, would have been).
+ran=0
 run() {
     echo "+ $*"
+    ran=1
     [ "$dry" = 1 ] || "$@"
 }
 
@@ -180,5 +183,14 @@ if [ "$test" = 1 ] && ! find_go >/dev/null; then
         echo "deps/install.sh: the tests need Go >= 1.24 (found: $found)." >&2
         echo "  Install golang-1.24-go or later, or Go from go.dev into /usr/local/go." >&2
         [ "$dry" = 1 ] || exit 1
+    fi
+fi
+
+# Silence would leave the user guessing whether anything was checked.
+if [ "$ran" = 0 ]; then
+    if [ "$test" = 1 ]; then
+        echo "deps/install.sh: everything volley builds and tests with is installed already"
+    else
+        echo "deps/install.sh: everything volley builds with is installed already"
     fi
 fi

@@ -372,6 +372,8 @@ static void handshake(struct conn *c)
         ev_io_start(loop, &c->wio);
         break;
     default:
+        if (c->env->transport->failure)
+            c->env->stats->tls_failures[c->env->transport->failure(&c->sock)]++;
         connect_failed(c, CAUSE_TLS_HANDSHAKE);
         break;
     }

@@ -628,6 +628,18 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
     return passed;
 }
 
+/* No output may write over another, over the script or over the report. */
+static void check_outputs(const struct config *cfg)
+{
+    const struct output_use uses[] = {
+        {"--json", cfg->json, NULL},
+        {"--timeline", cfg->timeline, NULL},
+        {"--hdr-log", cfg->hdr_log, NULL},
+        {"-s", cfg->script, "the script"},
+    };
+    output_check_distinct(uses, sizeof uses / sizeof uses[0]);
+}
+
 static void free_run(struct run *run)
 {
     for (size_t i = 0; i < run->nworkers; i++)
@@ -649,6 +661,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "merge") == 0)
         return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
+    check_outputs(&cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);
     if (cfg.url.tls)
@@ -658,7 +671,7 @@ int main(int argc, char **argv)
         output_json_open(&json, cfg.json);
     struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (cfg.verify || (cfg.http2 && cfg.url.tls))
+    if (cfg.url.tls)
         tls_check(&cfg, &addr);
     else if (cfg.http2)
         h2_check(&cfg, &addr);
@@ -675,7 +688,7 @@ int main(int argc, char **argv)
     }
 
     report_header(stdout, &cfg);
-    output_check_stdout();
+    output_check();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);
     int early = -1;
@@ -721,7 +734,7 @@ int main(int argc, char **argv)
         script_done(main_script, &result);
     }
     timeline_check(run.timeline);
-    output_check_stdout();
+    output_check();
 
     free_run(&run);
     free(verdicts);

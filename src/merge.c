@@ -90,49 +90,33 @@ static void check_same_run(const struct part *p, const struct part *first, const
         merge_bad(file, "shard %" PRIu64 " is there twice", p->shard.index);
 }
 
-static void check_results(struct inputs *in)
-{
-    if (!in->nparts)
-        die("no results among the files: volley merge adds up --json results, with their "
-            "timelines");
-    struct part *first = &in->parts[0];
-    if (first->shard.count)
-        in->seen = xcalloc(first->shard.count, sizeof *in->seen);
-    for (size_t i = 0; i < in->nparts; i++) {
-        check_same_run(&in->parts[i], first, in->seen);
-        if (in->seen)
-            in->seen[in->parts[i].shard.index] = true;
-    }
-}
-
 /* ---- timelines with their results ---------------------------------------- */
+
+/* The counts of a slice that a timeline's intervals add up, in the order of
+ * check_totals' names. */
+static void slice_counts(const struct slice *sl, uint64_t v[15])
+{
+    const uint64_t counts[15] = {sl->requests,     sl->bytes,          sl->connects,
+                                 sl->reconnects,   sl->errors.connect, sl->errors.read,
+                                 sl->errors.write, sl->errors.timeout, sl->errors.status,
+                                 sl->status[0],    sl->status[1],      sl->status[2],
+                                 sl->status[3],    sl->status[4],      sl->status[5]};
+    memcpy(v, counts, sizeof counts);
+}
 
 /* The intervals of a timeline add up exactly to its run's totals. */
 static void check_totals(const struct series *s)
 {
     const struct part *p = s->part;
-    const struct stats *t = &p->stats;
     unsigned __int128 sums[15] = {0};
-    uint64_t totals[15] = {t->requests,     t->bytes,          t->connects,
-                           t->reconnects,   t->errors.connect, t->errors.read,
-                           t->errors.write, t->errors.timeout, t->errors.status};
+    uint64_t totals[15], v[15];
     static const char *const what[15] = {
         "requests",      "bytes",         "connects",      "reconnects",    "connect errors",
         "read errors",   "write errors",  "timeouts",      "status errors", "1xx responses",
         "2xx responses", "3xx responses", "4xx responses", "5xx responses", "other responses"};
-    totals[14] = t->requests;
-    for (int c = 0; c < 5; c++) {
-        for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
-            totals[9 + c] += t->status[code];
-        totals[14] -= totals[9 + c];
-    }
+    slice_counts(&p->totals, totals);
     for (size_t k = 0; k < s->n; k++) {
-        const struct slice *sl = &s->slices[k];
-        const uint64_t v[15] = {sl->requests,     sl->bytes,          sl->connects,
-                                sl->reconnects,   sl->errors.connect, sl->errors.read,
-                                sl->errors.write, sl->errors.timeout, sl->errors.status,
-                                sl->status[0],    sl->status[1],      sl->status[2],
-                                sl->status[3],    sl->status[4],      sl->status[5]};
+        slice_counts(&s->slices[k], v);
         for (int i = 0; i < 15; i++)
             sums[i] += v[i];
     }
@@ -283,7 +267,7 @@ static void add_count(const struct part *p, uint64_t *total, uint64_t v, const c
  * they add up to; causes also count errors that ended no request. */
 static void check_sums(const struct part *p, const struct stats *t)
 {
-    const struct stats *s = &p->stats;
+    const struct stats *s = p->stats;
     const struct errors *te = &t->errors, *se = &s->errors;
     const uint64_t sums[][2] = {
         {t->requests, s->requests},
@@ -312,6 +296,57 @@ static void check_sums(const struct part *p, const struct stats *t)
     for (int c = 0; c < CAUSE_COUNT; c++)
         if (t->causes[c] + s->causes[c] < t->causes[c])
             merge_bad(p->file, "counts too large to add up (past 2^64)");
+}
+
+/* A part's counts as one slice of the whole run, its status codes by class
+ * (codes outside 100..599 last): what its timeline's intervals add up to. */
+static struct slice totals_of(const struct stats *t)
+{
+    struct slice sl = {.requests = t->requests,
+                       .bytes = t->bytes,
+                       .connects = t->connects,
+                       .reconnects = t->reconnects,
+                       .errors = t->errors,
+                       .status[5] = t->requests};
+    for (int c = 0; c < 5; c++) {
+        for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
+            sl.status[c] += t->status[code];
+        sl.status[5] -= sl.status[c];
+    }
+    return sl;
+}
+
+/* The part just read: one run with the first part, added into the whole at
+ * once, its statistics and document let go (the first's document stays, to
+ * compare the others with): merging a thousand parts takes the memory of
+ * a few. */
+static void take_part(struct inputs *in, struct part *p)
+{
+    struct part *first = &in->parts[0];
+    if (p == first && first->shard.count)
+        in->seen = xcalloc(first->shard.count, sizeof *in->seen);
+    check_same_run(p, first, in->seen);
+    if (in->seen)
+        in->seen[p->shard.index] = true;
+    check_sums(p, &in->whole);
+    stats_merge(&in->whole, p->stats);
+    p->totals = totals_of(p->stats);
+    stats_free(p->stats);
+    free(p->stats);
+    p->stats = NULL;
+    if (p->warmup_connect) {
+        if (!in->warmup_connect)
+            in->warmup_connect = hist_new(STATS_LATENCY_MAX);
+        hist_merge(in->warmup_connect, p->warmup_connect);
+        hist_free(p->warmup_connect);
+        p->warmup_connect = NULL;
+    }
+    if (p != first) {
+        jdoc_free(p->doc);
+        p->doc = NULL;
+        p->options = NULL;
+        p->url = NULL;
+    }
 }
 
 /* The options the merged result reports: the first part's, with the
@@ -393,20 +428,23 @@ static void whole_cpu(struct result *r, const struct inputs *in)
 }
 
 /* The run's span is from the earliest start to the latest end. */
-static void whole_result(struct result *r, const struct inputs *in, struct result_input *list)
+static void whole_result(struct result *r, struct inputs *in, struct result_input *list)
 {
     int64_t start = INT64_MAX, end = INT64_MIN;
-    stats_init(&r->stats);
+    /* added up as the parts were read: the result's now */
+    r->stats = in->whole;
+    memset(&in->whole, 0, sizeof in->whole);
     for (size_t i = 0; i < in->nparts; i++) {
         const struct part *p = &in->parts[i];
         int64_t p_end = p->start_us + (int64_t)p->duration_us;
         start = p->start_us < start ? p->start_us : start;
         end = p_end > end ? p_end : end;
-        check_sums(p, &r->stats);
-        stats_merge(&r->stats, &p->stats);
-        list[i] = (struct result_input){p->file,           p->series ? p->series->file : NULL,
-                                        p->start_us,       p->duration_us,
-                                        p->stats.requests, p->shard.count != 0,
+        list[i] = (struct result_input){p->file,
+                                        p->series ? p->series->file : NULL,
+                                        p->start_us,
+                                        p->duration_us,
+                                        p->totals.requests,
+                                        p->shard.count != 0,
                                         p->shard.index};
     }
     whole_cpu(r, in);
@@ -437,21 +475,6 @@ static void warn_cut_short(FILE *f, const struct inputs *in)
         fprintf(f, "Warning: %s: its run %s: the merged result adds up a part cut short\n", p->file,
                 how);
     }
-}
-
-/* The connect times of the parts' warm-ups, which a connect threshold counts
- * with the run's (as a run does); NULL when no part had a warm-up. */
-static struct hist *whole_warmup_connect(const struct inputs *in)
-{
-    struct hist *h = NULL;
-    for (size_t i = 0; i < in->nparts; i++) {
-        if (!in->parts[i].warmup_connect)
-            continue;
-        if (!h)
-            h = hist_new(STATS_LATENCY_MAX);
-        hist_merge(h, in->parts[i].warmup_connect);
-    }
-    return h;
 }
 
 /* ---- the server ------------------------------------------------------------ */
@@ -665,13 +688,33 @@ static void describe(FILE *f, const struct inputs *in)
     fputc('\n', f);
 }
 
+/* No output may write over another, or over a file being merged. */
+static void check_outputs(const struct merge_config *mc)
+{
+    struct output_use *uses = xcalloc(mc->nfiles + 3, sizeof *uses);
+    uses[0] = (struct output_use){"--json", mc->json, NULL};
+    uses[1] = (struct output_use){"--timeline", mc->timeline, NULL};
+    uses[2] = (struct output_use){"--hdr-log", mc->hdr_log, NULL};
+    for (size_t i = 0; i < mc->nfiles; i++)
+        uses[3 + i] = (struct output_use){NULL, mc->files[i], "a file to merge"};
+    output_check_distinct(uses, mc->nfiles + 3);
+    free(uses);
+}
+
 static void read_inputs(struct inputs *in, const struct merge_config *mc)
 {
     in->parts = xcalloc(mc->nfiles, sizeof *in->parts);
     in->series = xcalloc(mc->nfiles, sizeof *in->series);
-    for (size_t i = 0; i < mc->nfiles; i++)
+    stats_init(&in->whole);
+    for (size_t i = 0; i < mc->nfiles; i++) {
+        size_t nparts = in->nparts;
         merge_read_file(in, mc->files[i]);
-    check_results(in);
+        if (in->nparts > nparts)
+            take_part(in, &in->parts[nparts]);
+    }
+    if (!in->nparts)
+        die("no results among the files: volley merge adds up --json results, with their "
+            "timelines");
     check_timelines(in);
     if ((mc->timeline || mc->hdr_log) && !in->nseries)
         die("%s: no timelines among the files to merge (give each part's --timeline file with "
@@ -681,9 +724,9 @@ static void read_inputs(struct inputs *in, const struct merge_config *mc)
 
 static void free_inputs(struct inputs *in)
 {
+    stats_free(&in->whole);
+    hist_free(in->warmup_connect);
     for (size_t i = 0; i < in->nparts; i++) {
-        stats_free(&in->parts[i].stats);
-        hist_free(in->parts[i].warmup_connect);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
     }
@@ -708,6 +751,7 @@ int merge_main(int argc, char **argv)
     struct inputs in = {0};
     struct output_json json;
     cli_parse_merge(argc, argv, &mc);
+    check_outputs(&mc);
     read_inputs(&in, &mc);
     struct result_input *list = xcalloc(in.nparts, sizeof *list);
     whole_config(&cfg, &in, &mc);
@@ -722,10 +766,8 @@ int merge_main(int argc, char **argv)
     describe(stdout, &in);
     report_text(stdout, &result);
     struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
-    struct hist *warmup_connect = whole_warmup_connect(&in);
-    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, warmup_connect,
+    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, in.warmup_connect,
                                   result.runtime_us, cfg.timeout_us, NULL, verdicts);
-    hist_free(warmup_connect);
     if (mc.nthresholds) {
         threshold_print(stdout, verdicts, mc.nthresholds, NULL);
         result.verdicts = verdicts;
@@ -737,7 +779,7 @@ int merge_main(int argc, char **argv)
     if (mc.json)
         output_json_write(&json, &result);
     timeline_check(timeline);
-    output_check_stdout();
+    output_check();
 
     free_inputs(&in);
     free(list);

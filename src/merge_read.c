@@ -183,7 +183,7 @@ static void distribution(struct part *p, const char *name, struct hist *dst)
 static void read_distributions(struct part *p)
 {
     const struct jdoc *doc = p->doc;
-    struct stats *s = &p->stats;
+    struct stats *s = p->stats;
     distribution(p, "latency", s->latency);
     distribution(p, "requests_per_sec", s->rps);
     distribution(p, "connect_time", s->connect);
@@ -216,18 +216,18 @@ static void read_status_codes(struct part *p)
         }
         if (!jdoc_u64(&m->value, &n) || total + n < total)
             merge_bad(p->file, "status_codes.%s: not a count", m->key);
-        p->stats.status[code] = n;
+        p->stats->status[code] = n;
         total += n;
     }
-    if (total != p->stats.requests)
+    if (total != p->stats->requests)
         merge_bad(p->file, "status_codes add up to %" PRIu64 ", not to requests (%" PRIu64 ")",
-                  total, p->stats.requests);
+                  total, p->stats->requests);
 }
 
 /* The error classes, and their causes, which add up to at least them. */
 static void read_errors(struct part *p)
 {
-    struct errors *e = &p->stats.errors;
+    struct errors *e = &p->stats->errors;
     const struct jdoc *errors = need_object(p->file, p->doc, "errors", false);
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
     e->connect = need_u64(p->file, errors, "connect");
@@ -237,14 +237,36 @@ static void read_errors(struct part *p)
     e->status = need_u64(p->file, errors, "status");
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
-        p->stats.causes[c] = need_u64(p->file, causes, stats_cause_name(c));
-        causes_total += p->stats.causes[c];
+        p->stats->causes[c] = need_u64(p->file, causes, stats_cause_name(c));
+        causes_total += p->stats->causes[c];
     }
     /* The causes count errors that ended no request too. */
     if (causes_total < (unsigned __int128)e->connect + e->read + e->write + e->timeout)
         merge_bad(p->file, "error_causes add up to less than the socket errors");
     if (causes_total > UINT64_MAX)
         merge_bad(p->file, "errors: more than 2^64");
+}
+
+/* Why the TLS handshakes failed, which adds up to their cause's count. A
+ * result written before the breakdown has none: its failures count as
+ * "other". */
+static void read_tls_failures(struct part *p)
+{
+    const struct jdoc *tls = need_object(p->file, p->doc, "tls", true);
+    uint64_t *f = p->stats->tls_failures, total = p->stats->causes[CAUSE_TLS_HANDSHAKE];
+    unsigned __int128 sum = 0;
+    char path[80];
+    if (!tls || !jdoc_get(tls, "handshake_failures")) {
+        f[TLS_FAIL_OTHER] = total;
+        return;
+    }
+    need_object(p->file, p->doc, "tls.handshake_failures", false);
+    for (int i = 0; i < TLS_FAIL_COUNT; i++) {
+        snprintf(path, sizeof path, "tls.handshake_failures.%s", stats_tls_failure_name(i));
+        sum += f[i] = need_u64(p->file, p->doc, path);
+    }
+    if (sum != total)
+        merge_bad(p->file, "tls.handshake_failures do not add up to error_causes.tls_handshake");
 }
 
 /* volley's own CPU time, and how busy its busiest thread was. */
@@ -267,7 +289,7 @@ static void read_cpu(struct part *p)
 static void read_http2(struct part *p)
 {
     const struct jdoc *h2 = need_object(p->file, p->doc, "http2", true), *codes;
-    struct h2_stats *s = &p->stats.h2;
+    struct h2_stats *s = &p->stats->h2;
     if (!h2 || !p->http2)
         return;
     s->goaways = need_u64(p->file, h2, "goaway_received");
@@ -291,7 +313,7 @@ static void read_http2(struct part *p)
 static void read_totals(struct part *p)
 {
     const struct jdoc *doc = p->doc;
-    struct stats *s = &p->stats;
+    struct stats *s = p->stats;
     s->requests = need_u64(p->file, doc, "requests");
     s->bytes = need_u64(p->file, doc, "bytes");
     s->connects = need_u64(p->file, doc, "connects");
@@ -405,7 +427,8 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     uint64_t version = need_u64(file, p->doc, "schema_version");
     if (version != 1)
         merge_bad(file, "schema version %" PRIu64 "; this volley reads version 1", version);
-    stats_init(&p->stats);
+    p->stats = xcalloc(1, sizeof *p->stats);
+    stats_init(p->stats);
     read_options(p);
     read_start(p);
     read_totals(p);
@@ -413,6 +436,7 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     if (p->start_us > INT64_MAX / 2 || p->duration_us > (uint64_t)INT64_MAX / 2)
         merge_bad(file, "start_time_us or duration_us out of range");
     read_errors(p);
+    read_tls_failures(p);
     read_status_codes(p);
     read_distributions(p);
     /* a result written before the warm-up had connect_time has none */

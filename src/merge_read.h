@@ -16,6 +16,23 @@
 #include "report.h"
 #include "stats.h"
 
+/* An interval's latency as its record gives it: the histogram (still
+ * encoded, until it is added) and the exact figures beside it. */
+struct slice_latency {
+    uint64_t count, max;
+    double mean;
+    char *hdr;
+};
+
+/* One interval of a part's timeline. */
+struct slice {
+    uint64_t length_us, requests, sent, bytes, connects, reconnects;
+    uint64_t status[6]; /* 1xx ... 5xx, and other */
+    struct errors errors;
+    double server_s; /* NaN when not measured */
+    struct slice_latency latency, uncorrected;
+};
+
 /* One result file, as far as merging needs it. */
 struct part {
     const char *file;
@@ -34,7 +51,13 @@ struct part {
     int64_t start_us;
     uint64_t duration_us;
     uint64_t interval_us; /* 0: it knows no intervals (merged without timelines) */
-    struct stats stats;
+    /* What it measured, as read: merge.c adds it into the whole at once and
+     * frees it (NULL then), keeping its counts as one slice of the run, for
+     * its timeline to add up to; doc, options and url are kept for the
+     * first part only, which the others are compared with. So memory does
+     * not grow with the parts' histograms. */
+    struct stats *stats;
+    struct slice totals;
     struct {
         double user_s, system_s, wait_s, busiest;
         bool has_wait;
@@ -51,23 +74,6 @@ struct part {
     struct hist *warmup_connect; /* --warmup: the connect times in it, or NULL */
     struct run_end end;          /* how its run ended (a result without end: completed) */
     bool end_known;
-};
-
-/* An interval's latency as its record gives it: the histogram (still
- * encoded, until it is added) and the exact figures beside it. */
-struct slice_latency {
-    uint64_t count, max;
-    double mean;
-    char *hdr;
-};
-
-/* One interval of a part's timeline. */
-struct slice {
-    uint64_t length_us, requests, sent, bytes, connects, reconnects;
-    uint64_t status[6]; /* 1xx ... 5xx, and other */
-    struct errors errors;
-    double server_s; /* NaN when not measured */
-    struct slice_latency latency, uncorrected;
 };
 
 /* A part's --timeline (JSON Lines): the run line, then its intervals. */
@@ -93,8 +99,10 @@ struct inputs {
     size_t nparts;
     struct series *series;
     size_t nseries;
-    bool *seen;        /* for shards: which of them are there */
-    int64_t origin_us; /* when merged interval 0 starts: the earliest part's */
+    bool *seen;                  /* for shards: which of them are there */
+    struct stats whole;          /* the parts' statistics, added up as each is read */
+    struct hist *warmup_connect; /* their warm-ups' connect times, or NULL */
+    int64_t origin_us;           /* when merged interval 0 starts: the earliest part's */
 };
 
 /* Reads the file name ("-": standard input) into a new part or series of

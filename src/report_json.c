@@ -256,6 +256,10 @@ static void tls(struct json *j, const struct result *r)
         json_double(j, "handshake_mean_us", (double)s->handshake_us / (double)s->handshakes);
     else
         json_null(j, "handshake_mean_us");
+    json_object_begin(j, "handshake_failures");
+    for (int i = 0; i < TLS_FAIL_COUNT; i++)
+        json_uint(j, stats_tls_failure_name(i), s->tls_failures[i]);
+    json_object_end(j);
     json_object_end(j);
 }
 

@@ -32,6 +32,19 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_REQUEST_TOO_LARGE] = "request_too_large",
 };
 
+static const char *const tls_failure_names[TLS_FAIL_COUNT] = {
+    [TLS_FAIL_PROTOCOL_VERSION] = "protocol_version",
+    [TLS_FAIL_NOT_TLS] = "not_tls",
+    [TLS_FAIL_HANDSHAKE] = "handshake_failure",
+    [TLS_FAIL_CERT_REQUIRED] = "certificate_required",
+    [TLS_FAIL_CERT_REFUSED] = "certificate_refused",
+    [TLS_FAIL_CERT_VERIFY] = "certificate_verify",
+    [TLS_FAIL_NO_ALPN] = "no_application_protocol",
+    [TLS_FAIL_OTHER_ALERT] = "other_alert",
+    [TLS_FAIL_CLOSED] = "closed",
+    [TLS_FAIL_OTHER] = "other",
+};
+
 static const char *const h2_code_names[STATS_H2_CODES] = {
     "NO_ERROR",
     "PROTOCOL_ERROR",
@@ -86,6 +99,8 @@ void stats_merge(struct stats *dst, const struct stats *src)
     errors_add(&dst->errors, &src->errors);
     for (int i = 0; i < CAUSE_COUNT; i++)
         dst->causes[i] += src->causes[i];
+    for (int i = 0; i < TLS_FAIL_COUNT; i++)
+        dst->tls_failures[i] += src->tls_failures[i];
     for (int i = 0; i < STATS_STATUS_MAX; i++)
         dst->status[i] += src->status[i];
     dst->h2.goaways += src->h2.goaways;
@@ -125,6 +140,8 @@ uint64_t stats_errors(const struct stats *s)
 }
 
 const char *stats_cause_name(enum cause c) { return cause_names[c]; }
+
+const char *stats_tls_failure_name(enum tls_failure f) { return tls_failure_names[f]; }
 
 const char *stats_h2_code_name(unsigned code)
 {

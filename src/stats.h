@@ -47,6 +47,21 @@ enum cause {
     CAUSE_COUNT
 };
 
+/* Why a TLS handshake failed: the tls_handshake cause in detail. */
+enum tls_failure {
+    TLS_FAIL_PROTOCOL_VERSION, /* no version in common: the server's is older than TLS 1.2 */
+    TLS_FAIL_NOT_TLS,          /* the server answered, but not in TLS (a plain HTTP port) */
+    TLS_FAIL_HANDSHAKE,        /* alert handshake_failure: no cipher suite, group or signature */
+    TLS_FAIL_CERT_REQUIRED,    /* alert certificate_required: give a client certificate */
+    TLS_FAIL_CERT_REFUSED,     /* an alert refusing the client certificate given */
+    TLS_FAIL_CERT_VERIFY,      /* --verify: the server's certificate did not verify */
+    TLS_FAIL_NO_ALPN,          /* alert no_application_protocol */
+    TLS_FAIL_OTHER_ALERT,      /* another alert from the server */
+    TLS_FAIL_CLOSED,           /* closed or reset without an alert */
+    TLS_FAIL_OTHER,
+    TLS_FAIL_COUNT
+};
+
 struct errors {
     uint64_t connect, read, write, timeout, status;
 };
@@ -88,7 +103,8 @@ struct stats {
     uint64_t paused_us;    /* their total length */
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
-    uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
+    uint64_t tls_failures[TLS_FAIL_COUNT]; /* of causes[CAUSE_TLS_HANDSHAKE] */
+    uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
     struct h2_stats h2;
     struct hist *latency;   /* with -R, from each request's intended send time */
     struct hist *u_latency; /* -R: from the actual send (uncorrected) */
@@ -108,6 +124,8 @@ void stats_reset(struct stats *s);
 uint64_t stats_errors(const struct stats *s);
 /* The JSON/diagnostic name of a cause ("refused", "reset", ...). */
 const char *stats_cause_name(enum cause c);
+/* The JSON name of why a TLS handshake failed ("certificate_required"). */
+const char *stats_tls_failure_name(enum tls_failure f);
 /* An HTTP/2 error code's name ("CANCEL"), "OTHER" past the known ones. */
 const char *stats_h2_code_name(unsigned code);
 

@@ -22,6 +22,7 @@
 #include "clock.h"
 #include "interval.h"
 #include "json.h"
+#include "output.h"
 #include "report.h"
 #include "units.h"
 #include "version.h"
@@ -37,14 +38,15 @@ struct timeline {
     int64_t origin_us; /* when interval 0 starts, Unix time in us */
     FILE *out;         /* --timeline */
     bool csv;
-    FILE *hlog; /* --hdr-log */
+    FILE *hlog;     /* --hdr-log */
+    int out_errno;  /* why writing --timeline first failed, or 0: said after the report */
+    int hlog_errno; /* the same for --hdr-log */
     /* each file was made by this run (there was none before), and the
      * files have been truncated and their first lines written */
     bool out_created, hlog_created, begun;
-    const char *failed; /* the first file a write to failed, reported after the report */
-    int failed_errno;
     struct server_cpu *server;
     struct server_times server_start, server_last;
+    ev_timer server_sample;
     /* called with each interval written (--abort-on-fail) */
     void (*on_interval)(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
                         uint64_t length_us);
@@ -87,19 +89,12 @@ struct record {
  * it was; *created says there was none. "-": the records take stdout to
  * themselves and descriptor 1 becomes stderr, so the text report goes
  * there, as with --json -. */
-static FILE *open_output(const char *path, bool *created)
+static FILE *open_output(const char *option, const char *path, bool *created)
 {
     FILE *f;
     *created = false;
-    if (strcmp(path, "-") != 0) {
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        *created = fd >= 0;
-        if (fd < 0 && errno == EEXIST)
-            fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-        if (fd < 0 || !(f = fdopen(fd, "w")))
-            die("cannot open %s: %s", path, strerror(errno));
-        return f;
-    }
+    if (strcmp(path, "-") != 0)
+        return output_open(option, path, created);
     int fd = dup(STDOUT_FILENO);
     if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
         die("cannot write to stdout: %s", strerror(errno));
@@ -117,11 +112,11 @@ struct timeline *timeline_new(const struct config *cfg)
     struct timeline *t = xcalloc(1, sizeof *t);
     t->cfg = cfg;
     if (cfg->timeline) {
-        t->out = open_output(cfg->timeline, &t->out_created);
+        t->out = open_output("--timeline", cfg->timeline, &t->out_created);
         t->csv = is_csv(cfg->timeline);
     }
     if (cfg->hdr_log)
-        t->hlog = open_output(cfg->hdr_log, &t->hlog_created);
+        t->hlog = open_output("--hdr-log", cfg->hdr_log, &t->hlog_created);
     if (cfg->nserver_pids)
         t->server = server_cpu_open(cfg->server_pids, cfg->nserver_pids);
     return t;
@@ -139,12 +134,11 @@ void timeline_free(struct timeline *t)
 
 /* ---- writing ------------------------------------------------------------ */
 
-static void check(struct timeline *t, FILE *f, const char *path)
+/* Notes in *err why writing f first failed. */
+static void check(FILE *f, int *err)
 {
-    if ((fflush(f) != 0 || ferror(f)) && !t->failed) {
-        t->failed = path;
-        t->failed_errno = errno;
-    }
+    if ((fflush(f) != 0 || ferror(f)) && !*err)
+        *err = errno ? errno : EIO;
 }
 
 static uint64_t status_class(const struct stats *s, int hundreds)
@@ -421,11 +415,11 @@ static void write_record(struct timeline *t, struct record *r)
             csv_record(t, r);
         else
             json_record(t, r);
-        check(t, t->out, t->cfg->timeline);
+        check(t->out, &t->out_errno);
     }
     if (t->hlog) {
         hlog_record(t, r);
-        check(t, t->hlog, t->cfg->hdr_log);
+        check(t->hlog, &t->hlog_errno);
     }
     free(r->latency);
     remember(t, r);
@@ -509,12 +503,23 @@ static void write_headers(struct timeline *t)
             csv_header(t);
         else
             json_run(t);
-        check(t, t->out, t->cfg->timeline);
+        check(t->out, &t->out_errno);
     }
     if (t->hlog) {
         hlog_header(t);
-        check(t, t->hlog, t->cfg->hdr_log);
+        check(t->hlog, &t->hlog_errno);
     }
+}
+
+/* A server process that exits and is not waited for by one measured counts
+ * with what it used when last read: read them often, not only at the end of
+ * each interval. */
+#define SERVER_SAMPLE_S 0.1
+
+static void on_server_sample(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    server_cpu_sample(((struct timeline *)w->data)->server);
 }
 
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
@@ -531,14 +536,12 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
 }
 
 /* A file written from its start: what it held before goes now. */
-static void truncate_output(struct timeline *t, FILE *f, const char *path)
+static void truncate_output(FILE *f, int *err)
 {
     struct stat st;
     if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fileno(f), 0) != 0 &&
-        !t->failed) {
-        t->failed = path;
-        t->failed_errno = errno;
-    }
+        !*err)
+        *err = errno;
 }
 
 void timeline_begin(struct timeline *t)
@@ -551,9 +554,12 @@ void timeline_begin(struct timeline *t)
     if (t->server) {
         server_cpu_read(t->server, &t->server_start);
         t->server_last = t->server_start;
+        ev_timer_init(&t->server_sample, on_server_sample, SERVER_SAMPLE_S, SERVER_SAMPLE_S);
+        t->server_sample.data = t;
+        ev_timer_start(t->loop, &t->server_sample);
     }
-    truncate_output(t, t->out, t->cfg->timeline);
-    truncate_output(t, t->hlog, t->cfg->hdr_log);
+    truncate_output(t->out, &t->out_errno);
+    truncate_output(t->hlog, &t->hlog_errno);
     write_headers(t);
 }
 
@@ -564,25 +570,24 @@ void timeline_start_merged(struct timeline *t, const struct timespec *started, i
     timeline_begin(t);
 }
 
-static void close_output(struct timeline *t, FILE *f, const char *path)
+static void close_output(FILE *f, int *err)
 {
-    if (f && fclose(f) != 0 && !t->failed) {
-        t->failed = path;
-        t->failed_errno = errno;
-    }
+    if (f && fclose(f) != 0 && !*err)
+        *err = errno ? errno : EIO;
 }
 
 void timeline_check(const struct timeline *t)
 {
-    if (t->failed)
-        die("cannot write %s: %s", strcmp(t->failed, "-") == 0 ? "to stdout" : t->failed,
-            strerror(t->failed_errno));
+    if (t->out_errno)
+        output_failed("--timeline", t->cfg->timeline, t->out_errno);
+    if (t->hlog_errno)
+        output_failed("--hdr-log", t->cfg->hdr_log, t->hlog_errno);
 }
 
 void timeline_close(struct timeline *t)
 {
-    close_output(t, t->out, t->cfg->timeline);
-    close_output(t, t->hlog, t->cfg->hdr_log);
+    close_output(t->out, &t->out_errno);
+    close_output(t->hlog, &t->hlog_errno);
     t->out = t->hlog = NULL;
 }
 
@@ -614,19 +619,21 @@ void timeline_end(struct timeline *t, const struct run_end *end, uint64_t durati
         json_finish(&j);
     }
     if (t->out)
-        check(t, t->out, t->cfg->timeline);
+        check(t->out, &t->out_errno);
     if (t->hlog) {
         fprintf(t->hlog,
                 "#[volley end: reason=%s signal=%s exit_status=%s duration_us=%" PRIu64
                 " intervals=%" PRIu64 "]\n",
                 report_end_name(end->reason), sig ? sig : "", status, duration_us, t->count);
-        check(t, t->hlog, t->cfg->hdr_log);
+        check(t->hlog, &t->hlog_errno);
     }
 }
 
 void timeline_finish(struct timeline *t, uint64_t runtime_us, const struct run_end *end)
 {
     ev_async_stop(t->loop, &t->ready);
+    if (t->server)
+        ev_timer_stop(t->loop, &t->server_sample);
     drain(t);
     if (t->held) {
         uint64_t start = t->held_index * t->cfg->interval_us;

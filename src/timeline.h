@@ -73,7 +73,8 @@ void timeline_close(struct timeline *t);
  * instead of measuring it (pids ascending). */
 void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
                          const struct server_times *cpu);
-/* After the report: dies with a one-line message if writing a file failed. */
+/* After the report: says in one line each file that could not be written
+ * (output_failed: output_check then exits 1). */
 void timeline_check(const struct timeline *t);
 
 /* The last interval written: its requests per second and, when it had a

@@ -31,6 +31,9 @@ struct transport {
     int (*handshake)(struct sock *s);
     /* Whether the handshake just completed resumed an earlier session. */
     bool (*resumed)(struct sock *s);
+    /* After handshake() failed: why (an enum tls_failure), or NULL for a
+     * transport whose handshake cannot fail. */
+    int (*failure)(struct sock *s);
     /* > 0 bytes read, 0 at end of stream, or an io_result. IO_WANT_WRITE: the
      * read can go on only once the socket is writable (TLS). */
     ssize_t (*read)(struct sock *s, char *buf, size_t len);

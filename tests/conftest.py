@@ -174,6 +174,10 @@ def volley_signalled(*args, sig=signal.SIGINT, after=1.0, cwd=None, timeout=30):
     return run
 
 
+# What a usage error adds to a count or a duration it cannot read.
+COUNT_FORM = " (a whole number, optionally with k, M, G, T or P)"
+TIME_FORM = " (a duration such as 500ms, 1.5s, 2m or 1h)"
+
 UNITS_US = {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 UNITS_METRIC = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 UNITS_BINARY = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}

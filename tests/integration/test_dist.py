@@ -180,6 +180,22 @@ def test_json_doc_describes_every_error_cause(testd, tmp_path):
     assert sorted(rows) == sorted(causes)
 
 
+def test_json_doc_describes_every_tls_handshake_failure(nginx, certs, tmp_path):
+    server = nginx(tls=True, server=f"""
+        ssl_certificate {certs["server.pem"]};
+        ssl_certificate_key {certs["server.key"]};
+        location / {{ return 200 "ok\\n"; }}
+    """)
+    out = tmp_path / "r.json"
+    run = volley("-t1", "-c1", "-d100ms", "--json", out, f"https://127.0.0.1:{server.port}/")
+    assert run.returncode == 0, run
+    with open(out) as f:
+        reasons = json.load(f)["tls"]["handshake_failures"]
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        table = f.read().split("| Reason | Meaning |", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"^\| `([a-z_]+)` \|", table, re.M)) == sorted(reasons)
+
+
 def test_man_page_names_no_option_volley_lacks():
     known = {o[2] for o in help_options()}
     named = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_-]*)", unescape(man_text())))

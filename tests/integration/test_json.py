@@ -228,7 +228,8 @@ def test_json_to_a_device_or_a_pipe_is_written_in_place(testd, tmp_path):
     assert proc.returncode == 0, proc
     assert '"requests": ' in proc.stdout and "Requests/sec:" in proc.stdout
     run = volley("--json", "/dev/full", "-t1", "-c1", "-d300ms", srv.url)
-    assert run.returncode == 1 and run.stderr.startswith("volley: cannot write /dev/full: "), run
+    assert run.returncode == 1, run
+    assert run.stderr == "volley: cannot write /dev/full (--json): No space left on device\n", run
 
 
 # --------------------------------------------------------------------------

@@ -158,6 +158,49 @@ def test_merged_results_merge_again(testd, tmp_path):
         assert da[key] == db[key]
 
 
+def merge_peak_rss(files, out, tmp_path):
+    """volley merge of files into out (--json); returns its peak RSS in KB,
+    as GNU time measures it (a child forked from this process would count
+    this process's own). The sanitizer build's quarantine keeps freed memory
+    on purpose: off."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"
+    rss = os.path.join(tmp_path, "rss")
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss, VOLLEY, "merge", "--json",
+                           out, *files], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env=env, timeout=120)
+    check_sanitizer("volley merge", proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    with open(rss) as f:
+        return int(f.read())
+
+
+def test_merging_many_parts_takes_the_memory_of_a_few(testd, tmp_path):
+    # Each part is added into the whole as it is read: 400 shards merge in
+    # about the memory of one (each part's histograms took 750 KB before).
+    srv = testd()
+    n = 400
+    base = os.path.join(tmp_path, "base.json")
+    run = volley("--shard", f"0/{n}", "-c", n, "-t1", "-d300ms", "--json", base, srv.url)
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    with open(base) as f:
+        doc = json.load(f)
+    files = []
+    for i in range(n):
+        doc["shard"]["index"] = i
+        files.append(os.path.join(tmp_path, f"s{i}.json"))
+        with open(files[-1], "w") as f:
+            json.dump(doc, f)
+    one = merge_peak_rss(files[:1], os.path.join(tmp_path, "one.json"), tmp_path)
+    many = merge_peak_rss(files, os.path.join(tmp_path, "many.json"), tmp_path)
+    assert many < one + 16 * 1024, (one, many)
+    with open(os.path.join(tmp_path, "many.json")) as f:
+        merged = json.load(f)
+    assert merged["requests"] == n * doc["requests"]
+    assert merged["latency"]["count"] == n * doc["latency"]["count"]
+    assert len(merged["inputs"]) == n
+
+
 def stored(h):
     """h encoded as volley does (a zlib stream of stored blocks) instead of
     hdrh's deflate, so that a histogram with other settings reaches the check."""
@@ -556,7 +599,8 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         head = path.split(".")[0]
         if path in ("requests", "bytes", "connects", "reopened", "reconnects", "success.ok",
                     "success.attempts", "tls.handshakes", "tls.resumed", "cpu.cpus",
-                    "options.threads") or head in ("errors", "error_causes", "status_codes"):
+                    "options.threads") or head in ("errors", "error_causes", "status_codes") \
+                or path.startswith("tls.handshake_failures."):
             assert flat[path] == total(path), path
         elif head in ("latency", "latency_uncorrected", "scheduling_lag", "connect_time",
                       "requests_per_sec"):
@@ -989,6 +1033,25 @@ def test_the_shard_comes_from_the_environment_as_in_an_indexed_job(testd, tmp_pa
                             "JOB_COMPLETION_INDEX says which shard this is")
     run = volley("-c8", srv.url, env={**base, "VOLLEY_SHARD": "x"})
     one_line_error_or_usage(run, "invalid VOLLEY_SHARD 'x'")
+
+
+@pytest.mark.parametrize("env,message", [
+    ({"VOLLEY_SHARD": "1"}, "VOLLEY_SHARD=1 says which shard this is, but not of how many: set "
+                            "VOLLEY_SHARDS, or VOLLEY_SHARD=1/N"),
+    ({"VOLLEY_SHARD": "1/2", "VOLLEY_SHARDS": "4"},
+     "VOLLEY_SHARD=1/2 and VOLLEY_SHARDS=4 disagree on the number of shards"),
+    ({"VOLLEY_SHARD": " "}, "invalid VOLLEY_SHARD ' ': expected I/N"),
+    ({"VOLLEY_SHARD": "1", "VOLLEY_SHARDS": " "}, "invalid VOLLEY_SHARDS ' '"),
+    ({"VOLLEY_SHARDS": "0", "JOB_COMPLETION_INDEX": "0"}, "invalid VOLLEY_SHARDS '0'"),
+])
+def test_an_environment_that_half_names_a_shard_runs_nothing(testd, env, message):
+    # A pod that would otherwise run the whole load (times the shards) stops
+    # before it sends anything.
+    srv = testd()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("VOLLEY_SHARD", "JOB_"))}
+    run = volley("-t1", "-c8", "-d1s", srv.url, env={**base, **env})
+    one_line_error_or_usage(run, message)
+    assert srv.stats()["connections"] == 0
 
 
 def one_line_error_or_usage(run, text):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import VOLLEY, check_sanitizer, read_timeline, volley, volley_signalled
+from conftest import TIME_FORM, VOLLEY, check_sanitizer, read_timeline, volley, volley_signalled
 from test_multi import shards
 
 
@@ -243,8 +243,8 @@ def test_ramp_up_interleaves_shards(testd, tmp_path):
      "--warmup does not combine with -n (-n counts every request sent)"),
     (["--warmup", "1s", "--stages", "1s:10"],
      "--warmup with --stages needs -R: the rate to warm up at"),
-    (["--warmup", "soon"], "invalid warm-up: 'soon'"),
-    (["--ramp-up", "-1"], "invalid ramp-up: '-1'"),
+    (["--warmup", "soon"], "invalid warm-up: 'soon'" + TIME_FORM),
+    (["--ramp-up", "-1"], "invalid ramp-up: '-1'" + TIME_FORM),
     (["--ramp-up", "3s", "--warmup", "1s", "-d", "1s"],
      "--ramp-up is longer than the run: the last connections would never open"),
     (["--ramp-up", "11s"], "--ramp-up is longer than the run: the last connections would never open"),

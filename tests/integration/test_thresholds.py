@@ -240,7 +240,7 @@ def test_abort_options_need_their_counterparts(testd):
             (["--abort-after", "2", "--threshold", "p99<1s"],
              "volley: --abort-after needs --abort-on-fail"),
             (["--abort-on-fail", "--abort-after", "0", "--threshold", "p99<1s"],
-             "volley: --abort-after must be at least 1 interval")):
+             "volley: invalid --abort-after: '0' (must be at least 1)")):
         run = volley("-d300ms", *args, srv.url)
         assert run.returncode == 1 and run.stderr.splitlines()[0] == message, run
     assert srv.stats()["connections"] == 0

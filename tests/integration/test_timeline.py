@@ -11,13 +11,14 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import (ROOT, TESTD, VOLLEY, check_sanitizer, read_timeline, run_json,
+from conftest import (ROOT, TESTD, TIME_FORM, VOLLEY, check_sanitizer, read_timeline, run_json,
                       sigint_default, volley, volley_signalled)
 
 DAY_US = 24 * 3600 * 10**6
@@ -385,6 +386,9 @@ def test_server_pid_by_name_and_lists(tmp_path):
         url = f"http://127.0.0.1:{port}/"
         run, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "--server-pid", name, url)
         assert doc["server"]["pids"] == pids
+        # a name that matches several processes says which, at the start
+        assert run.stderr == "Note: --server-pid measures 2 processes and the children they " \
+                             f"start: {pids[0]} ({name}), {pids[1]} ({name})\n", run
         run, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "--server-pid",
                             f"{pids[1]},{pids[0]}", "--server-pid", pids[0], url)
         assert doc["server"]["pids"] == pids
@@ -395,6 +399,79 @@ def test_server_pid_by_name_and_lists(tmp_path):
         for p in procs:
             p.terminate()
             p.wait()
+
+
+# A server whose workers come and go, as pre-fork servers recycle theirs:
+# every worker burns a fixed amount of CPU time and exits, and the parent
+# waits for it; the last one outlives no sampling (the parent lingers).
+FORKER = """
+import os, sys, time
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        start = time.process_time()
+        while time.process_time() - start < float(sys.argv[2]):
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+time.sleep(0.5)
+"""
+# A process that burns CPU time and exits, waited for by no process measured.
+BUSY = """
+import sys, time
+start = time.process_time()
+while time.process_time() - start < float(sys.argv[1]):
+    pass
+"""
+
+
+def server_cpu_over_its_life(testd, tmp_path, script, *args):
+    """Runs script (started a second late, under sh, so that all of its CPU
+    time falls in the run) as the --server-pid of a run that lasts until the
+    script ended; returns what the run's --json says of the server, the CPU
+    time the script's process tree used by its own rusage, and the run."""
+    srv = testd()
+    path = tmp_path / "server.py"
+    path.write_text(script)
+    server = subprocess.Popen(["sh", "-c", 'sleep 1; exec "$0" "$@"', sys.executable, str(path),
+                               *map(str, args)])
+    result = tmp_path / "r.json"
+    try:
+        proc = subprocess.Popen([VOLLEY, "-t1", "-c1", "-d0", "--interval", "5s", "--server-pid",
+                                 str(server.pid), "--json", str(result), srv.url + "/"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_default)
+        _, _, usage = os.wait4(server.pid, 0)
+        server.returncode = 0
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        server.kill()
+    check_sanitizer("volley", err)
+    assert proc.returncode == 0, err
+    with open(result) as f:
+        doc = json.load(f)
+    return doc["server"], usage.ru_utime + usage.ru_stime, (out, err)
+
+
+def test_server_cpu_counts_workers_that_came_and_went(testd, tmp_path):
+    # Five workers of 0.15 s each, none there when the run starts: reading
+    # only the processes found at the start counted none of it.
+    server, used, (out, err) = server_cpu_over_its_life(testd, tmp_path, FORKER, 5, 0.15)
+    assert used >= 0.75
+    assert abs(server["cpu_s"] - used) <= 0.05 + 0.05 * used, (server, used)
+    assert f"Server CPU: {server['cpu_s']:.2f}s" in out
+    # the processes found at the start (sh, and its sleep)
+    assert re.fullmatch(r"Note: --server-pid measures \d process(es)? and the children they "
+                        r"start: \d+ \(\w+\)(, \d+ \(\w+\))*\n", err), err
+
+
+def test_server_cpu_counts_a_process_that_exits_up_to_its_end(testd, tmp_path):
+    # The process exits during an interval (of 5 s): its CPU time counts up
+    # to its last sampling, not to the start of the interval.
+    server, used, _ = server_cpu_over_its_life(testd, tmp_path, BUSY, 0.5)
+    assert used >= 0.5
+    assert used - 0.15 <= server["cpu_s"] <= used + 0.01, (server, used)
 
 
 # --------------------------------------------------------------------------
@@ -488,10 +565,11 @@ def test_a_killed_run_leaves_a_timeline_without_its_end(testd, tmp_path):
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [
-    (["--interval", "0"], "volley: interval must be at least 10ms"),
-    (["--interval", "9ms"], "volley: interval must be at least 10ms"),
-    (["--interval", "1.5s"], "volley: invalid interval: '1.5s'"),
-    (["-d", "infinity"], "volley: invalid duration: 'infinity'"),
+    (["--interval", "0"], "volley: invalid interval: '0' (must be at least 10ms)"),
+    (["--interval", "9ms"], "volley: invalid interval: '9ms' (must be at least 10ms)"),
+    (["--interval", "0.0095s"], "volley: invalid interval: '0.0095s' (must be at least 10ms)"),
+    (["--interval", "1,5s"], "volley: invalid interval: '1,5s'" + TIME_FORM),
+    (["-d", "infinity"], "volley: invalid duration: 'infinity'" + TIME_FORM),
     (["--timeline", "-", "--json", "-"],
      "volley: only one of --json, --timeline and --hdr-log can write to stdout (-)"),
     (["--hdr-log", "-", "--timeline", "-"],
@@ -521,16 +599,18 @@ def test_a_file_that_cannot_be_written_is_an_error_after_the_report(testd, optio
     run = volley("-t1", "-c1", "-d300ms", option, "/dev/full", srv.url + "/")
     assert run.returncode == 1, run
     assert run.report["requests"] > 0  # the report came first
-    assert run.stderr == "volley: cannot write /dev/full: No space left on device\n"
+    assert run.stderr == f"volley: cannot write /dev/full ({option}): No space left on device\n"
 
 
 def test_a_failed_start_leaves_an_earlier_timeline_alone(tmp_path):
-    timeline = os.path.join(tmp_path, "t.jsonl")
-    with open(timeline, "w") as f:
-        f.write("earlier\n")
-    run = volley("--timeline", timeline, "--hdr-log", timeline, "-c1", "-t1",
+    files = [os.path.join(tmp_path, name) for name in ("t.jsonl", "t.hlog")]
+    for name in files:
+        with open(name, "w") as f:
+            f.write("earlier\n")
+    run = volley("--timeline", files[0], "--hdr-log", files[1], "-c1", "-t1",
                  "http://127.0.0.1:1/")
     assert run.returncode == 1
     assert run.stderr.startswith("volley: unable to connect to 127.0.0.1:1")
-    with open(timeline) as f:
-        assert f.read() == "earlier\n"
+    for name in files:
+        with open(name) as f:
+            assert f.read() == "earlier\n"
