@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import COUNT_FORM, TIME_FORM, VOLLEY, free_port, volley
+from conftest import COUNT_FORM, TIME_FORM, VOLLEY, free_port, read_timeline, volley
 
 
 def first_error_line(run):
@@ -275,10 +275,9 @@ def test_fractional_durations_everywhere_to_the_microsecond(testd, tmp_path):
     assert (o["duration_us"], o["timeout_us"], o["warmup_us"], o["ramp_up_us"]) == \
         (1500000, 500000, 100000, 50000)
     assert doc["intervals"]["interval_us"] == 250000
-    with open(timeline) as f:
-        records = [json.loads(line) for line in f]
-    assert records[0]["interval_us"] == 250000
-    assert [r["start_us"] for r in records[1:]] == [250000 * k for k in range(len(records) - 1)]
+    head, intervals = read_timeline(timeline)
+    assert head["interval_us"] == 250000
+    assert [r["start_us"] for r in intervals] == [250000 * k for k in range(len(intervals))]
     seen = doc["requests"] + doc["warmup"]["requests"]
     run = volley("-t1", "-c2", "-R", "200", "--stages", "0.5:100,0.25s:0", "--json", out,
                  srv.url)

@@ -177,7 +177,8 @@ def test_a_fifo_without_a_reader_is_waited_for_and_said(testd, tmp_path, option)
         assert json.loads(reader.data)["requests"] == requests > 0
     elif option == "--timeline":
         lines = [json.loads(line) for line in reader.data.splitlines()]
-        assert sum(r["requests"] for r in lines[1:]) == requests > 0
+        assert lines[-1]["type"] == "end" and lines[-1]["reason"] == "completed", lines[-1]
+        assert sum(r["requests"] for r in lines[1:-1]) == requests > 0
     else:
         assert reader.data.startswith("#[Histogram log format version 1.3]")
     assert srv.stats()["responses"] >= requests
