@@ -38,6 +38,13 @@
 #define FD_MARGIN(threads) (16 + 4 * (threads))
 /* --start-at: how late a start may be and still run. */
 #define START_GRACE_US 1000000
+/* --start-at: the last stretch before the instant is not one sleep (a
+ * sleeper may be woken milliseconds late on a busy machine) but short ones,
+ * which keep the thread one that the scheduler wakes promptly, and the very last
+ * microseconds are spent reading the clock. */
+#define START_NAP_FROM_US 5000
+#define START_NAP_US 100
+#define START_SPIN_US 300
 
 struct run {
     struct ev_loop *loop;
@@ -271,30 +278,36 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
+static int64_t realtime_us(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
 /* How late it is for --start-at, in us (negative when early). A start a
  * little late (a slow pod, a loaded machine) still runs; one long past is
  * an error. */
 static int64_t start_lateness(const struct config *cfg)
 {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    int64_t late_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - cfg->start_at_us;
+    int64_t late_us = realtime_us() - cfg->start_at_us;
     if (late_us > START_GRACE_US)
         die("start time %s is %.3f s in the past", cfg->start_at, (double)late_us / 1e6);
     return late_us;
 }
 
-/* --start-at: sleep until the wall-clock instant, so that shards on
- * machines with synchronised clocks start together; Ctrl-C ends the wait
- * (and the run). Returns the instant on clock_us's clock: -R's schedule
+/* --start-at: wait until the wall-clock instant, so that shards on machines
+ * with synchronised clocks start together: asleep until START_NAP_FROM_US
+ * before it, then in naps of START_NAP_US, then the last START_SPIN_US on
+ * the clock itself. Ctrl-C ends the wait (and the run). Notes how late the
+ * wait ended in r; returns the instant on clock_us's clock: -R's schedule
  * starts there even if this process woke late, so the shards' send times
  * still interleave. */
-static uint64_t wait_for_start(struct run *run, const struct config *cfg)
+static uint64_t wait_for_start(struct run *run, const struct config *cfg, struct result *r)
 {
-    struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
-                          .tv_nsec = cfg->start_at_us % 1000000 * 1000};
-    int64_t late_us = start_lateness(cfg);
-    uint64_t mono = clock_us();
+    int64_t wake_us = cfg->start_at_us - START_NAP_FROM_US;
+    struct timespec at = {.tv_sec = wake_us / 1000000, .tv_nsec = wake_us % 1000000 * 1000};
+    start_lateness(cfg);
     /* The kernel may wake a sleeper up to its timer slack late (50 us by
      * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
      * adjustment of the clock while asleep. */
@@ -303,6 +316,17 @@ static uint64_t wait_for_start(struct run *run, const struct config *cfg)
      * watcher (on_signal) ends the run when the loop looks. */
     while (!run->over && clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL) == EINTR)
         ev_run(run->loop, EVRUN_NOWAIT);
+    const struct timespec nap = {.tv_nsec = START_NAP_US * 1000};
+    while (!run->over && start_lateness(cfg) < -START_SPIN_US) {
+        nanosleep(&nap, NULL);
+        ev_run(run->loop, EVRUN_NOWAIT);
+    }
+    while (!run->over && start_lateness(cfg) < 0)
+        ;
+    uint64_t mono = clock_us();
+    int64_t late_us = start_lateness(cfg);
+    r->start_late_us = late_us > 0 ? (uint64_t)late_us : 0;
+    r->start_late_known = !run->over; /* not when Ctrl-C ended the wait */
     return (uint64_t)((int64_t)mono - late_us);
 }
 
@@ -343,21 +367,25 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_async_start(run->loop, &run->finished);
 
     struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
-    /* --start-at: in the closed model connections send as soon as they are
-     * open, so the wait comes first; with -R they are all opened first and
-     * the schedule starts at the instant. */
-    if (cfg->start_at && !cfg->rate)
-        at = wait_for_start(run, cfg);
+    /* --start-at: the connections are all opened first (and TLS done), in
+     * the closed model held until the instant; with -R the schedule starts
+     * there. Only --ramp-up, which opens them in their turns once the run
+     * starts, waits first. */
+    bool held = cfg->start_at && !cfg->rate && !cfg->ramp_up_us;
+    if (cfg->start_at && cfg->ramp_up_us)
+        at = wait_for_start(run, cfg, r);
     for (size_t i = 0; i < run->nworkers; i++) {
         if (cfg->rate)
             worker_set_rate(run->workers[i]);
+        if (held)
+            worker_hold(run->workers[i]);
         worker_set_intervals(run->workers[i], intervals);
         worker_start(run->workers[i]);
     }
-    if (cfg->rate)
+    if (cfg->rate || held)
         wait_settled(run, cfg);
-    if (cfg->start_at && cfg->rate && !run->over)
-        at = wait_for_start(run, cfg);
+    if (cfg->start_at && !cfg->ramp_up_us && !run->over)
+        at = wait_for_start(run, cfg, r);
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
@@ -378,7 +406,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     }
     timeline_start(run->timeline, begin + cfg->warmup_us, &r->started);
     for (size_t i = 0; i < run->nworkers; i++)
-        worker_go(run->workers[i], begin);
+        worker_go(run->workers[i], begin, !run->over);
     struct progress *progress =
         progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
     run->watching = run->watch != NULL;

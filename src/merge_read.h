@@ -31,6 +31,8 @@ struct part {
     bool duration_set;
     uint64_t timeout_us, pipeline;
     int64_t start_us;
+    uint64_t start_late_us; /* --start-at: how late it started, when known */
+    bool start_late_known;
     uint64_t duration_us;
     uint64_t interval_us; /* 0: it knows no intervals (merged without timelines) */
     struct stats stats;
