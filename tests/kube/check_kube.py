@@ -18,7 +18,7 @@ import time
 import pytest
 
 import cluster as kube
-from conftest import ROOT, VOLLEY, parse_report
+from conftest import ROOT, VOLLEY, free_port, parse_report
 
 VOLLEY_KUBE = os.path.join(ROOT, "scripts", "volley-kube")
 HOSTNET = os.path.join(kube.HERE, "kubectl-hostnet")
@@ -42,7 +42,7 @@ def cluster():
     rules = iptables()
     paths = [p for p in kube.HOST_PATHS if os.path.exists(p)]
     try:
-        c.start()
+        c.start(free_port)
         yield c
     finally:
         d = c.dir

@@ -38,11 +38,11 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import tarfile
 import tempfile
 import time
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -239,12 +239,6 @@ def pause_image(work, bin_dir):
 # The cluster
 # --------------------------------------------------------------------------
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def negative_oom_score_refused():
     """Whether this kernel refuses a negative oom_score_adj (as some
     sandboxes' do), which runc sets for the pods' sandboxes."""
@@ -253,27 +247,25 @@ def negative_oom_score_refused():
     return proc.returncode != 0
 
 
-def openssl(*args, cwd):
-    run(["openssl"] + list(args), 60, cwd=cwd)
-
-
 def make_pki(pki):
     """A CA, the certificates of each component (ECDSA P-256, quick to make)
     and their kubeconfigs."""
     os.makedirs(pki)
     key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+    def openssl(*args):
+        run(["openssl", *args], 60, cwd=pki)
+
     openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", "/CN=volley-check-kube-ca", cwd=pki)
+            "-subj", "/CN=volley-check-kube-ca")
 
     def cert(name, subject, usage, san=None):
-        openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject,
-                cwd=pki)
+        openssl("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject)
         with open(os.path.join(pki, f"{name}.ext"), "w") as f:
             f.write(f"basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\n"
                     f"extendedKeyUsage={usage}\n" + (f"subjectAltName={san}\n" if san else ""))
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext",
-                cwd=pki)
+                "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext")
 
     cert("apiserver", "/CN=kube-apiserver", "serverAuth",
          "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
@@ -285,8 +277,8 @@ def make_pki(pki):
          "clientAuth")
     cert("kubelet", f"/O=system:nodes/CN=system:node:{NODE}", "clientAuth,serverAuth",
          f"IP:127.0.0.1,DNS:localhost,DNS:{NODE}")
-    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key", cwd=pki)
-    openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=pki)
+    openssl("ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "sa.key")
+    openssl("ec", "-in", "sa.key", "-pubout", "-out", "sa.pub")
 
 
 def kubeconfig(pki, user, port):
@@ -318,7 +310,8 @@ class Cluster:
 
     # ---- starting ----
 
-    def start(self):
+    def start(self, free_port):
+        """free_port() gives a port of 127.0.0.1 for each of its servers."""
         os.makedirs(CACHE, exist_ok=True)
         teardown_leftover()
         self.bin = kubernetes()
@@ -513,7 +506,6 @@ state = "{d}/containerd-state"
 
 
 def http_ok(url):
-    import urllib.request
     try:
         with urllib.request.urlopen(url, timeout=2) as r:
             return r.status == 200
