@@ -121,6 +121,9 @@ def kubernetes():
                               timeout=3600)
     if proc.returncode != 0:
         raise ClusterError(f"building Kubernetes failed: see {out.name}")
+    # The programs are kept; Go's build cache (4 GB) only served an
+    # interrupted build, the module cache stays for the next version.
+    shutil.rmtree(env["GOCACHE"], ignore_errors=True)
     log(f"built Kubernetes in {time.monotonic() - started:.0f} s")
     return bin_dir
 
