@@ -18,7 +18,7 @@ import time
 import pytest
 
 import cluster as kube
-from conftest import ROOT, VOLLEY, free_port, parse_report
+from conftest import ROOT, VOLLEY, parse_report
 
 VOLLEY_KUBE = os.path.join(ROOT, "scripts", "volley-kube")
 HOSTNET = os.path.join(kube.HERE, "kubectl-hostnet")
@@ -42,7 +42,7 @@ def cluster():
     rules = iptables()
     paths = [p for p in kube.HOST_PATHS if os.path.exists(p)]
     try:
-        c.start(free_port)
+        c.start()
         yield c
     finally:
         d = c.dir
@@ -190,6 +190,10 @@ def test_shards_that_cannot_all_run_never_start(cluster, nginx, tmp_path):
     assert elapsed < 120  # not the --timeout
     assert srv.log() == []
     assert cluster.kubectl("--namespace", ns, "get", "job", "volley", check=False).returncode != 0
+    # The pods that did run go (their shell passes the SIGTERM on), and
+    # give their CPUs back to the tests after this one.
+    cluster.kubectl("--namespace", ns, "wait", "--for=delete", "pods", "--all", "--timeout=120s",
+                    timeout=180)
 
 
 def shipped_manifest(tmp_path, url, options, start_at=""):

@@ -38,6 +38,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import tarfile
 import tempfile
@@ -242,6 +243,16 @@ def pause_image(work, bin_dir):
 # The cluster
 # --------------------------------------------------------------------------
 
+def ephemeral_port():
+    """A port of 127.0.0.1 from the kernel's ephemeral range: the daemons
+    bind theirs a while after they are chosen, and the tests' own ports
+    (conftest's free_port) come from blocks that another run of the suite
+    on the machine uses too."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def negative_oom_score_refused():
     """Whether this kernel refuses a negative oom_score_adj (as some
     sandboxes' do), which runc sets for the pods' sandboxes."""
@@ -313,8 +324,7 @@ class Cluster:
 
     # ---- starting ----
 
-    def start(self, free_port):
-        """free_port() gives a port of 127.0.0.1 for each of its servers."""
+    def start(self):
         os.makedirs(CACHE, exist_ok=True)
         teardown_leftover()
         self.bin = kubernetes()
@@ -335,7 +345,7 @@ class Cluster:
         volley = volley_image(images)
         pause = pause_image(images, self.bin)
         self.pki = os.path.join(self.dir, "pki")
-        self.ports = {name: free_port() for name in (
+        self.ports = {name: ephemeral_port() for name in (
             "etcd", "etcd-peer", "apiserver", "controller-manager", "scheduler", "kubelet",
             "kubelet-healthz")}
         make_pki(self.pki)
