@@ -118,8 +118,15 @@ def kubernetes():
                PATH=os.path.dirname(go()) + os.pathsep + os.environ["PATH"])
     started = time.monotonic()
     with open(os.path.join(CACHE, "logs", "build-kubernetes.log"), "w") as out:
-        proc = subprocess.run([script, KUBE_VERSION, bin_dir], stdout=out, stderr=out, env=env,
-                              timeout=3600)
+        # In a session of its own, so that a build past its time is stopped
+        # whole, go's compilers with it.
+        proc = subprocess.Popen([script, KUBE_VERSION, bin_dir], stdout=out, stderr=out, env=env,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=3600)
+        except subprocess.TimeoutExpired:
+            stop_pid(proc.pid)
+            raise ClusterError(f"building Kubernetes took over an hour: see {out.name}")
     if proc.returncode != 0:
         raise ClusterError(f"building Kubernetes failed: see {out.name}")
     # The programs are kept; Go's build cache (4 GB) only served an
