@@ -582,7 +582,7 @@ static bool pump(struct conn *c)
 {
     struct conn_env *env = c->env;
     bool sent = false;
-    while (!env->stopping && !c->done) {
+    while (!env->stopping && !c->done && !env->held) {
         if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
         if (c->state == CONN_OPEN && !env->proto->ready(c))

@@ -65,6 +65,9 @@ struct conn_env {
     void *arg;
     size_t depth;  /* requests per batch */
     bool stopping; /* the run is over for this worker: do nothing more */
+    /* --start-at in the closed model: the connections open before the run
+     * and send nothing until it starts (then conn_kick()), as under -R. */
+    bool held;
     /* Called once when every connection has first been opened or has failed
      * to open (with -R the run starts after that). */
     void (*settled)(void *arg);

@@ -42,6 +42,13 @@
  * may be: further is more likely a mistyped date than a wait anyone means. */
 #define START_GRACE_US 1000000
 #define START_AHEAD_MAX_US (24 * 3600 * (int64_t)1000000)
+/* --start-at: the last stretch before the instant is not one sleep (a
+ * sleeper may be woken milliseconds late on a busy machine) but short ones,
+ * which keep the thread one that the scheduler wakes promptly, and the very last
+ * microseconds are spent reading the clock. */
+#define START_NAP_FROM_US 5000
+#define START_NAP_US 100
+#define START_SPIN_US 300
 
 struct run {
     struct ev_loop *loop;
@@ -337,44 +344,57 @@ static void say_start(const struct config *cfg, int64_t late_us)
                 (double)late_us / 1e6);
 }
 
-/* --start-at: sleep until the wall-clock instant, so that shards on
- * machines with synchronised clocks start together; Ctrl-C ends the wait
- * (and the run). Returns the instant on clock_us's clock: -R's schedule
+/* --start-at: wait until the wall-clock instant, so that shards on machines
+ * with synchronised clocks start together: asleep (with a countdown on a
+ * terminal) until START_NAP_FROM_US before it, then in naps of
+ * START_NAP_US, then the last START_SPIN_US on the clock itself. Ctrl-C
+ * ends the wait (and the run). Notes how late the wait ended in r; returns
+ * the instant on clock_us's clock: -R's schedule
  * starts there even if this process woke late, so the shards' send times
  * still interleave. */
-static uint64_t wait_for_start(struct run *run, const struct config *cfg)
+static uint64_t wait_for_start(struct run *run, const struct config *cfg, struct result *r)
 {
-    struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
-                          .tv_nsec = cfg->start_at_us % 1000000 * 1000};
-    int64_t late_us = start_lateness(cfg);
-    uint64_t mono = clock_us();
+    int64_t wake_us = cfg->start_at_us - START_NAP_FROM_US;
     bool countdown = progress_countdown_wanted(cfg);
-    say_start(cfg, late_us);
+    say_start(cfg, start_lateness(cfg));
     /* The kernel may wake a sleeper up to its timer slack late (50 us by
      * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
      * adjustment of the clock while asleep. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     while (!run->over) {
         /* On a terminal the countdown is redrawn at each whole second before
-         * the start; the last sleep ends at the instant itself. */
-        struct timespec until = at;
+         * the start; the last sleep ends START_NAP_FROM_US before it. */
+        int64_t until_us = wake_us;
         int64_t left_us = cfg->start_at_us - realtime_us();
         if (countdown && left_us > 0) {
             progress_countdown((uint64_t)left_us);
             int64_t step = left_us > 1000000 ? (left_us - 1) % 1000000 + 1 : left_us;
-            int64_t wake = cfg->start_at_us - left_us + step;
-            until = (struct timespec){.tv_sec = wake / 1000000, .tv_nsec = wake % 1000000 * 1000};
+            if (cfg->start_at_us - left_us + step < until_us)
+                until_us = cfg->start_at_us - left_us + step;
         }
+        struct timespec until = {.tv_sec = until_us / 1000000,
+                                 .tv_nsec = until_us % 1000000 * 1000};
         /* A signal interrupts the sleep: libev's handler has noted it, and
          * its watcher (on_signal) ends the run when the loop looks. */
         int rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, NULL);
         if (rc == EINTR)
             ev_run(run->loop, EVRUN_NOWAIT);
-        else if (until.tv_sec == at.tv_sec && until.tv_nsec == at.tv_nsec)
+        else if (until_us == wake_us)
             break;
     }
     if (countdown)
         progress_countdown(0);
+    const struct timespec nap = {.tv_nsec = START_NAP_US * 1000};
+    while (!run->over && start_lateness(cfg) < -START_SPIN_US) {
+        nanosleep(&nap, NULL);
+        ev_run(run->loop, EVRUN_NOWAIT);
+    }
+    while (!run->over && start_lateness(cfg) < 0)
+        ;
+    uint64_t mono = clock_us();
+    int64_t late_us = start_lateness(cfg);
+    r->start_late_us = late_us > 0 ? (uint64_t)late_us : 0;
+    r->start_late_known = !run->over; /* not when Ctrl-C ended the wait */
     return (uint64_t)((int64_t)mono - late_us);
 }
 
@@ -478,21 +498,25 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_async_start(run->loop, &run->finished);
 
     struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
-    /* --start-at: in the closed model connections send as soon as they are
-     * open, so the wait comes first; with -R they are all opened first and
-     * the schedule starts at the instant. */
-    if (cfg->start_at && !cfg->rate)
-        at = wait_for_start(run, cfg);
+    /* --start-at: the connections are all opened first (and TLS done), in
+     * the closed model held until the instant; with -R the schedule starts
+     * there. Only --ramp-up, which opens them in their turns once the run
+     * starts, waits first. */
+    bool held = cfg->start_at && !cfg->rate && !cfg->ramp_up_us;
+    if (cfg->start_at && cfg->ramp_up_us)
+        at = wait_for_start(run, cfg, r);
     for (size_t i = 0; i < run->nworkers; i++) {
         if (cfg->rate)
             worker_set_rate(run->workers[i]);
+        if (held)
+            worker_hold(run->workers[i]);
         worker_set_intervals(run->workers[i], intervals);
         worker_start(run->workers[i]);
     }
-    if (cfg->rate)
+    if (cfg->rate || held)
         wait_settled(run, cfg);
-    if (cfg->start_at && cfg->rate && !run->over)
-        at = wait_for_start(run, cfg);
+    if (cfg->start_at && !cfg->ramp_up_us && !run->over)
+        at = wait_for_start(run, cfg, r);
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
@@ -522,7 +546,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     }
     run->going = !run->over;
     for (size_t i = 0; i < run->nworkers; i++)
-        worker_go(run->workers[i], begin);
+        worker_go(run->workers[i], begin, !run->over);
     struct progress *progress =
         progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
     run->watching = run->watch != NULL;

@@ -439,6 +439,9 @@ static void whole_result(struct result *r, struct inputs *in, struct result_inpu
         int64_t p_end = p->start_us + (int64_t)p->duration_us;
         start = p->start_us < start ? p->start_us : start;
         end = p_end > end ? p_end : end;
+        if (p->start_late_known && (!r->start_late_known || p->start_late_us > r->start_late_us))
+            r->start_late_us = p->start_late_us;
+        r->start_late_known |= p->start_late_known;
         list[i] = (struct result_input){p->file,
                                         p->series ? p->series->file : NULL,
                                         p->start_us,

@@ -356,6 +356,11 @@ static void read_start(struct part *p)
     } else if (!units_parse_instant(need_string(p->file, p->doc, "start_time"), &p->start_us)) {
         merge_bad(p->file, "start_time: not an RFC 3339 time");
     }
+    /* --start-at: how late it started; null without, absent before it existed */
+    const struct jdoc *late = jdoc_get(p->doc, "start_late_us");
+    p->start_late_known = late && !is_null(late);
+    if (p->start_late_known && !jdoc_u64(late, &p->start_late_us))
+        merge_bad(p->file, "start_late_us: not a number of microseconds or null");
 }
 
 /* What was asked for, and this part's share of it. */

@@ -49,6 +49,8 @@ struct part {
     bool duration_set;
     uint64_t timeout_us, pipeline;
     int64_t start_us;
+    uint64_t start_late_us; /* --start-at: how late it started, when known */
+    bool start_late_known;
     uint64_t duration_us;
     uint64_t interval_us; /* 0: it knows no intervals (merged without timelines) */
     /* What it measured, as read: merge.c adds it into the whole at once and

@@ -55,6 +55,10 @@ struct result {
     struct stats stats;      /* all workers merged */
     size_t pipeline;         /* requests per batch */
     struct timespec started; /* wall-clock start of the run, for the record */
+    /* --start-at: how long after the instant the run started; a merge's is
+     * its latest part's. Unknown without --start-at. */
+    uint64_t start_late_us;
+    bool start_late_known;
     struct {
         double user_s, system_s; /* the whole process during the run */
         double wait_s;           /* worker threads runnable but waiting for a CPU */

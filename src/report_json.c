@@ -355,6 +355,10 @@ bool report_json(FILE *f, const struct result *r)
     /* to the microsecond, to see how closely the shards of a run started */
     json_uint(&j, "start_time_us",
               (uint64_t)r->started.tv_sec * 1000000 + (uint64_t)r->started.tv_nsec / 1000);
+    if (r->start_late_known)
+        json_uint(&j, "start_late_us", r->start_late_us);
+    else
+        json_null(&j, "start_late_us");
     options(&j, r);
     shard(&j, r->cfg);
     inputs(&j, r);

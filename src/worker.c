@@ -146,12 +146,19 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
     w->warming = w->cfg->warmup_us > 0;
     w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->interval_us;
     ev_now_update(loop);
-    arm_cut(w, clock_us());
+    /* Req/Sec is sampled from the start, not from the connections' opening */
+    w->sample_at = clock_us();
+    arm_cut(w, w->sample_at);
     if (w->cfg->ramp_up_us)
         ramp_up(w, start);
-    if (!w->env.pace)
+    /* Connections opened first send from now, unless the run was over
+     * before it started (Ctrl-C during a --start-at wait). */
+    if ((!w->env.pace && !w->env.held) ||
+        !atomic_load_explicit(&w->start_sends, memory_order_relaxed))
         return;
-    w->pace.start = start;
+    w->env.held = false;
+    if (w->env.pace)
+        w->pace.start = start;
     for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
         conn_kick(&w->conns[i]);
 }
@@ -339,8 +346,11 @@ void worker_set_rate(struct worker *w)
 
 void worker_set_intervals(struct worker *w, struct intervals *iv) { w->intervals = iv; }
 
-void worker_go(struct worker *w, uint64_t start)
+void worker_hold(struct worker *w) { w->env.held = true; }
+
+void worker_go(struct worker *w, uint64_t start, bool sends)
 {
+    atomic_store_explicit(&w->start_sends, sends, memory_order_relaxed);
     atomic_store_explicit(&w->start_at, start, memory_order_release);
     ev_async_send(w->loop, &w->start_watcher);
 }
@@ -392,10 +402,11 @@ static void *run(void *arg)
     if (w->cfg->rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     /* In the closed model each connection sends as soon as it is open (or,
-     * with --ramp-up, opens in its turn once the run starts); with -R they
-     * are all opened first, and the run starts once they are. */
+     * with --ramp-up, opens in its turn once the run starts); with -R, and
+     * held for --start-at, they are all opened first, and the run starts
+     * once they are. */
     for (size_t i = 0; i < w->nconns && !w->env.stopping && !w->cfg->ramp_up_us; i++)
-        conn_start(&w->conns[i], !w->env.pace);
+        conn_start(&w->conns[i], !w->env.pace && !w->env.held);
     if (!w->env.stopping)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);

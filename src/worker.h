@@ -58,7 +58,8 @@ struct worker {
     ev_async stop_watcher;
     ev_async start_watcher; /* the run starts at start_at */
     _Atomic uint64_t start_at;
-    ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
+    atomic_bool start_sends; /* false: the run was over before it started */
+    ev_timer sample_timer;   /* Req/Sec, every 100 ms as in wrk */
     uint64_t sample_at, sample_requests;
     /* Copies of the request count and of the error count (socket errors and
      * status >= 400), published at every sample tick for main's progress
@@ -90,11 +91,16 @@ void worker_set_budget(struct worker *w, struct budget *budget);
 /* Start the thread: it connects and, in the closed model, runs until stopped. */
 void worker_start(struct worker *w);
 /* From another thread: the run starts at start (clock_us), and so do its
- * intervals; with -R the first requests are due then. */
-void worker_go(struct worker *w, uint64_t start);
+ * intervals; with -R the first requests are due then, and connections held
+ * for --start-at send from then, unless not sends (the run was over before
+ * it started). */
+void worker_go(struct worker *w, uint64_t start, bool sends);
 /* Before worker_start: where the worker hands each interval of
  * cfg->interval_us. */
 void worker_set_intervals(struct worker *w, struct intervals *iv);
+/* --start-at in the closed model: open the connections when the thread
+ * starts, but send nothing until worker_go(). */
+void worker_hold(struct worker *w);
 /* From another thread: end the run. */
 void worker_stop(struct worker *w);
 void worker_join(struct worker *w);

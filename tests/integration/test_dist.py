@@ -294,7 +294,7 @@ def test_plot_man_page_documents_exactly_the_options_of_its_help():
 
 def test_kube_man_page_documents_exactly_the_options_of_its_help():
     groups = man_groups(KUBE_MAN_SOURCE)
-    assert len(groups["Kubernetes"]) == 12, groups
+    assert len(groups["Kubernetes"]) == 13, groups
     assert groups == {"Kubernetes": sweep_help_options(source=KUBE_SOURCE)}
 
 

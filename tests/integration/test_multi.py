@@ -25,11 +25,12 @@ from conftest import (VOLLEY, check_sanitizer, parse_report, read_timeline, sigi
                       tls_front, volley, volley_signalled)
 
 
-def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0):
+def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
     """n volley processes, shard i of n each, all starting at one instant
-    start_in seconds ahead (or shard i apart * i seconds after it), each with
-    extra(i) options too; returns their JSON documents (and the files)."""
-    at = time.time() + start_in
+    (at, or start_in seconds ahead; or shard i apart * i seconds after it),
+    each with extra(i) options too; returns their JSON documents (and the
+    files)."""
+    at = at or time.time() + start_in
     procs, files = [], []
     for i in range(n):
         path = os.path.join(tmp_path, f"shard{i}.json")
@@ -617,6 +618,9 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         elif path == "cpu.utilisation":
             cpu = m["cpu"]["user_s"] + m["cpu"]["system_s"]
             assert flat[path] == pytest.approx(cpu / seconds / m["options"]["threads"])
+        elif path == "start_late_us":
+            lates = [d["start_late_us"] for d in docs if d["start_late_us"] is not None]
+            assert flat.get(path) == (max(lates) if lates else None), path
         elif path in ("start_time_us", "start_time"):
             assert m["start_time_us"] == start
             assert m["start_time"] == min(docs, key=lambda d: d["start_time_us"])["start_time"]
@@ -934,6 +938,32 @@ def test_shards_start_together_and_record_when(testd, tmp_path):
     # here: the machine is shared (measured on a busy 2-core one: 0.3 to 5 ms).
     assert all(s >= (before + 2) * 1e6 - 50000 for s in starts), starts
     assert max(starts) - min(starts) <= 100000, starts
+
+
+def test_the_connections_open_before_the_start_and_the_requests_go_at_it(nginx, tmp_path):
+    """--start-at in the closed model, as under -R: the connections are
+    opened before the instant and held, so that the requests go at it; each
+    shard's start_late_us says how long after it the run started (the
+    merged result's, the latest), null without --start-at."""
+    srv = nginx(server='location / { return 200 "ok"; }',
+                log_format="$msec $connection_time")
+    at = time.time() + 2
+    docs, files = shards(2, ["-t1", "-c4", "-n", "400"], srv.url, tmp_path, at=at)
+    for d in docs:
+        assert 0 <= d["start_late_us"] <= d["start_time_us"] - at * 1e6, d["start_late_us"]
+    out = os.path.join(tmp_path, "merged.json")
+    merge("--json", out, *files)
+    with open(out) as f:
+        assert json.load(f)["start_late_us"] == max(d["start_late_us"] for d in docs)
+    log = [tuple(map(float, line.split())) for line in srv.log()]
+    assert len(log) == 400
+    # $msec when the response was logged, $connection_time since its
+    # connection was accepted (both to the millisecond)
+    assert all(done - open_for < at for done, open_for in log), log[:5]
+    assert all(done >= at - 0.001 for done, _ in log), log[:5]
+    plain = nginx(server='location / { return 200 "ok"; }')
+    run = volley("-t1", "-c1", "-n", "10", "--json", "-", plain.url)
+    assert json.loads(run.stdout)["start_late_us"] is None
 
 
 def test_start_at_long_past_is_an_error(testd):
