@@ -6,6 +6,8 @@ CPU-bound volley, an interrupted level, sweeps that cannot be compared, noise
 between runs, old wrktest.sh data, charts redrawn from their own folder.
 SPDX-License-Identifier: MIT
 """
+import importlib.machinery
+import importlib.util
 import json
 import math
 import os
@@ -21,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, VOLLEY, sigint_default
+from conftest import EVIL, ROOT, VOLLEY, chart_text, check_gnuplot_scripts, pwned, sigint_default
 from conftest import Testd as Server  # not collected as a test class
 
 SWEEP = os.path.join(ROOT, "scripts", "volley-sweep")
@@ -32,10 +34,11 @@ LEVELS = [1, 2, 4]
 CHART_SIZE = (900, 560)
 
 
-def sweep(*args, env=None, timeout=60):
+def sweep(*args, env=None, timeout=60, cwd=None):
     environ = dict(os.environ, VOLLEY=VOLLEY) if env is None else env
     return subprocess.run([sys.executable, SWEEP] + [str(a) for a in args], capture_output=True,
-                          text=True, timeout=timeout, env=environ, stdin=subprocess.DEVNULL)
+                          text=True, timeout=timeout, env=environ, stdin=subprocess.DEVNULL,
+                          cwd=cwd)
 
 
 def read_dat(path):
@@ -145,8 +148,8 @@ def test_all_200_is_100_percent_success(sweeps):
     # The charts' titles carry the run's parameters.
     with open(os.path.join(sweeps["ok"].out, "ok.gp")) as f:
         gp = f.read()
-    assert (f'set title "ok: throughput and mean latency\\n{sweeps["ok"].url}, 1s per level, '
-            f'{len(os.sched_getaffinity(0))} threads"') in gp
+    assert (f"set title 'ok: throughput and mean latency'.\"\\n\".'{sweeps['ok'].url}, 1s per "
+            f"level, {len(os.sched_getaffinity(0))} threads'") in gp
 
 
 def test_every_fourth_503_is_75_percent_success(sweeps):
@@ -413,6 +416,85 @@ def test_each_level_runs_a_command_while_the_level_runs(testd, tmp_path):
             f"{out}/bad_c1_each.txt): exit 3") in proc.stderr
 
 
+def test_each_level_quotes_every_substitution(testd, tmp_path):
+    srv = testd()
+    name = "my run;id>pwned_each"
+    out = tmp_path / "out dir"
+    proc = sweep("-d", "300ms", "-c", "1", "-n", name, "-o", out, "--each-level",
+                 "echo {name} {level} {run} > {dir}/lvl.txt", srv.url, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "lvl.txt").read_text() == f"{name} 1 1\n"
+    assert pwned(tmp_path) == []
+
+
+def test_no_text_of_a_sweep_runs_in_gnuplot(testd, tmp_path):
+    """The routes by which text reaches a sweep's charts: -n, the URL, and in
+    a diff, the .dat of someone else. gnuplot runs nothing, then or when the
+    .gp scripts are run again; they hold no double-quoted string but "\\n";
+    the charts show the text as it was."""
+    srv = testd()
+    name, url = "a" + EVIL.format("name"), srv.url + "/" + EVIL.format("url")
+    out = tmp_path / "out"
+    proc = sweep("-d", "300ms", "-c", "1,2", "-n", name, "-o", out, url, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert check_gnuplot_scripts(out) == 1
+    text = chart_text(out, name + ".gp", tmp_path / "again")
+    assert f"{name}: throughput and mean latency" in text and url in text
+    theirs = tmp_path / "theirs.dat"
+    theirs.write_text(re.sub(r"^# url: .*$", "# url: http://x/" + EVIL.format("diff"),
+                             (out / (name + ".dat")).read_text(), flags=re.M))
+    proc = sweep("diff", theirs, out / (name + ".dat"), "-o", tmp_path / "d", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert check_gnuplot_scripts(tmp_path / "d") == 1
+    text = chart_text(tmp_path / "d", f"theirs_{name}.gp", tmp_path / "again_d")
+    assert "http://x/" + EVIL.format("diff") in text
+    assert pwned(tmp_path) == []
+
+
+def test_every_field_of_a_dat_broken_in_turn(sweeps, tmp_path, monkeypatch, capsys):
+    """diff of a .dat whose every field in turn is missing, not a number, out
+    of range or a terminal's escape sequence: a diff, or one line saying what
+    is wrong; never a traceback, nor a control character on the terminal."""
+    module = load_sweep()
+    monkeypatch.setenv("GNUPLOT", str(tmp_path / "no-gnuplot"))
+    with open(sweeps["ok"].dat) as f:
+        lines = f.read().splitlines(keepends=True)
+    data = [i for i, line in enumerate(lines) if not line.startswith("#")]
+    cases = []
+    for i in data[:2]:
+        fields = lines[i].split()
+        for k in range(len(fields)):
+            for value in ("x", "inf", "nan", "-1", "0", "1e400", "1e300", "\x1b[31m", ""):
+                changed = fields[:k] + ([value] if value else []) + fields[k + 1:]
+                cases.append(lines[:i] + [" ".join(changed) + "\n"] + lines[i + 1:])
+    cases.append(lines + [lines[data[0]]])
+    for i in (n for n, line in enumerate(lines) if line.startswith("# ")):
+        cases.append(lines[:i] + [lines[i].rstrip("\n") + "\x1b]0;x\x07\x9b\n"] + lines[i + 1:])
+    failures = []
+    for n, case in enumerate(cases):
+        path = tmp_path / f"{n}.dat"
+        path.write_text("".join(case))
+        try:
+            code = module.main(["diff", str(path), sweeps["ok"].dat, "-o", str(tmp_path)])
+        except Exception as e:  # the failure this test looks for
+            failures.append(f"{case}: {type(e).__name__}: {e}")
+            continue
+        out = capsys.readouterr()
+        if code not in (0, 1) or re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", out.out + out.err) \
+                or code == 1 and not out.err.startswith("volley-sweep: "):
+            failures.append(f"{''.join(case)}: exit {code}: {out.err}")
+    assert len(cases) > 200
+    assert not failures, "\n".join(failures[:10])
+
+
+def load_sweep():
+    loader = importlib.machinery.SourceFileLoader("volley_sweep", SWEEP)
+    spec = importlib.util.spec_from_loader("volley_sweep", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
 def write_dat(path, header, rows):
     with open(path, "w") as f:
         f.write("".join(f"# {line}\n" for line in header))
@@ -500,7 +582,12 @@ def test_diff_output_into_a_closed_pipe_is_quiet(sweeps, tmp_path):
      "invalid --min-success: 'most' (expected a percentage, 0 to 100)"),
     (["--repeat", "0", "http://h/"], "invalid --repeat: '0' (must be at least 1)"),
     (["--each-level", " ", "http://h/"], "empty --each-level command"),
-    (["-n", "a/b", "http://h/"], "invalid name: 'a/b' (a file name without '/')"),
+    (["-n", "a/b", "http://h/"], "invalid name: 'a/b' (a file name without '/' or control "
+                                 "characters)"),
+    (["-n", "a\nb", "http://h/"], "invalid name: 'a\\nb' (a file name without '/' or control "
+                                  "characters)"),
+    (["http://h/a\x1bb"], "invalid URL: 'http://h/a\\x1bb' (expected http://host[:port]/path or "
+                          "https://...)"),
     (["ftp://h/"], "invalid URL: 'ftp://h/' (expected http://host[:port]/path or https://...)"),
     (["--bogus", "http://h/"], "unrecognized arguments: --bogus"),
     (["http://h/", "--", "-c", "5"],
