@@ -703,6 +703,30 @@ def pwned(top):
             if re.fullmatch(r"pwned_\w+", f)]
 
 
+def one_line_or_done(main, prog, args, cases, tmp_path, capsys):
+    """main (a helper's, run in this process) on each case (where, file name,
+    text), with args(folder, path): it ends with 0, or 1 and a first line
+    "PROG: ..." saying what is wrong (then at most its usage); never with a
+    traceback."""
+    failures = []
+    for n, (where, name, text) in enumerate(cases):
+        work = tmp_path / str(n)
+        work.mkdir()
+        (work / name).write_text(text)
+        try:
+            code = main([str(a) for a in args(work, work / name)])
+        except Exception as e:  # the failure this looks for
+            failures.append(f"{where}: {type(e).__name__}: {e}")
+            continue
+        lines = capsys.readouterr().err.splitlines()
+        if code == 1 and lines and lines[0].startswith(prog + ": ") and \
+                all(not line.startswith(prog + ": ") for line in lines[1:]):
+            continue
+        if code != 0 or any(line.startswith("Traceback") for line in lines):
+            failures.append(f"{where}: exit {code}: {lines}")
+    assert not failures, "\n".join(failures[:20])
+
+
 def gnuplot_script_problems(script):
     """Where a gnuplot script could substitute text into itself (run a
     `command`, expand an @macro) from what the helpers wrote: the only
