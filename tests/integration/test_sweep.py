@@ -124,7 +124,8 @@ def check_sweep(s):
         assert row["ok_qps"] == pytest.approx(doc["success"]["ok"] / doc["duration_us"] * 1e6,
                                               abs=0.006)
         assert math.isnan(row["server_us"])
-        assert row["flags"] in ("-", "cpu-bound")
+        # (a busy machine may make volley wait for a CPU, or be CPU-bound)
+        assert set(row["flags"].split(",")) <= {"-", "cpu-bound", "cpu-wait"}
         with open(os.path.join(s.out, f"{s.name}_c{level}.txt")) as f:
             assert f"{doc['requests']} requests in" in f.read()
         total += doc["requests"]
@@ -214,7 +215,8 @@ def test_volley_beside_the_script_and_no_gnuplot(testd, tmp_path):
                                   "but no charts\n")
     assert (f"volley-sweep: gnuplot not found: charts not drawn (install gnuplot, then draw "
             f"them with: cd {out} && gnuplot plain.gp)") in proc.stderr
-    assert sorted(os.listdir(out)) == ["plain.dat", "plain.gp", "plain_c1.json", "plain_c1.txt"]
+    assert sorted(os.listdir(out)) == ["plain.dat", "plain.gp", "plain_c1.json", "plain_c1.jsonl",
+                                       "plain_c1.txt"]
     _, rows = read_dat(os.path.join(out, "plain.dat"))
     assert [r[0] for r in rows] == [1] and rows[0][4] == 100.0
     assert srv.stats()["responses"] > 0
@@ -286,8 +288,9 @@ def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_pa
     assert [r[0] for r in rows] == [1, 2]
     # The interrupted level is kept, marked, and not counted for the peak.
     # (A level cut short on a busy machine may be marked cpu-bound as well.)
-    assert rows[0][-1] == "-" and "cut-short" in rows[1][-1].split(","), rows
-    assert re.search(r"^\s+2 .* cut-short$", out, re.M), out
+    assert set(rows[0][-1].split(",")) <= {"-", "cpu-wait"}, rows
+    assert "cut-short" in rows[1][-1].split(","), rows
+    assert re.search(r"^\s+2 .*[ ,]cut-short$", out, re.M), out
     assert "  not counted: 2 (cut-short)\n" in out
     assert "peak: " in out and " at 1 connection " in out
     with open(os.path.join(tmp_path, "cut_c2.json")) as f:
@@ -358,9 +361,9 @@ def test_a_cpu_bound_volley_is_marked(tmp_path):
     rows = dat_rows(s.dat)
     for r in rows:
         assert s.doc(r["connections"])["cpu"]["saturated"]
-        assert r["flags"] == "cpu-bound"
+        assert set(r["flags"].split(",")) - {"cpu-wait"} == {"cpu-bound"}
     out = s.proc.stdout
-    assert re.search(r"^\s+1 .*\s+cpu-bound$", out, re.M), out
+    assert re.search(r"^\s+1 .*\s+cpu-bound(,cpu-wait)?$", out, re.M), out
     assert ("warning: volley was CPU-bound at 1, 2 connections: those levels measured volley, "
             "not only the server\n") in out
     assert "volley was CPU-bound at the peak" in out
@@ -387,7 +390,7 @@ def test_repeats_give_medians_and_a_spread_and_the_server_cpu(tmp_path):
         assert r["server_us"] == pytest.approx(sum(server) / 2, abs=0.01)
     out = s.proc.stdout
     assert out.splitlines()[1].split() == ["connections", "qps", "spread", "mean_ms", "p99_ms",
-                                           "success_pct", "server_us"]
+                                           "success_pct", "server_us", "qps_core"]
     assert re.search(r"^\s+1\s+\S+\s+±\d+\.\d%\s", out, re.M), out
     check_png(os.path.join(str(tmp_path), "rep_server.png"))
     with open(os.path.join(str(tmp_path), "rep.gp")) as f:
@@ -507,21 +510,22 @@ def test_diff_checks_comparability_and_noise(tmp_path):
               "volley options: (none)"]
     a, b = os.path.join(tmp_path, "a.dat"), os.path.join(tmp_path, "b.dat")
     #   connections qps mean p99 success ok_qps qps_lo qps_hi p99_lo p99_hi server wait runs flags
-    write_dat(a, [h.format(name="a", duration="10s") for h in header], [
-        [10, 1000, 1.0, 2.0, 100, 1000, 950, 1050, 1.9, 2.1, "NaN", 5, 3, "-"],
-        [20, 2000, 1.0, 2.0, 100, 2000, 1900, 2100, 1.9, 2.1, "NaN", 5, 3, "-"]])
+    a_rows = [[10, 1000, 1.0, 2.0, 100, 1000, 950, 1050, 1.9, 2.1, "NaN", 40, 3, "-"],
+              [20, 2000, 1.0, 2.0, 100, 2000, 1900, 2100, 1.9, 2.1, "NaN", 40, 3, "-"]]
+    write_dat(a, [h.format(name="a", duration="10s") for h in header], a_rows)
     write_dat(b, [h.format(name="b", duration="5s").replace("/api", "/other")
                  for h in header], [
-        [10, 1030, 1.0, 3.0, 99.9, 1000, 1000, 1060, 2.9, 3.1, "NaN", 40, 3, "-"],
-        [20, 3000, 1.0, 2.05, 100, 3000, 2950, 3050, 2.0, 2.1, "NaN", 40, 3, "cpu-bound"]])
+        [10, 1030, 1.0, 3.0, 99.9, 1000, 1000, 1060, 2.9, 3.1, "NaN", 5, 3, "-"],
+        [20, 3000, 1.0, 2.05, 100, 3000, 2950, 3050, 2.0, 2.1, "NaN", 5, 3, "cpu-bound"]])
     proc = sweep("diff", a, b)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
+    # a, the slower, waited more for a CPU: the machine was busier then
     assert lines[:3] == [
         "warning: the sweeps differ in URL: http://127.0.0.1:8080/api (a) against "
         "http://127.0.0.1:8080/other (b)",
         "warning: the sweeps differ in duration per level: 10s (a) against 5s (b)",
-        "warning: volley's threads waited for a CPU 5% of the time in a and 40% in b: the "
+        "warning: volley's threads waited for a CPU 40% of the time in a and 5% in b: the "
         "machine was busier during one of them"]
     # Level 10: QPS within the runs' spread, p99 beyond it; level 20 the other way.
     assert re.search(r"^\s+10\s+\(\+3\.0%\)\s+\+0\.0%\s+\+50\.0%\s+-0\.10\s+±5\.0%\s+"
@@ -530,6 +534,19 @@ def test_diff_checks_comparability_and_noise(tmp_path):
                      r"±1\.7%\s+cpu-bound$", proc.stdout, re.M), proc.stdout
     assert "(...): within the spread of the runs (lowest to highest): not a change" in proc.stdout
     assert "note: levels with one run" not in proc.stdout
+    # The faster sweep waiting more for a CPU is what a faster server on the
+    # same machine makes volley do; which server's CPU --server-pid measures
+    # changes no load: neither is a warning.
+    write_dat(a, [h.format(name="a", duration="5s").replace("/api", "/other")
+                  .replace("(none)", "--server-pid api-slow") for h in header],
+              [r[:11] + [5] + r[12:] for r in a_rows])
+    with open(b) as f:
+        text = f.read().replace("volley options: (none)", "volley options: --server-pid=api-fast")
+    with open(b, "w") as f:
+        f.write(text.replace(" 5 3 ", " 40 3 "))
+    proc = sweep("diff", a, b)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stdout, proc.stdout
 
 
 def test_diff_reads_old_wrktest_data(sweeps, tmp_path):
@@ -660,7 +677,8 @@ def test_rate_sweep(testd, tmp_path):
         assert doc["options"]["rate"] == rate and doc["options"]["connections"] == 4
         assert [t["expression"] for t in doc["thresholds"]] == ["p99 < 1s", "errors < 1%"]
         assert row["qps"] == round(doc["throughput"]["requests_per_sec"], 2)
-        held = doc["rate"]["sent"] >= 0.98 * rate
+        held = doc["rate"]["sent"] >= 0.98 * rate and \
+            doc["scheduling_lag"]["percentiles"]["90"] <= 50000  # requests sent on time
         assert ("rate-short" in row["flags"]) is (not held)
         total += doc["requests"]
     rows = dat_rows(os.path.join(out, "rates.dat"))
@@ -727,9 +745,12 @@ def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
     for first, again in zip(probes, probes[1:]):
         if "(probing" in first:
             assert again[1] == first[1], proc.stdout
-    rates = [int(p[1]) for p in probes if "(probing" not in p]
+    final = [p for p in probes if "(probing" not in p]
+    rates = [int(p[1]) for p in final]
     assert rates[:2] == [200, 800] and len(rates) == len(set(rates)) <= 9, proc.stdout
-    verdicts = {int(p[1]): "passed" in p for p in probes if "(probing" not in p}
+    verdicts = {int(p[1]): "passed" in p for p in final}
+    # 800/s fails by far (three requests in four refused): it is not probed again
+    assert int(probes[2][1]) != 800, proc.stdout
     assert verdicts[200] and not verdicts[800]
     m = re.search(r"^answer: (\d+) req/s \(the highest rate that met the objectives; (\d+) "
                   r"req/s did not\)$", proc.stdout, re.M)
@@ -737,13 +758,17 @@ def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
     lo, hi = int(m.group(1)), int(m.group(2))
     assert verdicts[lo] and not verdicts[hi] and hi <= lo * 1.05
     assert abs(lo - theory) <= 0.1 * theory, proc.stdout
-    # each probe's own run, its warm-up left out, and its verdict from volley
-    for rate, passed in verdicts.items():
-        with open(os.path.join(out, f"cap_R{rate}.json")) as f:
+    # each probe's own run (no probe writes over another's), its warm-up left
+    # out, and its verdict from volley
+    assert sorted(f for f in os.listdir(out) if f.endswith(".json")) == \
+        sorted(f"cap_R{p[1]}_p{p[0]}.json" for p in probes)
+    for p in final:
+        rate, passed = int(p[1]), "passed" in p
+        with open(os.path.join(out, f"cap_R{rate}_p{p[0]}.json")) as f:
             doc = json.load(f)
         assert doc["options"]["rate"] == rate and doc["warmup"]["duration_us"] == 1000000
         if all(t["passed"] for t in doc["thresholds"]) and doc["success"]["percent"] >= 99:
-            assert passed or doc["rate"]["sent"] < 0.95 * rate
+            assert passed or doc["rate"]["sent"] < 0.98 * rate
         else:
             assert not passed
     assert [r[0] for r in read_dat(os.path.join(out, "cap.dat"))[1]] == sorted(rates)
@@ -756,8 +781,9 @@ def test_search_at_the_ends_of_its_range(testd, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "answer: none from 20 req/s up: the objectives fail at 20 req/s already" \
         in proc.stdout
+    # failing by far (half the requests answered 503), 20/s is not probed again
     failed = re.findall(r"^\s+\d+\s+\d+\s.*FAILED: .*$", proc.stdout, re.M)
-    assert len(failed) == 2 and failed[0].endswith("(probing it again)"), proc.stdout
+    assert len(failed) == 1 and "(probing" not in failed[0], proc.stdout
     srv = testd()
     proc = sweep("-d", "500ms", "-c", 2, "--search", "20:40", "--slo", "p99 < 1s", "-o",
                  tmp_path / "b", srv.url)
@@ -798,3 +824,96 @@ def test_a_malformed_slo_is_volleys_error(testd, tmp_path):
     assert proc.returncode == 1
     assert "volley: invalid threshold 'p99 < 200': a latency needs a unit" in proc.stderr
     assert "volley-sweep: volley failed at 1 connection (exit 1)" in proc.stderr
+
+
+# --------------------------------------------------------------------------
+# Answers that hold: steady state, longer probes, the side to blame
+# --------------------------------------------------------------------------
+
+QUEUE_RATE = 200
+
+
+def queue_server(nginx, tmp_path):
+    """nginx's limit_req with a queue and no refusal: requests beyond
+    QUEUE_RATE a second wait their turn (burst 100000, without nodelay), as
+    at a server whose workers are all busy; below it they are answered at
+    once. Above it, latency keeps rising for as long as the load lasts."""
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text("ok\n")
+    return nginx(http=f"limit_req_zone $binary_remote_addr zone=q:1m rate={QUEUE_RATE}r/s;",
+                 server=f"location / {{ limit_req zone=q burst=100000; root {html}; }}")
+
+
+def test_search_answer_holds_against_a_server_with_a_queue(nginx, tmp_path):
+    """A probe of 2 s a little above the capacity meets 'p99 < 1s' (the
+    queue has not grown that long yet), but its queue grows all along: it is
+    probed again for longer, and fails; so no rate past the capacity is an
+    answer. (That the answer holds for a run of 20 s is measured by hand, 10
+    times, see docs/sweep.md: whether a p99 stays under 1 s for 20 s on a
+    shared machine is no pass/fail test.)"""
+    srv = queue_server(nginx, tmp_path)
+    out = tmp_path / "out"
+    proc = sweep("-d", "2s", "-t", 1, "-c", 100, "--search", "50:800", "--slo", "p99 < 1s",
+                 "--pause", "1s", "-n", "q", "-o", out, srv.url + "/", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Past the capacity by 5%, a queue grows 10 requests a second: 1 s of
+    # waiting after 20 s. No rate above that passes; the answer, when the
+    # machine let volley hold any rate at all, is below it.
+    probes = [line.split() for line in proc.stdout.splitlines()
+              if re.match(r"\s+\d+\s+\d+\s", line)]
+    above = [p for p in probes if int(p[1]) > QUEUE_RATE * 1.05]
+    assert above and not [p for p in above if "passed" in p], proc.stdout
+    m = re.search(r"^answer: (\d+) req/s", proc.stdout, re.M)
+    assert m or "answer: none from 50 req/s up" in proc.stdout, proc.stdout
+    if m:
+        answer = int(m.group(1))
+        assert answer <= QUEUE_RATE * 1.05, proc.stdout
+        with open(out / "q.gp") as f:
+            gp = f.read()
+        assert f"set arrow 1 from {answer}, graph 0 to {answer}, graph 1" in gp
+        assert f"'answer: {answer} req/s'" in gp
+    with open(out / "q.gp") as f:
+        gp = f.read()
+    # the objective on the search's p99 chart
+    assert "1000.0 with lines" in gp and "'objective: p99 < 1s'" in gp
+
+
+def test_rate_sweep_marks_a_level_whose_latency_keeps_rising(nginx, tmp_path):
+    srv = queue_server(nginx, tmp_path)
+    out = tmp_path / "out"
+    proc = sweep("-d", "2s", "-t", 1, "-c", 400, "-R", f"100,{QUEUE_RATE * 3 // 2}", "--slo",
+                 "p99 < 10s", "-n", "r", "-o", out, srv.url + "/", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {r["connections"]: r for r in dat_rows(out / "r.dat")}
+    assert "not-steady" not in rows[100]["flags"]
+    assert "not-steady" in rows[QUEUE_RATE * 3 // 2]["flags"].split(","), proc.stdout
+    # its p99 met the objective, but the level does not count for it
+    assert rows[QUEUE_RATE * 3 // 2]["p99_ms"] < 10000
+    assert f"up to {QUEUE_RATE * 3 // 2} req/s" not in proc.stdout, proc.stdout
+    assert re.search(rf"^not steady at {QUEUE_RATE * 3 // 2} req/s: (p(50|90) rose from "
+                     r"[\d.]+ m?s to [\d.]+ m?s|the requests waiting for an answer grew by "
+                     r"\d+) across the run", proc.stdout, re.M), proc.stdout
+
+
+def test_rate_not_held_blames_volleys_connections_or_its_cpu(testd, tmp_path):
+    # 20 ms a response: 2 connections carry 100 requests/s; the server's
+    # latency is the same at 20/s and at 400/s, so volley is short of them.
+    srv = testd("--delay", 20)
+    proc = sweep("-d", "1s", "-t", 1, "-c", 2, "-R", "20,400", "-o", tmp_path / "a", srv.url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    m = re.search(r"^rate not held at 400 req/s: volley was short of connections: at ([\d.]+) "
+                  r"ms a response, 400 req/s needs about (\d+) \(-c 2\); raise -c$",
+                  proc.stdout, re.M)
+    assert m, proc.stdout
+    assert 20 <= float(m.group(1)) < 40 and 10 <= int(m.group(2)) <= 20
+    # A script that keeps volley's one thread busy: volley is short of CPU.
+    script = tmp_path / "busy.lua"
+    script.write_text("function request()\n  local x = 0\n"
+                      "  for i = 1, 3000000 do x = x + i % 7 end\n"
+                      "  return wrk.format(nil, '/' .. (x % 2))\nend\n")
+    proc = sweep("-d", "1s", "-t", 1, "-c", 20, "-R", "2000", "-o", tmp_path / "b", srv.url,
+                 "--", "-s", script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^rate not held at 2000 req/s: volley was short of CPU \(its busiest "
+                     r"thread busy \d+%", proc.stdout, re.M), proc.stdout
