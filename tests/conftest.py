@@ -5,6 +5,8 @@ SPDX-License-Identifier: MIT
 """
 import glob
 import html
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -701,6 +703,17 @@ def pwned(top):
     """The files the commands in EVIL would have written, under top."""
     return [os.path.join(d, f) for d, _, files in os.walk(top) for f in files
             if re.fullmatch(r"pwned_\w+", f)]
+
+
+def load_script(name):
+    """A Python program of scripts/ (volley-plot, volley-sweep,
+    volley-report) as a module, to call its functions in this process."""
+    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"),
+                                                  os.path.join(ROOT, "scripts", name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 def one_line_or_done(main, prog, args, cases, tmp_path, capsys):

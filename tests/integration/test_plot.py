@@ -6,8 +6,6 @@ scripts redraw from their folder; bad input is one clear line.
 SPDX-License-Identifier: MIT
 """
 import base64
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -21,19 +19,11 @@ import zlib
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from conftest import (EVIL, ROOT, chart_text, check_gnuplot_scripts, mutants, one_line_or_done,
-                      pwned, volley)
+from conftest import (EVIL, ROOT, chart_text, check_gnuplot_scripts, load_script, mutants,
+                      one_line_or_done, pwned, volley)
 from conftest import Testd as Server  # not collected as a test class
 
 PLOT = os.path.join(ROOT, "scripts", "volley-plot")
-
-
-def load_plot():
-    loader = importlib.machinery.SourceFileLoader("volley_plot", PLOT)
-    spec = importlib.util.spec_from_loader("volley_plot", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
 
 
 def plot(*args, cwd=None, memory=None):
@@ -128,7 +118,7 @@ def test_timeline_data_is_the_timeline(runs, tmp_path):
 
 def test_decoder_and_spectrum_agree_with_hdrhistogram_and_volley(runs):
     data, files = runs
-    module = load_plot()
+    module = load_script("volley-plot")
     with open(os.path.join(data, "rate.json")) as f:
         doc = json.load(f)
     encoded = doc["latency"]["hdr_histogram"]
@@ -317,7 +307,7 @@ def every_damage(tmp_path, monkeypatch, capsys, cases):
     """volley-plot on each case, gnuplot left out (so each ends saying it
     cannot run it, or what is wrong with the file)."""
     monkeypatch.setenv("GNUPLOT", str(tmp_path / "no-gnuplot"))
-    one_line_or_done(load_plot().main, "volley-plot", lambda work, path: ["-o", work, path],
+    one_line_or_done(load_script("volley-plot").main, "volley-plot", lambda work, path: ["-o", work, path],
                      cases, tmp_path, capsys)
 
 

@@ -7,8 +7,6 @@ the same as the JSON's, readable on a phone and printed; text from a file
 that is hostile HTML escaped; compare's verdicts and exit statuses.
 SPDX-License-Identifier: MIT
 """
-import importlib.machinery
-import importlib.util
 import json
 import os
 import re
@@ -19,7 +17,7 @@ import sys
 import pytest
 
 from chromium import Chromium
-from conftest import ROOT, VOLLEY, mutants, one_line_or_done, volley
+from conftest import ROOT, VOLLEY, load_script, mutants, one_line_or_done, volley
 from conftest import Testd as Server  # not collected as a test class
 from test_multi import shards
 
@@ -439,14 +437,6 @@ def test_usage_errors_are_one_line(data, tmp_path, args, message):
     assert proc.stderr.splitlines()[1].startswith("usage: volley-report ")
 
 
-def load_report():
-    loader = importlib.machinery.SourceFileLoader("volley_report", REPORT)
-    spec = importlib.util.spec_from_loader("volley_report", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 def test_every_member_of_a_result_and_a_timeline_broken_in_turn(data, tmp_path, capsys):
     """A page, or one line saying what is wrong with the file; never a
     traceback."""
@@ -467,7 +457,7 @@ def test_every_member_of_a_result_and_a_timeline_broken_in_turn(data, tmp_path, 
             cases.append((f"interval log line {i + 1}", "h.hlog",
                           "".join(hlog[:i] + [change(line)] + hlog[i + 1:])))
     assert len(cases) > 500
-    main = load_report().main
+    main = load_script("volley-report").main
     one_line_or_done(main, "volley-report", lambda work, path: ["-o", work / "r.html", path],
                      cases, tmp_path, capsys)
     (tmp_path / "compare").mkdir()

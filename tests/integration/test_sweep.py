@@ -6,8 +6,6 @@ CPU-bound volley, an interrupted level, sweeps that cannot be compared, noise
 between runs, old wrktest.sh data, charts redrawn from their own folder.
 SPDX-License-Identifier: MIT
 """
-import importlib.machinery
-import importlib.util
 import json
 import math
 import os
@@ -23,7 +21,8 @@ import time
 
 import pytest
 
-from conftest import EVIL, ROOT, VOLLEY, chart_text, check_gnuplot_scripts, pwned, sigint_default
+from conftest import (EVIL, ROOT, VOLLEY, chart_text, check_gnuplot_scripts, load_script, pwned,
+                      sigint_default)
 from conftest import Testd as Server  # not collected as a test class
 
 SWEEP = os.path.join(ROOT, "scripts", "volley-sweep")
@@ -458,7 +457,7 @@ def test_every_field_of_a_dat_broken_in_turn(sweeps, tmp_path, monkeypatch, caps
     """diff of a .dat whose every field in turn is missing, not a number, out
     of range or a terminal's escape sequence: a diff, or one line saying what
     is wrong; never a traceback, nor a control character on the terminal."""
-    module = load_sweep()
+    module = load_script("volley-sweep")
     monkeypatch.setenv("GNUPLOT", str(tmp_path / "no-gnuplot"))
     with open(sweeps["ok"].dat) as f:
         lines = f.read().splitlines(keepends=True)
@@ -488,14 +487,6 @@ def test_every_field_of_a_dat_broken_in_turn(sweeps, tmp_path, monkeypatch, caps
             failures.append(f"{''.join(case)}: exit {code}: {out.err}")
     assert len(cases) > 200
     assert not failures, "\n".join(failures[:10])
-
-
-def load_sweep():
-    loader = importlib.machinery.SourceFileLoader("volley_sweep", SWEEP)
-    spec = importlib.util.spec_from_loader("volley_sweep", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
 
 
 def write_dat(path, header, rows):
