@@ -716,16 +716,19 @@ def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
     # above 400 the excess, 2 (r - 400), less the burst, is refused within
     # the measured second, so fewer than 1% of its r requests fail while
     # 2 (r - 400) - 200 < 0.01 r: up to r = 1000 / 1.99 = 503 requests/s.
+    # But the answer is probed again for 4 s (1 + 4 s of load), which holds
+    # while 5 (r - 400) - 200 < 0.04 r: up to r = 2200 / 4.96 = 443.5; the
+    # answer is the highest rate probed that holds that long too.
     html = tmp_path / "html"
     html.mkdir()
     (html / "index.html").write_text("ok\n")
     srv = nginx(http="limit_req_zone $binary_remote_addr zone=cap:1m rate=400r/s;",
                 server=f"location / {{ limit_req zone=cap burst=200 nodelay; root {html}; }}")
-    theory = 1000 / 1.99
+    theory = 2200 / 4.96
     out = str(tmp_path / "out")
     proc = sweep("-d", "1s", "-t", 1, "-c", 20, "--search", "200:800", "--slo", "errors < 1%",
                  "--slo", "p99 < 1s", "--pause", "1s", "-n", "cap", "-o", out, srv.url + "/",
-                 "--", "--warmup", "1s", timeout=180)
+                 "--", "--warmup", "1s", timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == ("volley-sweep: searching 200 to 800 req/s, 20 connections, 1s per probe, "
@@ -738,13 +741,16 @@ def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
             assert again[1] == first[1], proc.stdout
     final = [p for p in probes if "(probing" not in p]
     rates = [int(p[1]) for p in final]
-    assert rates[:2] == [200, 800] and len(rates) == len(set(rates)) <= 9, proc.stdout
-    verdicts = {int(p[1]): "passed" in p for p in final}
+    assert rates[:2] == [200, 800], proc.stdout
+    verdicts = {int(p[1]): "passed" in p for p in final}  # a rate's last verdict
+    # each rate probed again for 4 s was the highest that had passed
+    again = re.findall(r"^volley-sweep: (\d+) req/s again for 4s", proc.stdout, re.M)
+    assert again, proc.stdout
     # 800/s fails by far (three requests in four refused): it is not probed again
     assert int(probes[2][1]) != 800, proc.stdout
     assert verdicts[200] and not verdicts[800]
-    m = re.search(r"^answer: (\d+) req/s \(the highest rate that met the objectives; (\d+) "
-                  r"req/s did not\)$", proc.stdout, re.M)
+    m = re.search(r"^answer: (\d+) req/s \(the highest rate that met the objectives, for 4s "
+                  r"too; (\d+) req/s did not\)$", proc.stdout, re.M)
     assert m, proc.stdout
     lo, hi = int(m.group(1)), int(m.group(2))
     assert verdicts[lo] and not verdicts[hi] and hi <= lo * 1.05
@@ -759,10 +765,11 @@ def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
             doc = json.load(f)
         assert doc["options"]["rate"] == rate and doc["warmup"]["duration_us"] == 1000000
         if all(t["passed"] for t in doc["thresholds"]) and doc["success"]["percent"] >= 99:
-            assert passed or doc["rate"]["sent"] < 0.98 * rate
+            # else it was not held, or not steady
+            assert passed or re.search(r"\b(rate-short|not-steady)\b", " ".join(p))
         else:
             assert not passed
-    assert [r[0] for r in read_dat(os.path.join(out, "cap.dat"))[1]] == sorted(rates)
+    assert [r[0] for r in read_dat(os.path.join(out, "cap.dat"))[1]] == sorted(set(rates))
 
 
 def test_search_at_the_ends_of_its_range(testd, tmp_path):
