@@ -269,8 +269,22 @@ static void json_record(struct timeline *t, const struct record *r)
     json_finish(&j);
 }
 
-/* The run's parameters as key=value pairs on a comment line, the URL last
- * (it may hold anything); then the header row. */
+/* A value of the comment line, percent-encoded (RFC 3986 §2.1) where it
+ * holds a byte that could end it or its CSV field: a space or a control
+ * character, a byte outside ASCII, '%', ',' and '"'. A key=value reader
+ * then splits the line at spaces, and a CSV reader sees one field. */
+static void csv_value(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p <= ' ' || *p >= 0x7f || *p == '%' || *p == ',' || *p == '"')
+            fprintf(f, "%%%02X", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
+/* The run's parameters as key=value pairs on a comment line, the URL last;
+ * then the header row. */
 static void csv_header(struct timeline *t)
 {
     const struct config *cfg = t->cfg;
@@ -291,8 +305,12 @@ static void csv_header(struct timeline *t)
     fprintf(f, " rate=");
     if (cfg->rate)
         fprintf(f, "%" PRIu64, cfg->rate);
-    fprintf(f, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=%s url=%s\n",
-            cfg->interval_us, t->origin_us, cfg->script ? cfg->script : "", cfg->url_arg);
+    fprintf(f, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=", cfg->interval_us,
+            t->origin_us);
+    csv_value(f, cfg->script ? cfg->script : "");
+    fputs(" url=", f);
+    csv_value(f, cfg->url_arg);
+    fputc('\n', f);
     fputs("interval,start_us,length_us,short,requests,requests_per_sec,bytes,"
           "status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,status_other,"
           "errors_connect,errors_read,errors_write,errors_timeout,errors_status,"

@@ -21,8 +21,8 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import (VOLLEY, check_sanitizer, parse_report, read_timeline, sigint_default,
-                      tls_front, volley, volley_signalled)
+from conftest import (VOLLEY, check_sanitizer, mutants, parse_report, read_timeline,
+                      sigint_default, tls_front, volley, volley_signalled)
 
 
 def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
@@ -272,27 +272,6 @@ def test_inputs_that_cannot_be_one_run_are_refused_with_one_line(testd, tmp_path
     one_line_error(volley("merge", os.path.join(tmp_path, "none.json")), "cannot open")
     run = volley("merge")
     assert run.returncode == 1 and "no result files to merge" in run.stderr
-
-
-def mutants(doc):
-    """doc with each of its members in turn removed or replaced by a value of
-    the wrong kind: (where, the changed document)."""
-    def paths(x, path):
-        yield path
-        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
-        for k, v in items:
-            yield from paths(v, path + [k])
-    for path in list(paths(doc, []))[1:]:
-        for value in ("remove", None, "x", -1, 2**64):
-            d = json.loads(json.dumps(doc))
-            parent = d
-            for k in path[:-1]:
-                parent = parent[k]
-            if value == "remove":
-                parent.pop(path[-1])
-            else:
-                parent[path[-1]] = value
-            yield f"{'.'.join(map(str, path))} = {value}", d
 
 
 def test_every_member_broken_in_turn_is_merged_or_refused_with_one_line(testd, tmp_path):
