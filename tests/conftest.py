@@ -349,7 +349,8 @@ def testd(tmp_path):
 # kernel's ephemeral range, where no bind to port 0 lands, and a block of
 # its own for each process of a parallel run (pytest-xdist's gw0, gw1...),
 # so two servers never race for one port between its choice and its bind.
-PORT_BASE, PORT_BLOCK = 20000, 2000
+# VOLLEY_TEST_PORT_BASE moves the blocks, for two suites run side by side.
+PORT_BASE, PORT_BLOCK = int(os.environ.get("VOLLEY_TEST_PORT_BASE", 20000)), 2000
 _next_port = [0]
 
 
