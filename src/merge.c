@@ -61,33 +61,34 @@ static bool same_value(const struct jdoc *a, const struct jdoc *b)
 static void check_same_run(const struct part *p, const struct part *first, const bool *seen)
 {
     const char *file = p->file;
-    if (strcmp(p->url, first->url) != 0)
-        merge_bad(file, "a run against %s, not %s like %s", p->url, first->url, first->file);
+    if (strcmp(p->spec.url, first->spec.url) != 0)
+        merge_bad(file, "a run against %s, not %s like %s", p->spec.url, first->spec.url,
+                  first->file);
     if (p->open_model != first->open_model)
         merge_bad(file, "%s with -R and %s without cannot be one run",
                   p->open_model ? p->file : first->file, p->open_model ? first->file : p->file);
     if (p->counted != first->counted)
         merge_bad(file, "%s with -n and %s without cannot be one run",
                   p->counted ? p->file : first->file, p->counted ? first->file : p->file);
-    if (p->http2 != first->http2)
+    if (p->spec.http2 != first->spec.http2)
         merge_bad(file, "%s over HTTP/2 and %s over HTTP/1.1 cannot be one run",
-                  p->http2 ? p->file : first->file, p->http2 ? first->file : p->file);
-    if (!p->shard.count != !first->shard.count)
+                  p->spec.http2 ? p->file : first->file, p->spec.http2 ? first->file : p->file);
+    if (!p->spec.shard.count != !first->spec.shard.count)
         merge_bad(file, "a shard and a whole run cannot be parts of one run (%s is %s)",
-                  first->file, first->shard.count ? "a shard" : "a whole run");
-    if (!p->shard.count)
+                  first->file, first->spec.shard.count ? "a shard" : "a whole run");
+    if (!p->spec.shard.count)
         return;
-    if (p->shard.count != first->shard.count)
+    if (p->spec.shard.count != first->spec.shard.count)
         merge_bad(file, "shard %" PRIu64 " of %" PRIu64 ", but %s is one of %" PRIu64,
-                  p->shard.index, p->shard.count, first->file, first->shard.count);
+                  p->spec.shard.index, p->spec.shard.count, first->file, first->spec.shard.count);
     /* threads may differ: a shard with fewer connections than -t has fewer */
     if (!same_members(first->options, p->options, "threads") ||
         !same_members(p->options, first->options, "threads"))
         merge_bad(file,
                   "options differ from those of %s: shards of one run are given the same options",
                   first->file);
-    if (seen[p->shard.index])
-        merge_bad(file, "shard %" PRIu64 " is there twice", p->shard.index);
+    if (seen[p->spec.shard.index])
+        merge_bad(file, "shard %" PRIu64 " is there twice", p->spec.shard.index);
 }
 
 static void check_results(struct inputs *in)
@@ -96,12 +97,12 @@ static void check_results(struct inputs *in)
         die("no results among the files: volley merge adds up --json results, with their "
             "timelines");
     struct part *first = &in->parts[0];
-    if (first->shard.count)
-        in->seen = xcalloc(first->shard.count, sizeof *in->seen);
+    if (first->spec.shard.count)
+        in->seen = xcalloc(first->spec.shard.count, sizeof *in->seen);
     for (size_t i = 0; i < in->nparts; i++) {
         check_same_run(&in->parts[i], first, in->seen);
         if (in->seen)
-            in->seen[in->parts[i].shard.index] = true;
+            in->seen[in->parts[i].spec.shard.index] = true;
     }
 }
 
@@ -150,8 +151,8 @@ static void check_same_timeline(const struct series *s, const struct series *fir
                                 const struct part *first_part)
 {
     char a[UNITS_BUF], b[UNITS_BUF];
-    if (strcmp(s->url, first_part->url) != 0)
-        merge_bad(s->file, "a run against %s, not %s like %s", s->url, first_part->url,
+    if (strcmp(s->url, first_part->spec.url) != 0)
+        merge_bad(s->file, "a run against %s, not %s like %s", s->url, first_part->spec.url,
                   first_part->file);
     if (s->interval_us != first->interval_us)
         merge_bad(s->file,
@@ -169,8 +170,8 @@ static struct part *result_of(const struct inputs *in, const struct series *s)
     struct timespec t = {s->start_us / 1000000, s->start_us % 1000000 * 1000};
     for (size_t i = 0; i < in->nparts; i++) {
         struct part *p = &in->parts[i];
-        if (p->start_us != s->start_us || p->shard.count != s->shard.count ||
-            p->shard.index != s->shard.index)
+        if (p->start_us != s->start_us || p->spec.shard.count != s->shard.count ||
+            p->spec.shard.index != s->shard.index)
             continue;
         if (p->series)
             merge_bad(s->file, "the timeline of its run is there already (%s)", p->series->file);
@@ -308,66 +309,41 @@ static void check_sums(const struct part *p, const struct stats *t)
             merge_bad(p->file, "counts too large to add up (past 2^64)");
 }
 
-/* The options the merged result reports: the first part's, with the
- * connections, rate and requests of all the parts; the intervals of their
- * timelines, and the files to write. */
-static void whole_config(struct config *cfg, const struct inputs *in, const struct merge_config *mc)
+/* What the merged result says was asked for: the first part's options,
+ * with the connections, rate and requests of all the parts; the intervals
+ * of their timelines, and the files to write. */
+static void whole_spec(struct run_spec *spec, const struct inputs *in,
+                       const struct merge_config *mc)
 {
-    const struct part *parts = in->parts, *first = &parts[0];
-    const struct jdoc *o = first->options, *list;
-    const char *why;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->url_arg = xstrdup(first->url);
-    if (!url_parse(cfg->url_arg, &cfg->url, &why))
-        merge_bad(first->file, "options.url: %s", why);
+    const struct part *parts = in->parts;
+    uint64_t threads = 0, connections = 0, requests = 0;
     double rate = 0;
     for (size_t i = 0; i < in->nparts; i++) {
-        add_count(&parts[i], &cfg->threads, parts[i].threads, "threads");
-        add_count(&parts[i], &cfg->connections, parts[i].connections, "connections");
-        add_count(&parts[i], &cfg->requests, parts[i].requests, "requests");
-        rate += parts[i].rate;
+        const struct shard *share = &parts[i].spec.shard;
+        add_count(&parts[i], &threads, parts[i].spec.threads, "threads");
+        add_count(&parts[i], &connections, share->connections, "connections");
+        add_count(&parts[i], &requests, share->requests, "requests");
+        rate += share->rate;
     }
-    cfg->rate = (uint64_t)llround(rate);
-    if (first->open_model && cfg->rate == 0)
-        cfg->rate = 1;
+    spec_copy(spec, &parts[0].spec);
+    spec->threads = threads;
+    spec->connections = connections;
+    spec->requests = requests;
+    spec->rate = (uint64_t)llround(rate);
+    if (parts[0].open_model && spec->rate == 0)
+        spec->rate = 1;
     /* the shares of a whole -R add up to it, but for the last bits of a double */
-    if (fabs(rate - (double)cfg->rate) < 1e-9 * rate)
-        rate = (double)cfg->rate;
-    cfg->shard =
-        (struct shard){.connections = cfg->connections, .requests = cfg->requests, .rate = rate};
-    cfg->duration_us = cfg->time_limit_us = first->time_limit_us;
-    cfg->duration_set = first->duration_set;
-    cfg->timeout_us = first->timeout_us;
-    cfg->http2 = first->http2;
-    cfg->streams = first->streams;
-    cfg->latency = mc->latency;
-    cfg->no_keepalive = jdoc_get(o, "keepalive") && jdoc_get(o, "keepalive")->type == JDOC_FALSE;
-    if (jdoc_string(jdoc_get(o, "unix_socket")))
-        cfg->unix_socket = xstrdup(jdoc_string(jdoc_get(o, "unix_socket")));
-    if (jdoc_string(jdoc_get(o, "script")))
-        cfg->script = xstrdup(jdoc_string(jdoc_get(o, "script")));
-    if ((list = jdoc_get(o, "script_args")) && list->type == JDOC_ARRAY) {
-        cfg->script_args = xcalloc(list->len + 1, sizeof *cfg->script_args);
-        for (size_t i = 0; i < list->len; i++)
-            if (jdoc_string(&list->u.items[i]))
-                cfg->script_args[cfg->nscript_args++] = xstrdup(list->u.items[i].u.text);
-    }
-    if ((list = jdoc_get(o, "headers")) && list->type == JDOC_ARRAY) {
-        cfg->headers = xcalloc(list->len + 1, sizeof *cfg->headers);
-        for (size_t i = 0; i < list->len; i++) {
-            const struct jdoc *h = &list->u.items[i];
-            if (h->type == JDOC_ARRAY && h->len == 2 && jdoc_string(&h->u.items[0]) &&
-                jdoc_string(&h->u.items[1]))
-                cfg->headers[cfg->nheaders++] =
-                    (struct header){xstrdup(h->u.items[0].u.text), xstrdup(h->u.items[1].u.text)};
-        }
-    }
+    if (fabs(rate - (double)spec->rate) < 1e-9 * rate)
+        rate = (double)spec->rate;
+    spec->shard = (struct shard){.connections = connections, .requests = requests, .rate = rate};
+    spec->latency = mc->latency;
+    spec->u_latency = false;
     /* 0: no intervals known, and the JSON's intervals are null */
-    cfg->interval_us = in->nseries ? in->series[0].interval_us : 0;
-    if (mc->timeline)
-        cfg->timeline = xstrdup(mc->timeline);
-    if (mc->hdr_log)
-        cfg->hdr_log = xstrdup(mc->hdr_log);
+    spec->interval_us = in->nseries ? in->series[0].interval_us : 0;
+    free(spec->timeline);
+    free(spec->hdr_log);
+    spec->timeline = mc->timeline ? xstrdup(mc->timeline) : NULL;
+    spec->hdr_log = mc->hdr_log ? xstrdup(mc->hdr_log) : NULL;
 }
 
 /* volley's own CPU: times add up, the busiest thread is the busiest of all.
@@ -398,16 +374,19 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
         end = p_end > end ? p_end : end;
         check_sums(p, &r->stats);
         stats_merge(&r->stats, &p->stats);
-        list[i] = (struct result_input){p->file,           p->series ? p->series->file : NULL,
-                                        p->start_us,       p->duration_us,
-                                        p->stats.requests, p->shard.count != 0,
-                                        p->shard.index};
+        list[i] = (struct result_input){p->file,
+                                        p->series ? p->series->file : NULL,
+                                        p->start_us,
+                                        p->duration_us,
+                                        p->stats.requests,
+                                        p->spec.shard.count != 0,
+                                        p->spec.shard.index};
     }
     whole_cpu(r, in);
     r->runtime_us = (uint64_t)(end - start);
     r->started = (struct timespec){start / 1000000, start % 1000000 * 1000};
     r->pipeline = in->parts[0].pipeline;
-    if (r->cfg->rate) {
+    if (r->spec->rate) {
         r->latency_uncorrected = r->stats.u_latency;
         r->scheduling_lag = r->stats.lag;
     }
@@ -581,7 +560,7 @@ static void merge_intervals(struct timeline *t, const struct inputs *in, const s
  * CPU time over the whole run. */
 static struct timeline *whole_timeline(const struct result *r, struct inputs *in)
 {
-    struct timeline *t = timeline_new(r->cfg);
+    struct timeline *t = timeline_new(r->spec, NULL, 0);
     struct server_times cpu;
     pid_t *pids;
     size_t npids;
@@ -611,14 +590,14 @@ static void describe(FILE *f, const struct inputs *in)
         first = parts[i].start_us < first ? parts[i].start_us : first;
         last = parts[i].start_us > last ? parts[i].start_us : last;
     }
-    if (parts[0].shard.count)
-        fprintf(f, "  merged %zu of %" PRIu64 " shards", n, parts[0].shard.count);
+    if (parts[0].spec.shard.count)
+        fprintf(f, "  merged %zu of %" PRIu64 " shards", n, parts[0].spec.shard.count);
     else
         fprintf(f, "  merged %zu results", n);
     fprintf(f, ", started within %s", units_time_us((long double)(last - first), spread));
-    if (parts[0].shard.count && n < parts[0].shard.count) {
+    if (parts[0].spec.shard.count && n < parts[0].spec.shard.count) {
         fputs("; missing:", f);
-        for (uint64_t i = 0; i < parts[0].shard.count; i++)
+        for (uint64_t i = 0; i < parts[0].spec.shard.count; i++)
             if (!in->seen[i])
                 fprintf(f, " %" PRIu64, i);
     }
@@ -643,6 +622,7 @@ static void free_inputs(struct inputs *in)
 {
     for (size_t i = 0; i < in->nparts; i++) {
         stats_free(&in->parts[i].stats);
+        spec_free(&in->parts[i].spec);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
     }
@@ -662,14 +642,14 @@ static void free_inputs(struct inputs *in)
 int merge_main(int argc, char **argv)
 {
     struct merge_config mc;
-    struct config cfg;
-    struct result result = {.cfg = &cfg};
+    struct run_spec spec;
+    struct result result = {.spec = &spec};
     struct inputs in = {0};
     struct output_json json;
     cli_parse_merge(argc, argv, &mc);
     read_inputs(&in, &mc);
     struct result_input *list = xcalloc(in.nparts, sizeof *list);
-    whole_config(&cfg, &in, &mc);
+    whole_spec(&spec, &in, &mc);
     whole_result(&result, &in, list);
     /* as a run's: with the JSON on stdout, the report goes to stderr */
     if (mc.json)
@@ -677,12 +657,12 @@ int merge_main(int argc, char **argv)
     struct timeline *timeline = whole_timeline(&result, &in);
     result.timeline = timeline;
 
-    report_header(stdout, &cfg);
+    report_header(stdout, &spec);
     describe(stdout, &in);
     report_text(stdout, &result);
     struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
     bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
-                                  cfg.timeout_us, NULL, verdicts);
+                                  spec.timeout_us, NULL, verdicts);
     if (mc.nthresholds) {
         threshold_print(stdout, verdicts, mc.nthresholds, NULL);
         result.verdicts = verdicts;
@@ -700,7 +680,7 @@ int merge_main(int argc, char **argv)
     timeline_free(timeline);
     free(verdicts);
     stats_free(&result.stats);
-    cli_free(&cfg);
+    spec_free(&spec);
     cli_free_merge(&mc);
     return passed ? 0 : 2;
 }

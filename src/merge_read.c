@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "units.h"
+#include "url.h"
 #include "xalloc.h"
 
 /* volley's results are a few hundred KB at most. */
@@ -232,7 +233,7 @@ static void read_http2(struct part *p)
 {
     const struct jdoc *h2 = need_object(p->file, p->doc, "http2", true), *codes;
     struct h2_stats *s = &p->stats.h2;
-    if (!h2 || !p->http2)
+    if (!h2 || !p->spec.http2)
         return;
     s->goaways = need_u64(p->file, h2, "goaway_received");
     s->refused = need_u64(p->file, h2, "refused");
@@ -300,40 +301,113 @@ static void read_start(struct part *p)
     }
 }
 
+/* An optional member of options: absent (in results of earlier versions)
+ * or null is 0. */
+static uint64_t optional_u64(const char *file, const struct jdoc *o, const char *key)
+{
+    const struct jdoc *v = jdoc_get(o, key);
+    return !v || is_null(v) ? 0 : need_u64(file, o, key);
+}
+
+/* An optional string of options: absent or null is NULL; a copy otherwise. */
+static char *optional_string(const char *file, const struct jdoc *o, const char *key)
+{
+    const struct jdoc *v = jdoc_get(o, key);
+    return !v || is_null(v) ? NULL : xstrdup(need_string(file, o, key));
+}
+
+/* The lists of options: --stages, the script's arguments, -H. Results of
+ * earlier versions may lack them. */
+static void read_option_lists(struct part *p, const struct jdoc *o)
+{
+    struct run_spec *spec = &p->spec;
+    const struct jdoc *list;
+    if ((list = jdoc_get(o, "stages")) && list->type == JDOC_ARRAY) {
+        spec->stages = xcalloc(list->len + 1, sizeof *spec->stages);
+        for (size_t i = 0; i < list->len; i++) {
+            const struct jdoc *st = &list->u.items[i];
+            spec->stages[spec->nstages++] =
+                (struct stage){need_u64(p->file, st, "duration_us"), need_u64(p->file, st, "rate")};
+        }
+        spec->stages_from = optional_u64(p->file, o, "stages_from");
+    }
+    if ((list = jdoc_get(o, "script_args")) && list->type == JDOC_ARRAY) {
+        spec->script_args = xcalloc(list->len + 1, sizeof *spec->script_args);
+        for (size_t i = 0; i < list->len; i++)
+            if (jdoc_string(&list->u.items[i]))
+                spec->script_args[spec->nscript_args++] = xstrdup(list->u.items[i].u.text);
+    }
+    if ((list = jdoc_get(o, "headers")) && list->type == JDOC_ARRAY) {
+        spec->headers = xcalloc(list->len + 1, sizeof *spec->headers);
+        for (size_t i = 0; i < list->len; i++) {
+            const struct jdoc *h = &list->u.items[i];
+            if (h->type == JDOC_ARRAY && h->len == 2 && jdoc_string(&h->u.items[0]) &&
+                jdoc_string(&h->u.items[1]))
+                spec->headers[spec->nheaders++] =
+                    (struct header){xstrdup(h->u.items[0].u.text), xstrdup(h->u.items[1].u.text)};
+        }
+    }
+}
+
+/* This part's share of the run: the shard it was, or the whole run. */
+static void read_shard(struct part *p)
+{
+    struct run_spec *spec = &p->spec;
+    struct shard *s = &spec->shard;
+    const struct jdoc *sh = need_object(p->file, p->doc, "shard", true);
+    if (!sh) {
+        *s = (struct shard){.connections = spec->connections,
+                            .requests = spec->requests,
+                            .rate = (double)spec->rate};
+        return;
+    }
+    s->index = need_u64(p->file, sh, "index");
+    s->count = need_u64(p->file, sh, "count");
+    if (s->index >= s->count)
+        merge_bad(p->file, "shard.index: %" PRIu64 " of %" PRIu64 " shards", s->index, s->count);
+    if (s->count > MERGE_MAX_SHARDS)
+        merge_bad(p->file, "shard.count: more than %d shards", MERGE_MAX_SHARDS);
+    s->connections = need_u64(p->file, sh, "connections");
+    s->rate = p->open_model ? need_number(p->file, sh, "rate") : 0;
+    s->requests = p->counted ? need_u64(p->file, sh, "requests") : 0;
+}
+
 /* What was asked for, and this part's share of it. */
 static void read_options(struct part *p)
 {
     const struct jdoc *o = p->options = need_object(p->file, p->doc, "options", false);
-    p->url = need_string(p->file, o, "url");
-    p->threads = need_u64(p->file, o, "threads");
-    p->connections = need_u64(p->file, o, "connections");
+    struct run_spec *spec = &p->spec;
+    struct url url;
+    const char *why;
+    spec->url = xstrdup(need_string(p->file, o, "url"));
+    if (!url_parse(spec->url, &url, &why))
+        merge_bad(p->file, "options.url: %s", why);
+    spec->tls = url.tls;
+    url_free(&url);
+    spec->threads = need_u64(p->file, o, "threads");
+    spec->connections = need_u64(p->file, o, "connections");
     p->open_model = !is_null(jdoc_get(o, "rate"));
     p->counted = !is_null(jdoc_get(o, "requests"));
     /* results written before HTTP/2 have no protocol: HTTP/1.1 */
     const char *protocol = jdoc_string(jdoc_get(o, "protocol"));
-    p->http2 = protocol && strcmp(protocol, "HTTP/2") == 0;
-    p->streams = jdoc_get(o, "streams") ? need_u64(p->file, o, "streams") : 1;
-    p->rate = p->open_model ? (double)need_u64(p->file, o, "rate") : 0;
-    p->requests = p->counted ? need_u64(p->file, o, "requests") : 0;
+    spec->http2 = protocol && strcmp(protocol, "HTTP/2") == 0;
+    spec->streams = jdoc_get(o, "streams") ? need_u64(p->file, o, "streams") : 1;
+    spec->rate = p->open_model ? need_u64(p->file, o, "rate") : 0;
+    spec->requests = p->counted ? need_u64(p->file, o, "requests") : 0;
     /* null: no time limit (-n without -d, or -d 0) */
     const struct jdoc *limit = jdoc_get(o, "duration_us");
-    p->time_limit_us = is_null(limit) ? 0 : need_u64(p->file, o, "duration_us");
-    p->duration_set = !p->counted || !is_null(limit);
-    p->timeout_us = need_u64(p->file, o, "timeout_us");
+    spec->duration_us = spec->time_limit_us =
+        is_null(limit) ? 0 : need_u64(p->file, o, "duration_us");
+    spec->timeout_us = need_u64(p->file, o, "timeout_us");
+    spec->ramp_up_us = optional_u64(p->file, o, "ramp_up_us");
+    spec->warmup_us = optional_u64(p->file, o, "warmup_us");
+    const struct jdoc *keepalive = jdoc_get(o, "keepalive");
+    spec->no_keepalive = keepalive && keepalive->type == JDOC_FALSE;
+    spec->unix_socket = optional_string(p->file, o, "unix_socket");
+    spec->script = optional_string(p->file, o, "script");
+    read_option_lists(p, o);
     p->pipeline = need_u64(p->file, o, "pipeline");
-    const struct jdoc *sh = need_object(p->file, p->doc, "shard", true);
-    if (!sh)
-        return;
-    p->shard.index = need_u64(p->file, sh, "index");
-    p->shard.count = need_u64(p->file, sh, "count");
-    if (p->shard.index >= p->shard.count)
-        merge_bad(p->file, "shard.index: %" PRIu64 " of %" PRIu64 " shards", p->shard.index,
-                  p->shard.count);
-    if (p->shard.count > MERGE_MAX_SHARDS)
-        merge_bad(p->file, "shard.count: more than %d shards", MERGE_MAX_SHARDS);
-    p->connections = need_u64(p->file, sh, "connections");
-    p->rate = p->open_model ? need_number(p->file, sh, "rate") : 0;
-    p->requests = p->counted ? need_u64(p->file, sh, "requests") : 0;
+    read_shard(p);
 }
 
 /* --server-pid: the processes measured and their CPU time; null without. */
@@ -401,7 +475,7 @@ static void read_run_line(struct series *s, const struct jdoc *run)
     s->origin_us = (int64_t)origin;
     s->interval_us = need_u64(file, run, "interval_us");
     /* intervals are at least 10ms; a longer one than 2^61 us is no run's */
-    if (s->interval_us < CLI_INTERVAL_MIN_US || s->interval_us > INT64_MAX / 4)
+    if (s->interval_us < SPEC_INTERVAL_MIN_US || s->interval_us > INT64_MAX / 4)
         merge_bad(file, "interval_us: %" PRIu64 " is not an interval of volley's", s->interval_us);
     const struct jdoc *rate = jdoc_get(run, "rate");
     if (!rate || (!is_null(rate) && rate->type != JDOC_NUMBER))

@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cli.h"
 #include "jdoc.h"
+#include "spec.h"
 #include "stats.h"
 
 /* One result file, as far as merging needs it. */
@@ -20,16 +20,11 @@ struct part {
     const char *file;
     struct jdoc *doc;
     const struct jdoc *options;
-    const char *url;
+    /* What it asked for (options), and in shard its share of it (the whole
+     * run's when it is not a shard: shard.count 0). */
+    struct run_spec spec;
     bool open_model, counted; /* -R, -n */
-    bool http2;               /* --http2 (options.protocol) */
-    uint64_t streams;         /* -m */
-    struct shard shard;       /* count 0 when the file is not a shard */
-    uint64_t threads, connections, requests;
-    double rate;
-    uint64_t time_limit_us; /* 0: none */
-    bool duration_set;
-    uint64_t timeout_us, pipeline;
+    uint64_t pipeline;
     int64_t start_us;
     uint64_t duration_us;
     uint64_t interval_us; /* 0: it knows no intervals (merged without timelines) */

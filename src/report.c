@@ -10,44 +10,43 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "spec.h"
 #include "timeline.h"
 #include "units.h"
 
 /* "  shard 1/4: 3 of 10 connections, 600 of 2000 requests/sec": what this
  * process runs of the whole. */
-static void report_shard(FILE *f, const struct config *cfg)
+static void report_shard(FILE *f, const struct run_spec *spec)
 {
-    const struct shard *s = &cfg->shard;
+    const struct shard *s = &spec->shard;
     fprintf(f, "  shard %" PRIu64 "/%" PRIu64 ": %" PRIu64 " of %" PRIu64 " connections", s->index,
-            s->count, s->connections, cfg->connections);
-    if (cfg->rate)
-        fprintf(f, ", %.10g of %" PRIu64 " requests/sec", s->rate, cfg->rate);
-    if (cfg->requests)
-        fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, cfg->requests);
+            s->count, s->connections, spec->connections);
+    if (spec->rate)
+        fprintf(f, ", %.10g of %" PRIu64 " requests/sec", s->rate, spec->rate);
+    if (spec->requests)
+        fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, spec->requests);
     fputc('\n', f);
 }
 
-void report_header(FILE *f, const struct config *cfg)
+void report_header(FILE *f, const struct run_spec *spec)
 {
     char d[UNITS_BUF];
     /* wrk's line, naming the protocol when it is not wrk's. */
-    const char *proto = cfg->http2 ? " over HTTP/2" : "";
-    if (cfg->requests && !cfg->time_limit_us)
-        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", cfg->requests, cfg->url_arg,
-                proto);
-    else if (!cfg->time_limit_us) /* -d 0: until Ctrl-C */
-        fprintf(f, "Running unlimited test @ %s%s\n", cfg->url_arg, proto);
+    const char *proto = spec->http2 ? " over HTTP/2" : "";
+    if (spec->requests && !spec->time_limit_us)
+        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", spec->requests, spec->url, proto);
+    else if (!spec->time_limit_us) /* -d 0: until Ctrl-C */
+        fprintf(f, "Running unlimited test @ %s%s\n", spec->url, proto);
     else
-        fprintf(f, "Running %s test @ %s%s\n", units_duration(cfg->duration_us, d), cfg->url_arg,
+        fprintf(f, "Running %s test @ %s%s\n", units_duration(spec->duration_us, d), spec->url,
                 proto);
-    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
-            cfg->shard.connections);
-    if (cfg->shard.count)
-        report_shard(f, cfg);
-    if (cfg->warmup_us)
+    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", spec->threads,
+            spec->shard.connections);
+    if (spec->shard.count)
+        report_shard(f, spec);
+    if (spec->warmup_us)
         fprintf(f, "  %s warm-up first, left out of the results\n",
-                units_duration(cfg->warmup_us, d));
+                units_duration(spec->warmup_us, d));
 }
 
 void report_cell(FILE *f, const char *s, int width)
@@ -143,14 +142,14 @@ void report_text(FILE *f, const struct result *r)
     stat_row(f, "Latency", s->latency, units_time_us);
     /* Every request has a connection of its own: its set-up, which latency
      * leaves out, is a figure of the run too (ab's "Connect"). */
-    if (r->cfg->no_keepalive)
+    if (r->spec->no_keepalive)
         stat_row(f, "Connect", s->connect, units_time_us);
     stat_row(f, "Req/Sec", s->rps, units_metric);
-    if (r->cfg->latency && r->cfg->rate)
+    if (r->spec->latency && r->spec->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
-    else if (r->cfg->latency)
+    else if (r->spec->latency)
         latency_distribution(f, s->latency);
-    if (r->cfg->u_latency) {
+    if (r->spec->u_latency) {
         fputc('\n', f);
         hdr_distribution(f,
                          "Uncorrected Latency (measured without taking delayed starts into "
@@ -176,14 +175,14 @@ void report_text(FILE *f, const struct result *r)
 /* With -R, when fewer requests went out than asked for: say so and why. */
 static void rate_shortfall(FILE *f, const struct result *r)
 {
-    const struct config *cfg = r->cfg;
+    const struct run_spec *spec = r->spec;
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
     /* a shard's own share of -R and -c */
-    double rate = cfg->shard.rate;
-    uint64_t connections = cfg->shard.connections;
-    if (!cfg->rate || seconds <= 0)
+    double rate = spec->shard.rate;
+    uint64_t connections = spec->shard.connections;
+    if (!spec->rate || seconds <= 0)
         return;
     double sent = (double)s->sent / seconds;
     if (sent >= 0.98 * rate)
@@ -228,28 +227,28 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
     double seconds = (double)r->runtime_us / 1e6;
     double cpu = r->cpu.user_s + r->cpu.system_s;
     load->cpus = r->cpu.cpus ? r->cpu.cpus : usable_cpus();
-    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
+    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->spec->threads : 0;
     load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
 }
 
 size_t report_inflight(const struct result *r)
 {
     const struct h2_stats *h2 = &r->stats.h2;
-    if (!r->cfg->http2)
+    if (!r->spec->http2)
         return r->pipeline;
-    return h2->settings && h2->streams < r->cfg->streams ? (size_t)h2->streams
-                                                         : (size_t)r->cfg->streams;
+    return h2->settings && h2->streams < r->spec->streams ? (size_t)h2->streams
+                                                          : (size_t)r->spec->streams;
 }
 
 /* HTTP/2: -m asked for more streams than the server lets a connection open. */
 static void streams_capped(FILE *f, const struct result *r)
 {
     const struct h2_stats *h2 = &r->stats.h2;
-    if (r->cfg->http2 && h2->settings && h2->streams < r->cfg->streams)
+    if (r->spec->http2 && h2->settings && h2->streams < r->spec->streams)
         fprintf(f,
                 "Note: the server allows %" PRIu64 " concurrent streams per connection: "
                 "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
-                h2->streams, r->cfg->streams, h2->streams);
+                h2->streams, r->spec->streams, h2->streams);
 }
 
 void report_warnings(FILE *f, const struct result *r)

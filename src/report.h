@@ -11,7 +11,7 @@
 
 #include "stats.h"
 
-struct config;
+struct run_spec;
 struct threshold_abort;
 struct threshold_verdict;
 struct timeline;
@@ -28,7 +28,7 @@ struct result_input {
 
 /* What a finished run measured. */
 struct result {
-    const struct config *cfg;
+    const struct run_spec *spec; /* what the run asked for */
     uint64_t runtime_us;
     struct stats stats;      /* all workers merged */
     size_t pipeline;         /* requests per batch */
@@ -73,7 +73,7 @@ struct cpu_load {
 void report_cpu_load(const struct result *r, struct cpu_load *load);
 
 /* "Running 10s test @ URL" and "  2 threads and 10 connections". */
-void report_header(FILE *f, const struct config *cfg);
+void report_header(FILE *f, const struct run_spec *spec);
 void report_text(FILE *f, const struct result *r);
 /* Requests a connection had in flight at most: the pipeline depth, or over
  * HTTP/2 the streams -m asked for, capped by the server's SETTINGS. */

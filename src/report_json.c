@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cli.h"
 #include "json.h"
+#include "spec.h"
 #include "threshold.h"
 #include "timeline.h"
 #include "units.h"
@@ -22,53 +22,53 @@ static const double percentiles[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
 
 /* --stages as given; rate is then their mean target, and stages_from the
  * rate they start from. */
-static void stages(struct json *j, const struct config *cfg)
+static void stages(struct json *j, const struct run_spec *spec)
 {
-    if (!cfg->nstages) {
+    if (!spec->nstages) {
         json_null(j, "stages");
         json_null(j, "stages_from");
         return;
     }
     json_array_begin(j, "stages");
-    for (size_t i = 0; i < cfg->nstages; i++) {
+    for (size_t i = 0; i < spec->nstages; i++) {
         json_object_begin(j, NULL);
-        json_uint(j, "duration_us", cfg->stages[i].duration_us);
-        json_uint(j, "rate", cfg->stages[i].rate);
+        json_uint(j, "duration_us", spec->stages[i].duration_us);
+        json_uint(j, "rate", spec->stages[i].rate);
         json_object_end(j);
     }
     json_array_end(j);
-    json_uint(j, "stages_from", cfg->stages_from);
+    json_uint(j, "stages_from", spec->stages_from);
 }
 
 static void options(struct json *j, const struct result *r)
 {
-    const struct config *cfg = r->cfg;
+    const struct run_spec *spec = r->spec;
     json_object_begin(j, "options");
-    json_string(j, "url", cfg->url_arg);
-    json_uint(j, "threads", cfg->threads);
-    json_uint(j, "connections", cfg->connections);
-    json_uint_or_null(j, "duration_us", cfg->time_limit_us);
-    json_uint(j, "timeout_us", cfg->timeout_us);
-    json_uint_or_null(j, "rate", cfg->rate);
-    json_uint_or_null(j, "requests", cfg->requests);
-    stages(j, cfg);
-    json_uint_or_null(j, "ramp_up_us", cfg->ramp_up_us);
-    json_uint_or_null(j, "warmup_us", cfg->warmup_us);
+    json_string(j, "url", spec->url);
+    json_uint(j, "threads", spec->threads);
+    json_uint(j, "connections", spec->connections);
+    json_uint_or_null(j, "duration_us", spec->time_limit_us);
+    json_uint(j, "timeout_us", spec->timeout_us);
+    json_uint_or_null(j, "rate", spec->rate);
+    json_uint_or_null(j, "requests", spec->requests);
+    stages(j, spec);
+    json_uint_or_null(j, "ramp_up_us", spec->ramp_up_us);
+    json_uint_or_null(j, "warmup_us", spec->warmup_us);
     json_uint(j, "pipeline", r->pipeline);
-    json_string(j, "protocol", cfg->http2 ? "HTTP/2" : "HTTP/1.1");
-    json_uint(j, "streams", cfg->streams);
-    json_bool(j, "keepalive", !cfg->no_keepalive);
-    json_string(j, "unix_socket", cfg->unix_socket);
-    json_string(j, "script", cfg->script);
+    json_string(j, "protocol", spec->http2 ? "HTTP/2" : "HTTP/1.1");
+    json_uint(j, "streams", spec->streams);
+    json_bool(j, "keepalive", !spec->no_keepalive);
+    json_string(j, "unix_socket", spec->unix_socket);
+    json_string(j, "script", spec->script);
     json_array_begin(j, "script_args");
-    for (size_t i = 0; i < cfg->nscript_args; i++)
-        json_string(j, NULL, cfg->script_args[i]);
+    for (size_t i = 0; i < spec->nscript_args; i++)
+        json_string(j, NULL, spec->script_args[i]);
     json_array_end(j);
     json_array_begin(j, "headers");
-    for (size_t i = 0; i < cfg->nheaders; i++) {
+    for (size_t i = 0; i < spec->nheaders; i++) {
         json_array_begin(j, NULL);
-        json_string(j, NULL, cfg->headers[i].name);
-        json_string(j, NULL, cfg->headers[i].value);
+        json_string(j, NULL, spec->headers[i].name);
+        json_string(j, NULL, spec->headers[i].value);
         json_array_end(j);
     }
     json_array_end(j);
@@ -85,9 +85,9 @@ static void rate_number(struct json *j, const char *key, double v)
 }
 
 /* This process's part of a sharded run; null for a whole run. */
-static void shard(struct json *j, const struct config *cfg)
+static void shard(struct json *j, const struct run_spec *spec)
 {
-    const struct shard *s = &cfg->shard;
+    const struct shard *s = &spec->shard;
     if (!s->count) {
         json_null(j, "shard");
         return;
@@ -96,11 +96,11 @@ static void shard(struct json *j, const struct config *cfg)
     json_uint(j, "index", s->index);
     json_uint(j, "count", s->count);
     json_uint(j, "connections", s->connections);
-    if (cfg->rate)
+    if (spec->rate)
         rate_number(j, "rate", s->rate);
     else
         json_null(j, "rate");
-    if (cfg->requests)
+    if (spec->requests)
         json_uint(j, "requests", s->requests);
     else
         json_null(j, "requests");
@@ -230,12 +230,12 @@ static void status_codes(struct json *j, const struct stats *s)
 
 static void rate(struct json *j, const struct result *r, double seconds)
 {
-    if (!r->cfg->rate) {
+    if (!r->spec->rate) {
         json_null(j, "rate");
         return;
     }
     json_object_begin(j, "rate");
-    rate_number(j, "target", r->cfg->shard.rate);
+    rate_number(j, "target", r->spec->shard.rate);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
     json_double(j, "sent", seconds > 0 ? (double)r->stats.sent / seconds : 0);
     json_object_end(j);
@@ -245,7 +245,7 @@ static void rate(struct json *j, const struct result *r, double seconds)
 static void tls(struct json *j, const struct result *r)
 {
     const struct stats *s = &r->stats;
-    if (!r->cfg->url.tls) {
+    if (!r->spec->tls) {
         json_null(j, "tls");
         return;
     }
@@ -263,7 +263,7 @@ static void tls(struct json *j, const struct result *r)
 static void http2(struct json *j, const struct result *r)
 {
     const struct h2_stats *h2 = &r->stats.h2;
-    if (!r->cfg->http2) {
+    if (!r->spec->http2) {
         json_null(j, "http2");
         return;
     }
@@ -309,7 +309,7 @@ static void warmup(struct json *j, const struct result *r)
         return;
     }
     json_object_begin(j, "warmup");
-    json_uint(j, "duration_us", r->cfg->warmup_us);
+    json_uint(j, "duration_us", r->spec->warmup_us);
     json_uint(j, "requests", s->requests);
     json_uint(j, "sent", s->sent);
     json_uint(j, "bytes", s->bytes);
@@ -336,7 +336,7 @@ bool report_json(FILE *f, const struct result *r)
     json_uint(&j, "start_time_us",
               (uint64_t)r->started.tv_sec * 1000000 + (uint64_t)r->started.tv_nsec / 1000);
     options(&j, r);
-    shard(&j, r->cfg);
+    shard(&j, r->spec);
     inputs(&j, r);
 
     json_uint(&j, "duration_us", r->runtime_us);

@@ -16,16 +16,16 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "clock.h"
 #include "interval.h"
 #include "json.h"
+#include "spec.h"
 #include "units.h"
 #include "version.h"
 #include "xalloc.h"
 
 struct timeline {
-    const struct config *cfg;
+    const struct run_spec *spec;
     struct intervals *intervals;
     struct ev_loop *loop;
     ev_async ready;
@@ -96,18 +96,19 @@ static bool is_csv(const char *path)
     return n >= 4 && strcasecmp(path + n - 4, ".csv") == 0;
 }
 
-struct timeline *timeline_new(const struct config *cfg)
+struct timeline *timeline_new(const struct run_spec *spec, char *const *server_pids,
+                              size_t nserver_pids)
 {
     struct timeline *t = xcalloc(1, sizeof *t);
-    t->cfg = cfg;
-    if (cfg->timeline) {
-        t->out = open_output(cfg->timeline);
-        t->csv = is_csv(cfg->timeline);
+    t->spec = spec;
+    if (spec->timeline) {
+        t->out = open_output(spec->timeline);
+        t->csv = is_csv(spec->timeline);
     }
-    if (cfg->hdr_log)
-        t->hlog = open_output(cfg->hdr_log);
-    if (cfg->nserver_pids)
-        t->server = server_cpu_open(cfg->server_pids, cfg->nserver_pids);
+    if (spec->hdr_log)
+        t->hlog = open_output(spec->hdr_log);
+    if (nserver_pids)
+        t->server = server_cpu_open(server_pids, nserver_pids);
     return t;
 }
 
@@ -162,7 +163,7 @@ static uint64_t start_time_us(const struct timeline *t)
 /* The run's parameters, as the first line of a JSON Lines timeline. */
 static void json_run(struct timeline *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct run_spec *spec = t->spec;
     char date[UNITS_BUF];
     struct json j;
     json_init_line(&j, t->out);
@@ -171,22 +172,22 @@ static void json_run(struct timeline *t)
     json_string(&j, "volley", VOLLEY_VERSION);
     json_string(&j, "start_time", units_utc_time(&t->started, date));
     json_uint(&j, "start_time_us", start_time_us(t));
-    if (cfg->shard.count) {
+    if (spec->shard.count) {
         json_object_begin(&j, "shard");
-        json_uint(&j, "index", cfg->shard.index);
-        json_uint(&j, "count", cfg->shard.count);
+        json_uint(&j, "index", spec->shard.index);
+        json_uint(&j, "count", spec->shard.count);
         json_object_end(&j);
     } else {
         json_null(&j, "shard");
     }
-    json_string(&j, "url", cfg->url_arg);
-    json_uint(&j, "threads", cfg->threads);
-    json_uint(&j, "connections", cfg->connections);
-    json_uint_or_null(&j, "duration_us", cfg->time_limit_us);
-    json_uint_or_null(&j, "requests", cfg->requests);
-    json_uint_or_null(&j, "rate", cfg->rate);
-    json_string(&j, "script", cfg->script);
-    json_uint(&j, "interval_us", cfg->interval_us);
+    json_string(&j, "url", spec->url);
+    json_uint(&j, "threads", spec->threads);
+    json_uint(&j, "connections", spec->connections);
+    json_uint_or_null(&j, "duration_us", spec->time_limit_us);
+    json_uint_or_null(&j, "requests", spec->requests);
+    json_uint_or_null(&j, "rate", spec->rate);
+    json_string(&j, "script", spec->script);
+    json_uint(&j, "interval_us", spec->interval_us);
     json_uint(&j, "intervals_start_us", (uint64_t)t->origin_us);
     json_object_end(&j);
     json_finish(&j);
@@ -228,7 +229,7 @@ static void json_record(struct timeline *t, const struct record *r)
     json_uint(&j, "interval", r->index);
     json_uint(&j, "start_us", r->start_us);
     json_uint(&j, "length_us", r->length_us);
-    json_bool(&j, "short", r->length_us < t->cfg->interval_us);
+    json_bool(&j, "short", r->length_us < t->spec->interval_us);
     json_uint(&j, "requests", s->requests);
     json_double(&j, "requests_per_sec", per_sec(s->requests, r->length_us));
     json_uint(&j, "bytes", s->bytes);
@@ -247,7 +248,7 @@ static void json_record(struct timeline *t, const struct record *r)
     json_uint(&j, "connects", s->connects);
     json_uint(&j, "reconnects", s->reconnects);
     json_latency(&j, "latency", s->latency, r->latency);
-    if (t->cfg->rate) {
+    if (t->spec->rate) {
         json_double(&j, "sent_per_sec", per_sec(s->sent, r->length_us));
         json_latency(&j, "latency_uncorrected", s->u_latency, NULL);
     } else {
@@ -263,26 +264,26 @@ static void json_record(struct timeline *t, const struct record *r)
  * (it may hold anything); then the header row. */
 static void csv_header(struct timeline *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct run_spec *spec = t->spec;
     char date[UNITS_BUF];
     FILE *f = t->out;
     fprintf(f,
             "# volley %s timeline: start_time=%s start_time_us=%" PRIu64 " shard=", VOLLEY_VERSION,
             units_utc_time(&t->started, date), start_time_us(t));
-    if (cfg->shard.count)
-        fprintf(f, "%" PRIu64 "/%" PRIu64, cfg->shard.index, cfg->shard.count);
-    fprintf(f, " threads=%" PRIu64 " connections=%" PRIu64, cfg->threads, cfg->connections);
+    if (spec->shard.count)
+        fprintf(f, "%" PRIu64 "/%" PRIu64, spec->shard.index, spec->shard.count);
+    fprintf(f, " threads=%" PRIu64 " connections=%" PRIu64, spec->threads, spec->connections);
     fprintf(f, " duration_us=");
-    if (cfg->time_limit_us)
-        fprintf(f, "%" PRIu64, cfg->time_limit_us);
+    if (spec->time_limit_us)
+        fprintf(f, "%" PRIu64, spec->time_limit_us);
     fprintf(f, " requests=");
-    if (cfg->requests)
-        fprintf(f, "%" PRIu64, cfg->requests);
+    if (spec->requests)
+        fprintf(f, "%" PRIu64, spec->requests);
     fprintf(f, " rate=");
-    if (cfg->rate)
-        fprintf(f, "%" PRIu64, cfg->rate);
+    if (spec->rate)
+        fprintf(f, "%" PRIu64, spec->rate);
     fprintf(f, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=%s url=%s\n",
-            cfg->interval_us, t->origin_us, cfg->script ? cfg->script : "", cfg->url_arg);
+            spec->interval_us, t->origin_us, spec->script ? spec->script : "", spec->url);
     fputs("interval,start_us,length_us,short,requests,requests_per_sec,bytes,"
           "status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,status_other,"
           "errors_connect,errors_read,errors_write,errors_timeout,errors_status,"
@@ -317,7 +318,7 @@ static void csv_record(struct timeline *t, const struct record *r)
     const struct errors *e = &s->errors;
     FILE *f = t->out;
     fprintf(f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 ",%.3f,%" PRIu64, r->index,
-            r->start_us, r->length_us, r->length_us < t->cfg->interval_us, s->requests,
+            r->start_us, r->length_us, r->length_us < t->spec->interval_us, s->requests,
             per_sec(s->requests, r->length_us), s->bytes);
     for (int c = 1; c <= 5; c++)
         fprintf(f, ",%" PRIu64, status_class(s, c));
@@ -326,11 +327,11 @@ static void csv_record(struct timeline *t, const struct record *r)
             e->write, e->timeout, e->status);
     fprintf(f, ",%" PRIu64 ",%" PRIu64, s->connects, s->reconnects);
     csv_latency(f, s->latency);
-    if (t->cfg->rate)
+    if (t->spec->rate)
         fprintf(f, ",%.3f", per_sec(s->sent, r->length_us));
     else
         fputc(',', f);
-    csv_latency(f, t->cfg->rate ? s->u_latency : NULL);
+    csv_latency(f, t->spec->rate ? s->u_latency : NULL);
     if (isnan(r->server_s))
         fputs(",\n", f);
     else
@@ -352,7 +353,7 @@ static void hlog_header(struct timeline *t)
     /* the intervals' starts are relative to where they count from */
     fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", (double)t->origin_us / 1e6);
     fprintf(f, "#[volley %s: latency of %s in microseconds; Interval_Max in milliseconds]\n",
-            VOLLEY_VERSION, t->cfg->url_arg);
+            VOLLEY_VERSION, t->spec->url);
     fprintf(f, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\","
                "\"Interval_Compressed_Histogram\"\n");
 }
@@ -370,7 +371,7 @@ static void remember(struct timeline *t, const struct record *r)
     const struct hist *latency = r->s->latency;
     double rate = per_sec(r->s->requests, r->length_us);
     t->count++;
-    if (r->length_us >= t->cfg->interval_us) {
+    if (r->length_us >= t->spec->interval_us) {
         t->rps.min = t->rps.n == 0 || rate < t->rps.min ? rate : t->rps.min;
         t->rps.max = t->rps.n == 0 || rate > t->rps.max ? rate : t->rps.max;
         t->rps.sum += rate;
@@ -403,11 +404,11 @@ static void write_record(struct timeline *t, struct record *r)
             csv_record(t, r);
         else
             json_record(t, r);
-        check(t, t->out, t->cfg->timeline);
+        check(t, t->out, t->spec->timeline);
     }
     if (t->hlog) {
         hlog_record(t, r);
-        check(t, t->hlog, t->cfg->hdr_log);
+        check(t, t->hlog, t->spec->hdr_log);
     }
     free(r->latency);
     remember(t, r);
@@ -417,7 +418,7 @@ static void write_record(struct timeline *t, struct record *r)
  * server's CPU time in it is what it used since the last record. */
 static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t length_us)
 {
-    struct record r = {index, index * t->cfg->interval_us, length_us, s, NAN, NULL};
+    struct record r = {index, index * t->spec->interval_us, length_us, s, NAN, NULL};
     if (t->server) {
         struct server_times now;
         server_cpu_read(t->server, &now);
@@ -434,7 +435,7 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
 void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
                   double server_s)
 {
-    struct record r = {index, index * t->cfg->interval_us, length_us, s, server_s, NULL};
+    struct record r = {index, index * t->spec->interval_us, length_us, s, server_s, NULL};
     write_record(t, &r);
 }
 
@@ -446,7 +447,7 @@ static void drain(struct timeline *t)
     struct stats *s;
     while ((s = intervals_take(t->intervals, &index))) {
         if (t->held)
-            emit(t, t->held, t->held_index, t->cfg->interval_us);
+            emit(t, t->held, t->held_index, t->spec->interval_us);
         t->held = s;
         t->held_index = index;
     }
@@ -457,9 +458,9 @@ static void on_ready(struct ev_loop *loop, ev_async *a, int revents)
     (void)loop, (void)revents;
     struct timeline *t = a->data;
     drain(t);
-    uint64_t end = (t->held_index + 1) * t->cfg->interval_us;
+    uint64_t end = (t->held_index + 1) * t->spec->interval_us;
     if (t->held && clock_us() >= t->start + end) {
-        emit(t, t->held, t->held_index, t->cfg->interval_us);
+        emit(t, t->held, t->held_index, t->spec->interval_us);
         t->held = NULL;
     }
 }
@@ -491,11 +492,11 @@ static void write_headers(struct timeline *t)
             csv_header(t);
         else
             json_run(t);
-        check(t, t->out, t->cfg->timeline);
+        check(t, t->out, t->spec->timeline);
     }
     if (t->hlog) {
         hlog_header(t);
-        check(t, t->hlog, t->cfg->hdr_log);
+        check(t, t->hlog, t->spec->hdr_log);
     }
 }
 
@@ -541,8 +542,8 @@ void timeline_check(const struct timeline *t)
 
 void timeline_close(struct timeline *t)
 {
-    close_output(t, t->out, t->cfg->timeline);
-    close_output(t, t->hlog, t->cfg->hdr_log);
+    close_output(t, t->out, t->spec->timeline);
+    close_output(t, t->hlog, t->spec->hdr_log);
     t->out = t->hlog = NULL;
 }
 
@@ -551,7 +552,7 @@ void timeline_finish(struct timeline *t, uint64_t runtime_us)
     ev_async_stop(t->loop, &t->ready);
     drain(t);
     if (t->held) {
-        uint64_t start = t->held_index * t->cfg->interval_us;
+        uint64_t start = t->held_index * t->spec->interval_us;
         emit(t, t->held, t->held_index, runtime_us > start ? runtime_us - start : 0);
         t->held = NULL;
     }
@@ -594,17 +595,17 @@ void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
 
 static void json_intervals(struct json *j, const struct timeline *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct run_spec *spec = t->spec;
     /* volley merge of results without their timelines: no intervals known */
-    if (!cfg->interval_us) {
+    if (!spec->interval_us) {
         json_null(j, "intervals");
         return;
     }
     json_object_begin(j, "intervals");
-    json_uint(j, "interval_us", cfg->interval_us);
+    json_uint(j, "interval_us", spec->interval_us);
     json_uint(j, "count", t->count);
-    json_string(j, "timeline", cfg->timeline);
-    json_string(j, "hdr_log", cfg->hdr_log);
+    json_string(j, "timeline", spec->timeline);
+    json_string(j, "hdr_log", spec->hdr_log);
     json_object_begin(j, "requests_per_sec");
     json_uint(j, "count", t->rps.n);
     if (t->rps.n) {

@@ -69,7 +69,7 @@ static void end_warmup(struct worker *w, uint64_t now)
     stats_merge(&w->warmup, &w->stats);
     stats_reset(&w->stats);
     w->warming = false;
-    w->next_cut = w->run_start + w->cfg->interval_us;
+    w->next_cut = w->run_start + w->cfg->spec.interval_us;
     w->sample_at = now;
     w->sample_requests = 0;
 }
@@ -78,13 +78,13 @@ static void end_warmup(struct worker *w, uint64_t now)
  * there the end of the run cuts the last interval. */
 static bool cut_due(const struct worker *w, uint64_t now)
 {
-    uint64_t limit = w->cfg->time_limit_us;
+    uint64_t limit = w->cfg->spec.time_limit_us;
     return now >= w->next_cut && !(limit && w->next_cut >= w->run_start + limit);
 }
 
 static void arm_cut(struct worker *w, uint64_t now)
 {
-    uint64_t limit = w->cfg->time_limit_us;
+    uint64_t limit = w->cfg->spec.time_limit_us;
     if (limit && w->next_cut >= w->run_start + limit)
         return;
     double after = w->next_cut > now ? (double)(w->next_cut - now) / 1e6 : 0;
@@ -107,7 +107,7 @@ static void on_interval(struct ev_loop *loop, ev_timer *t, int revents)
         end_warmup(w, now);
     while (!w->warming && cut_due(w, now)) {
         cut(w);
-        w->next_cut += w->cfg->interval_us;
+        w->next_cut += w->cfg->spec.interval_us;
     }
     arm_cut(w, now);
 }
@@ -129,7 +129,8 @@ static void ramp_up(struct worker *w, uint64_t start)
     for (size_t i = 0; i < w->nconns && !w->env.stopping; i++) {
         double g = (double)(w->first_conn + i);
         struct conn *c = &w->conns[i];
-        c->retry_at = start + (uint64_t)(g * (double)cfg->ramp_up_us / (double)cfg->connections);
+        c->retry_at =
+            start + (uint64_t)(g * (double)cfg->spec.ramp_up_us / (double)cfg->spec.connections);
         conn_kick(c);
     }
 }
@@ -142,12 +143,12 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
     (void)revents;
     struct worker *w = a->data;
     uint64_t start = atomic_load_explicit(&w->start_at, memory_order_acquire);
-    w->run_start = start + w->cfg->warmup_us;
-    w->warming = w->cfg->warmup_us > 0;
-    w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->interval_us;
+    w->run_start = start + w->cfg->spec.warmup_us;
+    w->warming = w->cfg->spec.warmup_us > 0;
+    w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->spec.interval_us;
     ev_now_update(loop);
     arm_cut(w, clock_us());
-    if (w->cfg->ramp_up_us)
+    if (w->cfg->spec.ramp_up_us)
         ramp_up(w, start);
     if (!w->env.pace)
         return;
@@ -179,7 +180,7 @@ static double hook_delay(void *arg)
  * pipelines by what it holds. */
 static void check_pipelining(const struct worker *w)
 {
-    if (!w->cfg->http2 && w->cfg->streams > 1)
+    if (!w->cfg->spec.http2 && w->cfg->spec.streams > 1)
         die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
             "pipelines by returning several requests at once");
 }
@@ -242,19 +243,19 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->buf = xmalloc(WORKER_BUF);
     stats_init(&w->stats);
     stats_init(&w->total);
-    if (cfg->warmup_us)
+    if (cfg->spec.warmup_us)
         stats_init(&w->warmup);
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
     w->env = (struct conn_env){
         .loop = w->loop,
-        .transport = cfg->url.tls ? &transport_tls : &transport_plain,
-        .proto = cfg->http2 ? &proto_h2 : &proto_h1,
+        .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
+        .proto = cfg->spec.http2 ? &proto_h2 : &proto_h1,
         .addr = &w->addr,
-        .tls = cfg->url.tls,
-        .streams = (size_t)cfg->streams,
-        .timeout_us = cfg->timeout_us,
-        .no_keepalive = cfg->no_keepalive,
+        .tls = cfg->spec.tls,
+        .streams = (size_t)cfg->spec.streams,
+        .timeout_us = cfg->spec.timeout_us,
+        .no_keepalive = cfg->spec.no_keepalive,
         .stats = &w->stats,
         .rbuf = w->buf,
         .rbuf_len = WORKER_BUF,
@@ -268,9 +269,9 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
-    w->first_conn = cfg->shard.first_conn;
+    w->first_conn = cfg->spec.shard.first_conn;
     for (size_t i = 0; i < index; i++)
-        w->first_conn += worker_share(cfg->shard.connections, cfg->threads, i);
+        w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
         conn_init(&w->conns[i], &w->env, i);
@@ -293,17 +294,17 @@ void worker_set_request(struct worker *w, struct request *request)
     request_free(&w->request);
     w->request = *request;
     memset(request, 0, sizeof *request);
-    if (cfg->http2) {
+    if (cfg->spec.http2) {
         /* Checked once here, so that the run never starts with a request
          * it cannot send. */
         struct h2req check = {0};
-        bool ok = h2req_build(&check, &w->request, cfg->url.tls, err, sizeof err);
+        bool ok = h2req_build(&check, &w->request, cfg->spec.tls, err, sizeof err);
         h2req_free(&check);
         if (!ok)
             die("the request cannot be sent over HTTP/2: %s", err);
-    } else if (cfg->streams > 1) {
+    } else if (cfg->spec.streams > 1) {
         /* -m over HTTP/1.1: the request pipelined that deep. */
-        request_repeat(&w->request, (size_t)cfg->streams);
+        request_repeat(&w->request, (size_t)cfg->spec.streams);
     }
     if (w->env.request == static_request)
         w->env.depth = w->request.depth;
@@ -315,14 +316,14 @@ void worker_set_budget(struct worker *w, struct budget *budget) { w->env.budget 
  * the stages, or -R to the end. */
 static void build_profile(struct profile *p, const struct config *cfg)
 {
-    double from = (double)(cfg->nstages ? cfg->stages_from : cfg->rate);
+    double from = (double)(cfg->spec.nstages ? cfg->spec.stages_from : cfg->spec.rate);
     profile_init(p, from);
-    if (cfg->warmup_us)
-        profile_add(p, (double)cfg->warmup_us, from);
-    for (size_t i = 0; i < cfg->nstages; i++)
-        profile_add(p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
-    if (!cfg->nstages)
-        profile_add(p, INFINITY, (double)cfg->rate);
+    if (cfg->spec.warmup_us)
+        profile_add(p, (double)cfg->spec.warmup_us, from);
+    for (size_t i = 0; i < cfg->spec.nstages; i++)
+        profile_add(p, (double)cfg->spec.stages[i].duration_us, (double)cfg->spec.stages[i].rate);
+    if (!cfg->spec.nstages)
+        profile_add(p, INFINITY, (double)cfg->spec.rate);
 }
 
 void worker_set_rate(struct worker *w)
@@ -330,7 +331,7 @@ void worker_set_rate(struct worker *w)
     struct pace *p = &w->pace;
     build_profile(&p->profile, w->cfg);
     p->depth = w->env.depth;
-    p->total = w->cfg->connections;
+    p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
     schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
     w->env.pace = p;
@@ -388,12 +389,12 @@ static void *run(void *arg)
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */
-    if (w->cfg->rate)
+    if (w->cfg->spec.rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     /* In the closed model each connection sends as soon as it is open (or,
      * with --ramp-up, opens in its turn once the run starts); with -R they
      * are all opened first, and the run starts once they are. */
-    for (size_t i = 0; i < w->nconns && !w->env.stopping && !w->cfg->ramp_up_us; i++)
+    for (size_t i = 0; i < w->nconns && !w->env.stopping && !w->cfg->spec.ramp_up_us; i++)
         conn_start(&w->conns[i], !w->env.pace);
     if (!w->env.stopping)
         ev_run(w->loop, 0);
