@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "stats.h"
 #include "threshold.h"
 #include "units.h"
 #include "version.h"
@@ -109,6 +110,7 @@ enum {
     OPT_THRESHOLD,
     OPT_ABORT_ON_FAIL,
     OPT_ABORT_AFTER,
+    OPT_LIST_FIELDS,
 };
 
 static const struct option long_options[] = {
@@ -147,6 +149,9 @@ static const struct option long_options[] = {
     {"threshold", required_argument, NULL, OPT_THRESHOLD},
     {"abort-on-fail", no_argument, NULL, OPT_ABORT_ON_FAIL},
     {"abort-after", required_argument, NULL, OPT_ABORT_AFTER},
+    /* Not in --help: the table of figures, for the tests of the docs and
+     * of volley merge (stats.h). */
+    {"list-fields", no_argument, NULL, OPT_LIST_FIELDS},
     {NULL, 0, NULL, 0},
 };
 
@@ -518,6 +523,9 @@ static void parse_options(int argc, char **argv, struct config *cfg)
                 usage_error("--abort-after must be at least 1 interval");
             abort_after_set = true;
             break;
+        case OPT_LIST_FIELDS:
+            stats_list_fields(stdout);
+            exit(0);
         case 'v':
             puts(version_line());
             exit(0);

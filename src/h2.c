@@ -185,7 +185,7 @@ static void answered(struct conn *c, struct h2_stream *st)
 static void refused(struct conn *c, struct h2_stream *st)
 {
     unlink_stream(session_of(c), st);
-    c->env->stats->h2.refused++;
+    c->env->stats->h2_refused++;
     conn_requests_returned(c, 1);
 }
 
@@ -281,19 +281,20 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 static void on_settings(struct conn *c)
 {
     struct h2 *s = session_of(c);
-    struct h2_stats *h2 = &c->env->stats->h2;
+    struct stats *stats = c->env->stats;
     uint32_t most =
         nghttp2_session_get_remote_settings(s->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
     s->limit = most < c->env->streams ? most : c->env->streams;
-    if (!h2->settings || s->limit < h2->streams)
-        h2->streams = s->limit;
-    h2->settings++;
+    /* the fewest any connection was allowed (UINT64_MAX before any) */
+    if (s->limit < stats->h2_streams)
+        stats->h2_streams = s->limit;
+    stats->h2_settings++;
 }
 
 static void on_goaway(struct conn *c, const nghttp2_goaway *g)
 {
     struct h2 *s = session_of(c);
-    c->env->stats->h2.goaways++;
+    c->env->stats->h2_goaways++;
     s->draining = true;
     /* nghttp2 will start no stream now: those whose HEADERS have not gone
      * out never will. Those above last_stream_id it closes with
@@ -344,7 +345,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         break;
     case NGHTTP2_RST_STREAM: {
         uint32_t code = frame->rst_stream.error_code;
-        c->env->stats->h2.resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
+        c->env->stats->h2_resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
         if ((st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
             st->reset = true;
         break;

@@ -432,10 +432,6 @@ static void gather_stats(struct run *run, const struct config *cfg, struct resul
     stats_init(&r->stats);
     for (size_t i = 0; i < run->nworkers; i++)
         stats_merge(&r->stats, &run->workers[i]->total);
-    if (cfg->spec.rate) {
-        r->latency_uncorrected = r->stats.u_latency;
-        r->scheduling_lag = r->stats.lag;
-    }
     if (!cfg->spec.warmup_us)
         return;
     stats_init(warmup);

@@ -108,41 +108,48 @@ static void check_results(struct inputs *in)
 
 /* ---- timelines with their results ---------------------------------------- */
 
-/* The intervals of a timeline add up exactly to its run's totals. */
+/* What a check of a timeline against its result found: a figure whose
+ * intervals do not add up to the total. */
+static void totals_differ(const struct series *s, const char *what, unsigned __int128 sum,
+                          uint64_t total)
+{
+    merge_bad(s->file, "its intervals hold %s%" PRIu64 " %s, but its result %s has %" PRIu64,
+              sum > UINT64_MAX ? "more than " : "", sum > UINT64_MAX ? UINT64_MAX : (uint64_t)sum,
+              what, s->part->file, total);
+}
+
+/* The intervals of a timeline add up exactly to its run's totals: every
+ * counter of the table with a timeline column, and the status classes. */
 static void check_totals(const struct series *s)
 {
-    const struct part *p = s->part;
-    const struct stats *t = &p->stats;
-    unsigned __int128 sums[15] = {0};
-    uint64_t totals[15] = {t->requests,     t->bytes,          t->connects,
-                           t->reconnects,   t->errors.connect, t->errors.read,
-                           t->errors.write, t->errors.timeout, t->errors.status};
-    static const char *const what[15] = {
-        "requests",      "bytes",         "connects",      "reconnects",    "connect errors",
-        "read errors",   "write errors",  "timeouts",      "status errors", "1xx responses",
-        "2xx responses", "3xx responses", "4xx responses", "5xx responses", "other responses"};
-    totals[14] = t->requests;
+    static const char *const classes[6] = {"1xx responses", "2xx responses", "3xx responses",
+                                           "4xx responses", "5xx responses", "other responses"};
+    const struct stats *t = &s->part->stats;
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        if (!c->column || ((c->flags & STATS_OPEN) && !s->open_model))
+            continue;
+        unsigned __int128 sum = 0;
+        for (size_t k = 0; k < s->n; k++)
+            sum += s->slices[k].counts[i];
+        /* a rate in the records: the counts are the rates times the lengths, rounded */
+        if (!(c->flags & STATS_PER_SEC) && sum != stats_counter_get(t, c))
+            totals_differ(s, c->what, sum, stats_counter_get(t, c));
+    }
+    uint64_t totals[6] = {0};
+    totals[5] = t->requests;
     for (int c = 0; c < 5; c++) {
         for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
-            totals[9 + c] += t->status[code];
-        totals[14] -= totals[9 + c];
+            totals[c] += t->status[code];
+        totals[5] -= totals[c];
     }
-    for (size_t k = 0; k < s->n; k++) {
-        const struct slice *sl = &s->slices[k];
-        const uint64_t v[15] = {sl->requests,     sl->bytes,          sl->connects,
-                                sl->reconnects,   sl->errors.connect, sl->errors.read,
-                                sl->errors.write, sl->errors.timeout, sl->errors.status,
-                                sl->status[0],    sl->status[1],      sl->status[2],
-                                sl->status[3],    sl->status[4],      sl->status[5]};
-        for (int i = 0; i < 15; i++)
-            sums[i] += v[i];
+    for (int c = 0; c < 6; c++) {
+        unsigned __int128 sum = 0;
+        for (size_t k = 0; k < s->n; k++)
+            sum += s->slices[k].status[c];
+        if (sum != totals[c])
+            totals_differ(s, classes[c], sum, totals[c]);
     }
-    for (int i = 0; i < 15; i++)
-        if (sums[i] != totals[i])
-            merge_bad(
-                s->file, "its intervals hold %s%" PRIu64 " %s, but its result %s has %" PRIu64,
-                sums[i] > UINT64_MAX ? "more than " : "",
-                sums[i] > UINT64_MAX ? UINT64_MAX : (uint64_t)sums[i], what[i], p->file, totals[i]);
 }
 
 /* Timelines of one run hit the same URL as the results, and have intervals
@@ -276,39 +283,6 @@ static void add_count(const struct part *p, uint64_t *total, uint64_t v, const c
     *total += v;
 }
 
-/* stats_merge adds without checks: counts near 2^64 in a hostile file must
- * not wrap round into small ones. Status codes and causes are bounded by
- * the requests and errors they add up to. */
-static void check_sums(const struct part *p, const struct stats *t)
-{
-    const struct stats *s = &p->stats;
-    const struct errors *te = &t->errors, *se = &s->errors;
-    const uint64_t sums[][2] = {
-        {t->requests, s->requests},
-        {t->bytes, s->bytes},
-        {t->sent, s->sent},
-        {t->connects, s->connects},
-        {t->reconnects, s->reconnects},
-        {t->handshakes, s->handshakes},
-        {t->handshake_us, s->handshake_us},
-        {te->connect + te->read + te->write + te->timeout,
-         se->connect + se->read + se->write + se->timeout},
-        {te->status, se->status},
-        {hist_count(t->rps), hist_count(s->rps)},
-        {hist_count(t->u_latency), hist_count(s->u_latency)},
-        {hist_count(t->lag), hist_count(s->lag)},
-        {hist_count(t->connect), hist_count(s->connect)},
-        {t->h2.goaways, s->h2.goaways},
-        {t->h2.refused, s->h2.refused},
-    };
-    for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
-        if (sums[i][0] + sums[i][1] < sums[i][0])
-            merge_bad(p->file, "counts too large to add up (past 2^64)");
-    for (int code = 0; code < STATS_H2_CODES; code++)
-        if (t->h2.resets[code] + s->h2.resets[code] < t->h2.resets[code])
-            merge_bad(p->file, "counts too large to add up (past 2^64)");
-}
-
 /* What the merged result says was asked for: the first part's options,
  * with the connections, rate and requests of all the parts; the intervals
  * of their timelines, and the files to write. */
@@ -372,8 +346,12 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
         int64_t p_end = p->start_us + (int64_t)p->duration_us;
         start = p->start_us < start ? p->start_us : start;
         end = p_end > end ? p_end : end;
-        check_sums(p, &r->stats);
+        /* stats_merge adds without checks: counts near 2^64 in a hostile
+         * file must not wrap round into small ones */
+        if (stats_merge_overflows(&r->stats, &p->stats))
+            merge_bad(p->file, "counts too large to add up (past 2^64)");
         stats_merge(&r->stats, &p->stats);
+        r->missing |= stats_dists_measured(p->open_model) & ~p->measured;
         list[i] = (struct result_input){p->file,
                                         p->series ? p->series->file : NULL,
                                         p->start_us,
@@ -386,10 +364,11 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
     r->runtime_us = (uint64_t)(end - start);
     r->started = (struct timespec){start / 1000000, start % 1000000 * 1000};
     r->pipeline = in->parts[0].pipeline;
-    if (r->spec->rate) {
-        r->latency_uncorrected = r->stats.u_latency;
-        r->scheduling_lag = r->stats.lag;
-    }
+    /* a distribution some part lacks (a result of an earlier version) is
+     * not the whole's: none rather than a part of it */
+    for (size_t i = 0; i < stats_ndists; i++)
+        if (r->missing & (1u << i))
+            hist_reset(stats_dist_get(&r->stats, &stats_dists[i]));
     r->inputs = list;
     r->ninputs = in->nparts;
 }
@@ -480,34 +459,32 @@ static bool whole_server(struct inputs *in, struct server_times *cpu, pid_t **pi
 /* ---- the intervals ----------------------------------------------------------- */
 
 static void add_latency(struct hist *dst, const struct series *s, size_t k,
-                        const struct slice_latency *l)
+                        const struct stats_dist *d, const struct slice_latency *l)
 {
     /* read once already: this cannot fail, but says where if it did */
     char *where = xasprintf("%s: line %zu", s->file, k + 2);
-    struct hist *h = merge_read_latency(where, l);
+    struct hist *h = merge_read_latency(where, d, l);
     hist_merge(dst, h);
     hist_free(h);
     free(where);
 }
 
-/* Adds interval k of the series into the merged interval's statistics. A
- * record has the status classes: each class counts at its first code,
- * which is all the timeline's writer adds up. */
+/* Adds interval k of the series into the merged interval's statistics:
+ * the counters and distributions a record has. A record has the status
+ * classes: each class counts at its first code, which is all the
+ * timeline's writer adds up. */
 static void add_slice(struct stats *acc, const struct series *s, size_t k)
 {
     const struct slice *sl = &s->slices[k];
-    acc->requests += sl->requests;
-    acc->sent += sl->sent;
-    acc->bytes += sl->bytes;
-    acc->connects += sl->connects;
-    acc->reconnects += sl->reconnects;
-    errors_add(&acc->errors, &sl->errors);
+    for (size_t i = 0; i < stats_ncounters; i++)
+        if (stats_counters[i].column)
+            *stats_counter_at(acc, &stats_counters[i]) += sl->counts[i];
     for (int c = 0; c < 5; c++)
         acc->status[100 * (c + 1)] += sl->status[c];
     acc->status[0] += sl->status[5];
-    add_latency(acc->latency, s, k, &sl->latency);
-    if (s->open_model)
-        add_latency(acc->u_latency, s, k, &sl->uncorrected);
+    for (size_t i = 0; i < stats_ndists; i++)
+        if (s->measured & (1u << i))
+            add_latency(stats_dist_get(acc, &stats_dists[i]), s, k, &stats_dists[i], &sl->dists[i]);
 }
 
 /* Merged interval j: every part's interval placed there, added up. It is
@@ -569,6 +546,10 @@ static struct timeline *whole_timeline(const struct result *r, struct inputs *in
         timeline_set_server(t, pids, npids, &cpu);
     free(pids);
     if (in->nseries) {
+        uint32_t measured = UINT32_MAX;
+        for (size_t i = 0; i < in->nseries; i++)
+            measured &= in->series[i].measured;
+        timeline_set_measured(t, measured);
         timeline_start_merged(t, &r->started, in->origin_us);
         merge_intervals(t, in, r, server);
         timeline_close(t);
@@ -627,10 +608,9 @@ static void free_inputs(struct inputs *in)
         free(in->parts[i].server.pids);
     }
     for (size_t i = 0; i < in->nseries; i++) {
-        for (size_t k = 0; k < in->series[i].n; k++) {
-            free(in->series[i].slices[k].latency.hdr);
-            free(in->series[i].slices[k].uncorrected.hdr);
-        }
+        for (size_t k = 0; k < in->series[i].n; k++)
+            for (size_t d = 0; d < stats_ndists; d++)
+                free(in->series[i].slices[k].dists[d].hdr);
         free(in->series[i].slices);
         free(in->series[i].url);
     }

@@ -146,24 +146,28 @@ static void distribution(struct part *p, const char *name, struct hist *dst)
         merge_bad(p->file, "%s: min, max, mean and stdev do not fit its histogram", name);
 }
 
+/* Every distribution of the table: those of -R only in a part with -R
+ * (null, or an object, otherwise), and those results of earlier versions
+ * lack (STATS_OPTIONAL) only when the part has them; p->measured says
+ * which it has. */
 static void read_distributions(struct part *p)
 {
-    const struct jdoc *doc = p->doc;
     struct stats *s = &p->stats;
-    distribution(p, "latency", s->latency);
-    distribution(p, "requests_per_sec", s->rps);
-    distribution(p, "connect_time", s->connect);
-    if (p->open_model) {
-        distribution(p, "latency_uncorrected", s->u_latency);
-        distribution(p, "scheduling_lag", s->lag);
-    } else {
-        /* the closed model has none: null, or an object */
-        need_object(p->file, doc, "latency_uncorrected", true);
-        need_object(p->file, doc, "scheduling_lag", true);
+    for (size_t i = 0; i < stats_ndists; i++) {
+        const struct stats_dist *d = &stats_dists[i];
+        if ((d->flags & STATS_OPEN) && !p->open_model) {
+            need_object(p->file, p->doc, d->key, true);
+            continue;
+        }
+        if ((d->flags & STATS_OPTIONAL) && !jdoc_get(p->doc, d->key))
+            continue;
+        distribution(p, d->key, stats_dist_get(s, d));
+        p->measured |= 1u << i;
+        uint64_t count = hist_count(stats_dist_get(s, d));
+        if ((d->flags & STATS_PER_RESPONSE) && count != s->requests)
+            merge_bad(p->file, "%s.count is %" PRIu64 ", not requests (%" PRIu64 ")", d->key, count,
+                      s->requests);
     }
-    if (hist_count(s->latency) != s->requests)
-        merge_bad(p->file, "latency.count is %" PRIu64 ", not requests (%" PRIu64 ")",
-                  hist_count(s->latency), s->requests);
 }
 
 /* "200": 12 ... and "other": n; they add up to requests. */
@@ -190,17 +194,11 @@ static void read_status_codes(struct part *p)
                   total, p->stats.requests);
 }
 
-/* The error classes, and their causes, which add up to them. */
+/* The causes of the errors, which add up to the socket error classes. */
 static void read_errors(struct part *p)
 {
-    struct errors *e = &p->stats.errors;
-    const struct jdoc *errors = need_object(p->file, p->doc, "errors", false);
+    const struct errors *e = &p->stats.errors;
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
-    e->connect = need_u64(p->file, errors, "connect");
-    e->read = need_u64(p->file, errors, "read");
-    e->write = need_u64(p->file, errors, "write");
-    e->timeout = need_u64(p->file, errors, "timeout");
-    e->status = need_u64(p->file, errors, "status");
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
         p->stats.causes[c] = need_u64(p->file, causes, stats_cause_name(c));
@@ -228,61 +226,83 @@ static void read_cpu(struct part *p)
         p->cpu.wait_s = need_number(p->file, cpu, "run_queue_wait_s");
 }
 
-/* What an HTTP/2 run saw of the protocol: null or absent for HTTP/1.1. */
-static void read_http2(struct part *p)
+/* The RST_STREAM frames an HTTP/2 run received, by error code name. */
+static void read_resets(struct part *p, const struct jdoc *h2)
 {
-    const struct jdoc *h2 = need_object(p->file, p->doc, "http2", true), *codes;
-    struct h2_stats *s = &p->stats.h2;
-    if (!h2 || !p->spec.http2)
-        return;
-    s->goaways = need_u64(p->file, h2, "goaway_received");
-    s->refused = need_u64(p->file, h2, "refused");
-    if (!is_null(jdoc_get(h2, "streams"))) {
-        s->streams = need_u64(p->file, h2, "streams");
-        s->settings = 1;
-    }
-    codes = need_object(p->file, h2, "rst_stream_received", false);
+    const struct jdoc *codes = need_object(p->file, h2, "rst_stream_received", false);
     for (size_t i = 0; i < codes->len; i++) {
         const struct jdoc_member *m = &codes->u.members[i];
         unsigned code = 0;
         while (code < STATS_H2_CODES && strcmp(stats_h2_code_name(code), m->key) != 0)
             code++;
-        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &s->resets[code]))
+        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &p->stats.h2_resets[code]))
             merge_bad(p->file, "http2.rst_stream_received.%s: not an error code's count", m->key);
+    }
+}
+
+/* A place's object: required for the errors, null or an object for tls
+ * and http2, for rate an object exactly with -R; NULL when it is null
+ * (the counters there are then 0), the document for the top level. */
+static const struct jdoc *place_of(struct part *p, enum stats_place place)
+{
+    const char *name = stats_place_object(place);
+    if (!name)
+        return p->doc;
+    if (place == STATS_AT_RATE)
+        return need_object(p->file, p->doc, name, !p->open_model);
+    return need_object(p->file, p->doc, name, place != STATS_AT_ERRORS);
+}
+
+/* Counter c of the table, at in (its place's object) and written as the
+ * table says: a rate over the run (the count is that times its length),
+ * a mean per the place's first counter (per), or a minimum (null: none). */
+static uint64_t read_counter(struct part *p, const struct stats_counter *c, const struct jdoc *in,
+                             uint64_t per)
+{
+    char path[80];
+    const char *object = stats_place_object(c->place);
+    snprintf(path, sizeof path, "%s%s%s", object ? object : "", object ? "." : "", c->key);
+    if (c->flags & STATS_PER_SEC)
+        return count_of(p->file, path,
+                        need_number(p->file, p->doc, path) * (double)p->duration_us / 1e6);
+    if (c->flags & STATS_MEAN)
+        return per ? count_of(p->file, path, need_number(p->file, p->doc, path) * (double)per) : 0;
+    if (c->rule == STATS_MIN && is_null(jdoc_get(in, c->key)))
+        return UINT64_MAX;
+    return need_u64(p->file, p->doc, path);
+}
+
+/* The counters of the table, place by place. */
+static void read_counters(struct part *p)
+{
+    for (enum stats_place place = STATS_AT_TOTALS; place < STATS_AT_NONE; place++) {
+        const struct jdoc *in = place_of(p, place);
+        const struct stats_counter *first = NULL;
+        for (size_t i = 0; in && i < stats_ncounters; i++) {
+            const struct stats_counter *c = &stats_counters[i];
+            if (c->place != place)
+                continue;
+            uint64_t per = first ? stats_counter_get(&p->stats, first) : 0;
+            *stats_counter_at(&p->stats, c) = read_counter(p, c, in, per);
+            if (!first)
+                first = c;
+        }
+        if (in && place == STATS_AT_HTTP2)
+            read_resets(p, in);
     }
 }
 
 /* Counters, and what the text report needs that no counter holds. */
 static void read_totals(struct part *p)
 {
-    const struct jdoc *doc = p->doc;
-    struct stats *s = &p->stats;
-    s->requests = need_u64(p->file, doc, "requests");
-    s->bytes = need_u64(p->file, doc, "bytes");
-    s->connects = need_u64(p->file, doc, "connects");
-    s->reopened = need_u64(p->file, doc, "reopened");
-    s->reconnects = need_u64(p->file, doc, "reconnects");
+    const struct stats *s = &p->stats;
+    p->duration_us = need_u64(p->file, p->doc, "duration_us");
+    read_counters(p);
     if (s->reopened > s->connects)
         merge_bad(p->file, "reopened: %" PRIu64 " of %" PRIu64 " connects", s->reopened,
                   s->connects);
-    p->duration_us = need_u64(p->file, doc, "duration_us");
     if (!p->duration_us && (s->requests || s->bytes))
         merge_bad(p->file, "duration_us: 0 for %" PRIu64 " responses", s->requests);
-    const struct jdoc *tls = need_object(p->file, doc, "tls", true);
-    if (tls) {
-        s->handshakes = need_u64(p->file, tls, "handshakes");
-        s->resumed = need_u64(p->file, tls, "resumed");
-        if (s->handshakes)
-            s->handshake_us =
-                count_of(p->file, "tls.handshake_mean_us",
-                         need_number(p->file, tls, "handshake_mean_us") * (double)s->handshakes);
-    }
-    read_http2(p);
-    /* sent is written as a rate over the run; the count is that times its length */
-    const struct jdoc *rate = need_object(p->file, doc, "rate", !p->open_model);
-    if (rate)
-        s->sent = count_of(p->file, "rate.sent",
-                           need_number(p->file, rate, "sent") * (double)p->duration_us / 1e6);
     read_cpu(p);
 }
 
@@ -491,7 +511,7 @@ static void read_run_line(struct series *s, const struct jdoc *run)
     }
 }
 
-/* An interval's latency (latency or latency_uncorrected, where names it). */
+/* An interval's distribution (latency, latency_uncorrected: where names it). */
 static void read_slice_latency(const char *where, const struct jdoc *v, struct slice_latency *l)
 {
     l->count = need_u64(where, v, "count");
@@ -505,7 +525,8 @@ static void read_slice_latency(const char *where, const struct jdoc *v, struct s
 /* The histogram of an interval's latency with the exact mean and maximum
  * its record gives beside it (it has no minimum or deviation, and the
  * merged record writes neither). */
-struct hist *merge_read_latency(const char *where, const struct slice_latency *l)
+struct hist *merge_read_latency(const char *where, const struct stats_dist *d,
+                                const struct slice_latency *l)
 {
     const char *why;
     struct hist *h = hist_decode(l->hdr, &why);
@@ -513,14 +534,14 @@ struct hist *merge_read_latency(const char *where, const struct slice_latency *l
         merge_bad(where, "hdr_histogram: %s", why);
     uint64_t highest = hist_highest(h), count = hist_count(h);
     /* freed before saying why: exit 1 leaves nothing behind */
-    if (highest != STATS_LATENCY_MAX || count != l->count ||
+    if (highest != d->highest || count != l->count ||
         (count && !hist_set_summary(h, hist_min(h), l->max, l->mean, 0))) {
         hist_free(h);
-        if (highest != STATS_LATENCY_MAX)
+        if (highest != d->highest)
             merge_bad(where,
-                      "hdr_histogram: tracks values up to %" PRIu64 ", not up to %llu as volley "
-                      "does",
-                      highest, STATS_LATENCY_MAX);
+                      "hdr_histogram: tracks values up to %" PRIu64 ", not up to %" PRIu64
+                      " as volley does",
+                      highest, d->highest);
         if (count != l->count)
             merge_bad(where, "hdr_histogram: holds %" PRIu64 " samples, but count says %" PRIu64,
                       count, l->count);
@@ -529,34 +550,62 @@ struct hist *merge_read_latency(const char *where, const struct slice_latency *l
     return h;
 }
 
-static void check_slice_latency(const char *where, const struct jdoc *record, const char *name,
-                                struct slice_latency *l)
+static void check_slice_latency(const char *where, const struct jdoc *record,
+                                const struct stats_dist *d, struct slice_latency *l)
 {
-    char *at_name = xasprintf("%s: %s", where, name);
-    read_slice_latency(at_name, need_object(where, record, name, false), l);
-    hist_free(merge_read_latency(at_name, l));
+    char *at_name = xasprintf("%s: %s", where, d->column);
+    read_slice_latency(at_name, need_object(where, record, d->column, false), l);
+    hist_free(merge_read_latency(at_name, d, l));
     free(at_name);
 }
 
-static void read_slice_counts(const char *where, const struct jdoc *record, struct slice *sl)
+/* The counters of the table with a timeline column (the error classes in
+ * the errors object), and the status classes, which add up to requests. */
+static void read_slice_counts(struct series *s, const char *where, const struct jdoc *record,
+                              struct slice *sl)
 {
     static const char *const classes[6] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
-    sl->requests = need_u64(where, record, "requests");
-    sl->bytes = need_u64(where, record, "bytes");
-    sl->connects = need_u64(where, record, "connects");
-    sl->reconnects = need_u64(where, record, "reconnects");
+    const struct jdoc *errors = need_object(where, record, "errors", false);
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        const struct jdoc *in = c->place == STATS_AT_ERRORS ? errors : record;
+        if (!c->column || ((c->flags & STATS_OPEN) && !s->open_model))
+            continue;
+        if (c->flags & STATS_PER_SEC)
+            sl->counts[i] = count_of(
+                where, c->column, need_number(where, in, c->column) * (double)sl->length_us / 1e6);
+        else
+            sl->counts[i] = need_u64(where, in, c->column);
+    }
     const struct jdoc *status = need_object(where, record, "status", false);
+    uint64_t requests = sl->counts[STATS_COUNTER_requests];
     unsigned __int128 responses = 0;
     for (int c = 0; c < 6; c++)
         responses += sl->status[c] = need_u64(where, status, classes[c]);
-    if (responses != sl->requests)
-        merge_bad(where, "status classes do not add up to requests (%" PRIu64 ")", sl->requests);
-    const struct jdoc *errors = need_object(where, record, "errors", false);
-    sl->errors.connect = need_u64(where, errors, "connect");
-    sl->errors.read = need_u64(where, errors, "read");
-    sl->errors.write = need_u64(where, errors, "write");
-    sl->errors.timeout = need_u64(where, errors, "timeout");
-    sl->errors.status = need_u64(where, errors, "status");
+    if (responses != requests)
+        merge_bad(where, "status classes do not add up to requests (%" PRIu64 ")", requests);
+}
+
+/* The distributions of the table with a timeline column that the series
+ * has: those of -R with it; from its first record on, those results of
+ * earlier versions lack (STATS_OPTIONAL) when that record has them. */
+static void read_slice_dists(struct series *s, const char *where, const struct jdoc *record,
+                             struct slice *sl)
+{
+    for (size_t i = 0; i < stats_ndists; i++) {
+        const struct stats_dist *d = &stats_dists[i];
+        if (!d->column || ((d->flags & STATS_OPEN) && !s->open_model))
+            continue;
+        if (s->n == 0 && (!(d->flags & STATS_OPTIONAL) || jdoc_get(record, d->column)))
+            s->measured |= 1u << i;
+        if (!(s->measured & (1u << i)))
+            continue;
+        check_slice_latency(where, record, d, &sl->dists[i]);
+        if ((d->flags & STATS_PER_RESPONSE) &&
+            sl->dists[i].count != sl->counts[STATS_COUNTER_requests])
+            merge_bad(where, "%s.count is %" PRIu64 ", not requests (%" PRIu64 ")", d->column,
+                      sl->dists[i].count, sl->counts[STATS_COUNTER_requests]);
+    }
 }
 
 /* Interval index of the series, the record on its line. */
@@ -577,17 +626,8 @@ static void read_slice(struct series *s, const char *where, const struct jdoc *r
         merge_bad(where, "start_us or length_us out of range");
     if (start != index * s->interval_us)
         merge_bad(where, "start_us: not the start of interval %" PRIu64, index);
-    read_slice_counts(where, record, sl);
-    check_slice_latency(where, record, "latency", &sl->latency);
-    if (sl->latency.count != sl->requests)
-        merge_bad(where, "latency.count is %" PRIu64 ", not requests (%" PRIu64 ")",
-                  sl->latency.count, sl->requests);
-    if (s->open_model) {
-        check_slice_latency(where, record, "latency_uncorrected", &sl->uncorrected);
-        sl->sent =
-            count_of(where, "sent_per_sec",
-                     need_number(where, record, "sent_per_sec") * (double)sl->length_us / 1e6);
-    }
+    read_slice_counts(s, where, record, sl);
+    read_slice_dists(s, where, record, sl);
     const struct jdoc *server = jdoc_get(record, "server_cpu_s");
     sl->server_s = NAN;
     if (!server || (!is_null(server) && (!jdoc_double(server, &sl->server_s) || sl->server_s < 0)))

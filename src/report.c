@@ -233,22 +233,21 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
 
 size_t report_inflight(const struct result *r)
 {
-    const struct h2_stats *h2 = &r->stats.h2;
+    uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
     if (!r->spec->http2)
         return r->pipeline;
-    return h2->settings && h2->streams < r->spec->streams ? (size_t)h2->streams
-                                                          : (size_t)r->spec->streams;
+    return (size_t)(allowed < r->spec->streams ? allowed : r->spec->streams);
 }
 
 /* HTTP/2: -m asked for more streams than the server lets a connection open. */
 static void streams_capped(FILE *f, const struct result *r)
 {
-    const struct h2_stats *h2 = &r->stats.h2;
-    if (r->spec->http2 && h2->settings && h2->streams < r->spec->streams)
+    uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
+    if (r->spec->http2 && allowed < r->spec->streams)
         fprintf(f,
                 "Note: the server allows %" PRIu64 " concurrent streams per connection: "
                 "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
-                h2->streams, r->spec->streams, h2->streams);
+                allowed, r->spec->streams, allowed);
 }
 
 void report_warnings(FILE *f, const struct result *r)

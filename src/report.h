@@ -40,9 +40,10 @@ struct result {
         double busiest;          /* highest share of its run a worker thread was busy */
         long cpus;               /* CPUs the run had; 0: those this process may use */
     } cpu;
-    /* With -R: latency from the actual send, and how late requests were sent
-     * after their intended time; NULL in the closed model. */
-    const struct hist *latency_uncorrected, *scheduling_lag;
+    /* volley merge: the distributions some part lacks (bit i for
+     * stats_dists[i]; a result of an earlier version), which the whole has
+     * none of. A run measures every one, those of -R only with it. */
+    uint32_t missing;
     const struct timeline *timeline; /* intervals and server CPU, or NULL */
     /* --warmup: what it recorded, left out of everything above; or NULL */
     const struct stats *warmup;

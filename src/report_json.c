@@ -154,30 +154,66 @@ static void moments(struct json *j, const struct hist *h)
     json_double(j, "within_stdev", hist_within_stdev(h, mean, stdev));
 }
 
-/* A latency distribution: moments, HdrHistogram's percentiles (the values
- * any HdrHistogram library finds in hdr_histogram) and the histogram. */
-static void distribution(struct json *j, const char *key, const struct hist *h)
+/* A distribution: moments, HdrHistogram's percentiles (the values any
+ * HdrHistogram library finds in hdr_histogram; not for STATS_MOMENTS) and
+ * the histogram; null when the run did not measure it. */
+static void distribution(struct json *j, const struct stats_dist *d, const struct hist *h,
+                         bool measured)
 {
     char name[16];
-    if (!h) {
-        json_null(j, key);
+    if (!measured) {
+        json_null(j, d->key);
         return;
     }
-    json_object_begin(j, key);
+    json_object_begin(j, d->key);
     moments(j, h);
-    json_object_begin(j, "percentiles");
-    for (size_t i = 0; i < sizeof percentiles / sizeof percentiles[0]; i++) {
-        snprintf(name, sizeof name, "%g", percentiles[i]);
-        if (hist_count(h))
-            json_uint(j, name, hist_value_at_percentile(h, percentiles[i]));
-        else
-            json_null(j, name);
+    if (!(d->flags & STATS_MOMENTS)) {
+        json_object_begin(j, "percentiles");
+        for (size_t i = 0; i < sizeof percentiles / sizeof percentiles[0]; i++) {
+            snprintf(name, sizeof name, "%g", percentiles[i]);
+            if (hist_count(h))
+                json_uint(j, name, hist_value_at_percentile(h, percentiles[i]));
+            else
+                json_null(j, name);
+        }
+        json_object_end(j);
     }
-    json_object_end(j);
     char *encoded = hist_encode(h);
     json_string(j, "hdr_histogram", encoded);
     free(encoded);
     json_object_end(j);
+}
+
+static void distributions(struct json *j, const struct result *r)
+{
+    uint32_t measured = stats_dists_measured(r->spec->rate != 0) & ~r->missing;
+    for (size_t i = 0; i < stats_ndists; i++)
+        distribution(j, &stats_dists[i], stats_dist_get(&r->stats, &stats_dists[i]),
+                     measured & (1u << i));
+}
+
+/* The counters of the table that sit at place, in its order (stats.h):
+ * a count, a rate over the run, a mean per the place's first counter, or
+ * a minimum (null when there is none). */
+static void counters(struct json *j, const struct stats *s, enum stats_place place, double seconds)
+{
+    const struct stats_counter *first = NULL;
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        if (c->place != place)
+            continue;
+        uint64_t v = stats_counter_get(s, c), per = first ? stats_counter_get(s, first) : 0;
+        if (!first)
+            first = c;
+        if (c->flags & STATS_PER_SEC)
+            json_double(j, c->key, seconds > 0 ? (double)v / seconds : 0);
+        else if ((c->flags & STATS_MEAN) && per)
+            json_double(j, c->key, (double)v / (double)per);
+        else if ((c->flags & STATS_MEAN) || (c->rule == STATS_MIN && v == UINT64_MAX))
+            json_null(j, c->key);
+        else
+            json_uint(j, c->key, v);
+    }
 }
 
 /* Successful responses (status below 400) over every attempt that ended:
@@ -199,13 +235,8 @@ static void success(struct json *j, const struct stats *s)
 
 static void errors(struct json *j, const struct stats *s)
 {
-    const struct errors *e = &s->errors;
     json_object_begin(j, "errors");
-    json_uint(j, "connect", e->connect);
-    json_uint(j, "read", e->read);
-    json_uint(j, "write", e->write);
-    json_uint(j, "timeout", e->timeout);
-    json_uint(j, "status", e->status);
+    counters(j, s, STATS_AT_ERRORS, 0);
     json_object_end(j);
     json_object_begin(j, "error_causes");
     for (int c = 0; c < CAUSE_COUNT; c++)
@@ -237,48 +268,28 @@ static void rate(struct json *j, const struct result *r, double seconds)
     json_object_begin(j, "rate");
     rate_number(j, "target", r->spec->shard.rate);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
-    json_double(j, "sent", seconds > 0 ? (double)r->stats.sent / seconds : 0);
+    counters(j, &r->stats, STATS_AT_RATE, seconds);
     json_object_end(j);
 }
 
-/* Handshake figures for https URLs; latency never includes them. */
-static void tls(struct json *j, const struct result *r)
+/* A place's object: its counters, or null when the run has none there.
+ * Handshake figures (tls) are for https URLs: latency never includes them. */
+static void place_object(struct json *j, const struct stats *s, enum stats_place place, bool has)
 {
-    const struct stats *s = &r->stats;
-    if (!r->spec->tls) {
-        json_null(j, "tls");
+    const char *key = stats_place_object(place);
+    if (!has) {
+        json_null(j, key);
         return;
     }
-    json_object_begin(j, "tls");
-    json_uint(j, "handshakes", s->handshakes);
-    json_uint(j, "resumed", s->resumed);
-    if (s->handshakes)
-        json_double(j, "handshake_mean_us", (double)s->handshake_us / (double)s->handshakes);
-    else
-        json_null(j, "handshake_mean_us");
-    json_object_end(j);
-}
-
-/* What an HTTP/2 run saw of the protocol itself. */
-static void http2(struct json *j, const struct result *r)
-{
-    const struct h2_stats *h2 = &r->stats.h2;
-    if (!r->spec->http2) {
-        json_null(j, "http2");
-        return;
+    json_object_begin(j, key);
+    counters(j, s, place, 0);
+    if (place == STATS_AT_HTTP2) {
+        json_object_begin(j, "rst_stream_received");
+        for (unsigned code = 0; code < STATS_H2_CODES; code++)
+            if (s->h2_resets[code])
+                json_uint(j, stats_h2_code_name(code), s->h2_resets[code]);
+        json_object_end(j);
     }
-    json_object_begin(j, "http2");
-    if (h2->settings)
-        json_uint(j, "streams", h2->streams);
-    else
-        json_null(j, "streams");
-    json_uint(j, "goaway_received", h2->goaways);
-    json_uint(j, "refused", h2->refused);
-    json_object_begin(j, "rst_stream_received");
-    for (unsigned code = 0; code < STATS_H2_CODES; code++)
-        if (h2->resets[code])
-            json_uint(j, stats_h2_code_name(code), h2->resets[code]);
-    json_object_end(j);
     json_object_end(j);
 }
 
@@ -340,8 +351,7 @@ bool report_json(FILE *f, const struct result *r)
     inputs(&j, r);
 
     json_uint(&j, "duration_us", r->runtime_us);
-    json_uint(&j, "requests", s->requests);
-    json_uint(&j, "bytes", s->bytes);
+    counters(&j, s, STATS_AT_TOTALS, seconds);
     json_object_begin(&j, "throughput");
     json_double(&j, "requests_per_sec", seconds > 0 ? (double)s->requests / seconds : 0);
     json_double(&j, "bytes_per_sec", seconds > 0 ? (double)s->bytes / seconds : 0);
@@ -349,22 +359,10 @@ bool report_json(FILE *f, const struct result *r)
     success(&j, s);
     errors(&j, s);
     status_codes(&j, s);
-    json_uint(&j, "connects", s->connects);
-    json_uint(&j, "reopened", s->reopened);
-    json_uint(&j, "reconnects", s->reconnects);
-    tls(&j, r);
-    http2(&j, r);
-    distribution(&j, "connect_time", s->connect);
-
-    distribution(&j, "latency", s->latency);
-    distribution(&j, "latency_uncorrected", r->latency_uncorrected);
-    distribution(&j, "scheduling_lag", r->scheduling_lag);
-    json_object_begin(&j, "requests_per_sec");
-    moments(&j, s->rps);
-    char *encoded = hist_encode(s->rps);
-    json_string(&j, "hdr_histogram", encoded);
-    free(encoded);
-    json_object_end(&j);
+    counters(&j, s, STATS_AT_CONNECTIONS, seconds);
+    place_object(&j, s, STATS_AT_TLS, r->spec->tls);
+    place_object(&j, s, STATS_AT_HTTP2, r->spec->http2);
+    distributions(&j, r);
     rate(&j, r, seconds);
     cpu(&j, r);
     if (r->timeline) {

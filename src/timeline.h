@@ -56,6 +56,9 @@ void timeline_start_merged(struct timeline *t, const struct timespec *started, i
 void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
                   double server_s);
 void timeline_close(struct timeline *t);
+/* volley merge: the distributions the merged intervals have (bit i for
+ * stats_dists[i]): those every part's timeline has. */
+void timeline_set_measured(struct timeline *t, uint32_t measured);
 /* volley merge: the server's CPU time over the run, as the parts measured it,
  * instead of measuring it (pids ascending). */
 void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,

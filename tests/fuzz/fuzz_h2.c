@@ -142,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)proto_h2.expired(&c);
     }
     check_accounts(&c);
-    FUZZ_CHECK(stats.h2.refused <= out.returned);
+    FUZZ_CHECK(stats.h2_refused <= out.returned);
     proto_h2.abort(&c);
     FUZZ_CHECK(proto_h2.inflight(&c) == 0 && proto_h2.oldest(&c) == 0);
     proto_h2.free(c.session);

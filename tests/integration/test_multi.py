@@ -5,6 +5,7 @@ hdrhistogram package's own sum of the histograms.
 SPDX-License-Identifier: MIT
 """
 import base64
+import functools
 import json
 import os
 import re
@@ -330,6 +331,17 @@ def span(doc, head):
     return doc["start_time_us"] + doc["duration_us"] - head["intervals_start_us"]
 
 
+def timeline_counts():
+    """The counters of the table a timeline record has as counts, at its top level."""
+    counters, _ = figures()
+    return [c for c, _, form in counters.values() if c and form == "count" and "." not in c]
+
+
+def timeline_dists():
+    """The distributions of the table a timeline record has."""
+    return [c for c in figures()[1].values() if c]
+
+
 def check_merged_intervals(merged, parts, places, interval_us, span_us):
     """Merged interval j holds what the parts' intervals placed there hold:
     counts summed, histograms added bucket by bucket (by hdrh), the figures
@@ -344,15 +356,13 @@ def check_merged_intervals(merged, parts, places, interval_us, span_us):
         else:
             assert m["length_us"] == max([span_us - j * interval_us] +
                                          [r["length_us"] for r in here])
-        for key in ("requests", "bytes", "connects", "reconnects"):
+        for key in timeline_counts():
             assert m[key] == sum(r[key] for r in here), (j, key)
         for group in ("status", "errors"):
             for key in m[group]:
                 assert m[group][key] == sum(r[group][key] for r in here), (j, group, key)
         assert m["requests_per_sec"] == pytest.approx(m["requests"] * 1e6 / m["length_us"])
-        kinds = ("latency", "latency_uncorrected") if m["sent_per_sec"] is not None \
-            else ("latency",)
-        for kind in kinds:
+        for kind in (k for k in timeline_dists() if m[k] is not None):
             lat, total = m[kind], hist_sum(r[kind]["hdr_histogram"] for r in here)
             assert buckets(hdr(lat["hdr_histogram"])) == buckets(total), (j, kind)
             assert lat["count"] == total.get_total_count() == sum(r[kind]["count"] for r in here)
@@ -382,7 +392,7 @@ def check_summary(summary, merged, interval_us):
 
 def check_totals(doc, merged):
     """The merged intervals add up to the merged totals."""
-    for key in ("requests", "bytes", "connects", "reconnects"):
+    for key in timeline_counts():
         assert sum(m[key] for m in merged) == doc[key], key
     for key in doc["errors"]:
         assert sum(m["errors"][key] for m in merged) == doc["errors"][key], key
@@ -474,6 +484,23 @@ def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, t
     assert srv.stats()["responses"] >= m["requests"] > 0
 
 
+@functools.lru_cache(maxsize=None)
+def figures():
+    """The table of figures (src/stats.h, through volley --list-fields):
+    {document path: (timeline column or None, rule, form)} for the counters,
+    and {key: timeline column or None} for the distributions."""
+    counters, dists = {}, {}
+    for line in volley("--list-fields").stdout.splitlines():
+        kind, path, column, *rest = line.split()
+        column = None if column == "-" else column
+        if kind == "counter":
+            counters[path] = (column, *rest)
+        else:
+            dists[path] = column
+    assert "requests" in counters and "latency" in dists
+    return counters, dists
+
+
 def leaves(doc, prefix=""):
     """(dotted path, value) of every leaf: objects are walked, lists are leaves."""
     if isinstance(doc, dict) and doc:
@@ -554,15 +581,36 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             check()
             checked.add(head)
 
+    counters, dists = figures()
+
+    def counter(path):
+        """A counter of the table: by its rule and the form it is written in."""
+        _, how, form = counters[path]
+        values = [dict(leaves(d)).get(path) for d in docs]
+        if how == "min":
+            known = [v for v in values if v is not None]
+            assert flat[path] == (min(known) if known else None), path
+        elif form == "count":
+            assert flat[path] == total(path), path
+        elif form == "per_sec":  # a count over the run: the parts' counts over the whole's
+            count = sum(round(v * d["duration_us"] / 1e6) for v, d in zip(values, docs))
+            assert flat[path] == pytest.approx(count / seconds), path
+        else:  # a mean per the first counter of its object
+            group = path.split(".")[0]
+            per = next(p for p in counters if p.startswith(group + "."))
+            n = [dict(leaves(d))[per] for d in docs]
+            assert flat[path] == pytest.approx(sum(v * c for v, c in zip(values, n) if c) /
+                                               flat[per], rel=1e-9), path
+
     def rule(path):
         """The rule path is merged by, checked; None when it has none."""
         head = path.split(".")[0]
-        if path in ("requests", "bytes", "connects", "reopened", "reconnects", "success.ok",
-                    "success.attempts", "tls.handshakes", "tls.resumed", "cpu.cpus",
-                    "options.threads") or head in ("errors", "error_causes", "status_codes"):
+        if path in counters:
+            counter(path)
+        elif path in ("success.ok", "success.attempts", "cpu.cpus", "options.threads") or \
+                head in ("error_causes", "status_codes"):
             assert flat[path] == total(path), path
-        elif head in ("latency", "latency_uncorrected", "scheduling_lag", "connect_time",
-                      "requests_per_sec"):
+        elif head in dists:
             once(head, lambda: check_distribution(head, m[head], docs))
         elif head in ("options", "schema_version", "volley"):
             assert flat[path] == dict(leaves(docs[0]))[path], path
@@ -586,16 +634,10 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
                 {"requests_per_sec": m["requests"] / seconds, "bytes_per_sec": m["bytes"] / seconds})
         elif path == "success.percent":
             assert flat[path] == pytest.approx(100 * m["success"]["ok"] / m["success"]["attempts"])
-        elif path == "tls.handshake_mean_us":
-            mean = sum(d["tls"]["handshake_mean_us"] * d["tls"]["handshakes"] for d in docs)
-            assert flat[path] == pytest.approx(mean / m["tls"]["handshakes"], rel=1e-9)
         elif path == "rate.target":
             assert flat[path] == m["options"]["rate"] == pytest.approx(total("shard.rate"))
         elif path == "rate.achieved":
             assert flat[path] == pytest.approx(m["requests"] / seconds)
-        elif path == "rate.sent":
-            sent = sum(round(d["rate"]["sent"] * d["duration_us"] / 1e6) for d in docs)
-            assert flat[path] == pytest.approx(sent / seconds)
         elif head == "shard":
             assert m["shard"] is None
         elif head == "http2":  # HTTP/1.1 parts; test_h2.py merges HTTP/2 ones

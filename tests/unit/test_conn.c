@@ -801,8 +801,8 @@ TEST(h2_streams_go_out_together_capped_by_the_server)
     /* Before the server's SETTINGS came, the first batch went out whole
      * (nghttp2 assumes 100); after them, never more than 4 at once. */
     CHECK(h->max_open >= 4);
-    CHECK_U64(r->stats.h2.streams, 4);
-    CHECK_U64(r->stats.h2.settings, 1);
+    CHECK_U64(r->stats.h2_streams, 4);
+    CHECK_U64(r->stats.h2_settings, 1);
     CHECK_U64(r->stats.connects, 1);
     CHECK_U64(r->stats.errors.read + r->stats.errors.timeout, 0);
     CHECK(h->settings_acks >= 1);
@@ -842,8 +842,8 @@ TEST(h2_goaway_sends_unprocessed_requests_again)
     nghttp2_session_send(h->ng);
     RUN_UNTIL(r, r->stats.reconnects == 1, 1000);
     CHECK_U64(r->stats.requests, 2);
-    CHECK_U64(r->stats.h2.goaways, 1);
-    CHECK_U64(r->stats.h2.refused, 2);
+    CHECK_U64(r->stats.h2_goaways, 1);
+    CHECK_U64(r->stats.h2_refused, 2);
     CHECK_U64(r->stats.errors.read, 0);
     /* The connection drained and closed: the rest goes on a new one. */
     srv_free(h);
@@ -888,9 +888,9 @@ TEST(h2_refused_stream_is_sent_again_and_a_reset_one_counted)
     CHECK_U64(r->stats.requests, 2);
     CHECK_U64(r->stats.errors.read, 1);
     CHECK_U64(r->stats.causes[CAUSE_STREAM_RESET], 1);
-    CHECK_U64(r->stats.h2.refused, 1);
-    CHECK_U64(r->stats.h2.resets[NGHTTP2_REFUSED_STREAM], 1);
-    CHECK_U64(r->stats.h2.resets[NGHTTP2_CANCEL], 1);
+    CHECK_U64(r->stats.h2_refused, 1);
+    CHECK_U64(r->stats.h2_resets[NGHTTP2_REFUSED_STREAM], 1);
+    CHECK_U64(r->stats.h2_resets[NGHTTP2_CANCEL], 1);
     CHECK_U64(r->stats.connects, 1); /* a stream's reset keeps the connection */
     srv_free(h);
     rig_free(r);
@@ -953,8 +953,8 @@ TEST(h2_server_allowing_no_stream_times_out_as_such)
     struct h2srv *h = srv_new(r, 0);
     nghttp2_settings_entry iv = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 0};
     nghttp2_submit_settings(h->ng, NGHTTP2_FLAG_NONE, &iv, 1);
-    SRV_UNTIL(h, r->stats.h2.settings == 2 && h->settings_acks, 1000);
-    CHECK_U64(r->stats.h2.streams, 0);
+    SRV_UNTIL(h, r->stats.h2_settings == 2 && h->settings_acks, 1000);
+    CHECK_U64(r->stats.h2_streams, 0);
     atomic_store(&r->budget.unsent, 1);
     conn_kick(&r->conn); /* now a request may go: it gets no stream */
     RUN_UNTIL(r, r->stats.errors.timeout > 0, 1000);
