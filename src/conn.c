@@ -134,8 +134,11 @@ static bool on_response(void *arg, const struct proto_response *r)
     if (status > 399)
         s->errors.status++;
     hist_record(s->latency, r->done_at - r->start_at);
-    if (cfg->pace)
+    hist_record(s->ttfb, r->first_at > r->start_at ? r->first_at - r->start_at : 0);
+    if (cfg->pace) {
         hist_record(s->u_latency, r->done_at - r->sent_at);
+        hist_record(s->u_ttfb, r->first_at > r->sent_at ? r->first_at - r->sent_at : 0);
+    }
     c->backoff_us = 0;
     if (cfg->budget)
         budget_resolve(cfg->budget, 1);

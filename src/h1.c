@@ -25,6 +25,7 @@ struct h1 {
     size_t pending;              /* responses still expected (the response side) */
     uint64_t sent_at;            /* when the batch's first byte went out */
     uint64_t start_at;           /* where its latency counts from */
+    uint64_t first_at;           /* when the current response's first byte came, or 0 */
     struct proto_response view;  /* the response just parsed, as the sink takes it */
 };
 
@@ -57,6 +58,7 @@ static void h1_open(struct proto_session *session)
     struct h1 *s = (struct h1 *)(void *)session;
     s->batch = NULL;
     s->pending = 0;
+    s->first_at = 0;
     wants(s);
     http_begin(&s->parser, false);
 }
@@ -78,6 +80,7 @@ static void h1_submit(struct proto_session *session, const struct request *r, bo
     s->written = 0;
     s->sent_at = now;
     s->start_at = start_at ? start_at : now;
+    s->first_at = 0;
     wants(s);
     http_begin(&s->parser, request_is_head(r, 0));
 }
@@ -130,7 +133,9 @@ static bool response_done(struct h1 *s, uint64_t now, enum proto_status *st)
     s->view.status = s->parser.status;
     s->view.start_at = s->start_at;
     s->view.sent_at = s->sent_at;
+    s->view.first_at = s->first_at;
     s->view.done_at = now;
+    s->first_at = 0; /* the next response's is to come */
     if (s->parser.want_head || s->parser.want_body)
         hook_view(&s->parser, &s->view);
     *st = PROTO_OK;
@@ -174,6 +179,9 @@ static enum proto_status h1_input(struct proto_session *session, const char *buf
             *cause = CAUSE_UNEXPECTED;
             return PROTO_FAIL;
         }
+        /* the time to first byte: of the read that brought it */
+        if (!s->first_at)
+            s->first_at = now;
         size_t used;
         enum http_result r = http_parse(&s->parser, buf + off, len - off, &used);
         off += used;

@@ -57,6 +57,7 @@ struct h2_stream {
     uint64_t queued_at; /* submitted: --timeout counts from here */
     uint64_t start_at;  /* where latency counts from under -R, else 0 */
     uint64_t sent_at;   /* its HEADERS frame went out, 0 until then */
+    uint64_t first_at;  /* the response's first HEADERS frame began, 0 until then */
     int status;
     bool final;              /* its final (non-1xx) response head has come */
     bool ended;              /* answered, failed or handed back */
@@ -178,6 +179,7 @@ static void answered(struct h2 *s, struct h2_stream *st)
         .body_len = st->body.len,
         .start_at = st->start_at ? st->start_at : sent,
         .sent_at = sent,
+        .first_at = st->first_at,
         .done_at = s->now,
     };
     unlink_stream(s, st);
@@ -237,6 +239,19 @@ static int status_of(const uint8_t *v, size_t n)
         status = status * 10 + (v[i] - '0');
     }
     return status;
+}
+
+/* A HEADERS frame begins: the first of a stream's is its response's first
+ * byte (an interim response's when one comes first), at the time of the
+ * read that brought it. */
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+    (void)ng;
+    struct h2 *s = user_data;
+    struct h2_stream *st = stream_of(s, frame->hd.stream_id);
+    if (st && !st->first_at)
+        st->first_at = s->now;
+    return 0;
 }
 
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
@@ -445,6 +460,7 @@ static struct proto_session *h2_create(const struct proto_conf *conf, const stru
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
@@ -579,7 +595,7 @@ static void h2_submit(struct proto_session *session, const struct request *r, bo
         st->body_off = 0;
         st->queued_at = now;
         st->start_at = start_at;
-        st->sent_at = 0;
+        st->sent_at = st->first_at = 0;
         st->status = 0;
         st->final = st->ended = st->reset = false;
         nghttp2_data_provider body = {.source.ptr = st, .read_callback = read_body};

@@ -30,8 +30,11 @@ struct proto_response {
     size_t fields_len, body_len;
     bool lower_case; /* the names are lower case (HTTP/2) */
     /* Where its latency counts from (under -R the intended send time),
-     * when its request went out, and when it completed. */
-    uint64_t start_at, sent_at, done_at;
+     * when its request went out, when its first byte came (of a 1xx
+     * interim response when one came first: HTTP/1.1's first status line,
+     * HTTP/2's first HEADERS frame) and when it completed; times of the
+     * read that brought the bytes. */
+    uint64_t start_at, sent_at, first_at, done_at;
 };
 
 /* What the response() hook takes of a response, now: it may change
