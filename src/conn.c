@@ -57,7 +57,6 @@ void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
-    c->session = cfg->proto->create(&cfg->session, &c->sink);
 }
 
 static void timer_start(struct conn *c, uint64_t us)
@@ -87,7 +86,7 @@ static void drop(struct conn *c)
     ev_io_stop(cfg->loop, &c->wio);
     ev_timer_stop(cfg->loop, &c->timer);
     if (c->state == CONN_OPEN)
-        cfg->proto->abort(c->session);
+        c->proto->abort(c->session);
     if (c->sock.fd >= 0) {
         cfg->transport->close(&c->sock);
         close(c->sock.fd);
@@ -101,7 +100,7 @@ void conn_stop(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     if (cfg->budget && c->state == CONN_OPEN)
-        budget_return(cfg->budget, cfg->proto->inflight(c->session));
+        budget_return(cfg->budget, c->proto->inflight(c->session));
     if (cfg->budget && c->claimed)
         budget_return(cfg->budget, c->claimed);
     c->claimed = 0;
@@ -114,7 +113,9 @@ void conn_free(struct conn *c)
 {
     conn_stop(c);
     c->cfg->transport->release(&c->sock);
-    c->cfg->proto->destroy(c->session);
+    for (size_t i = 0; i < c->cfg->nprotocols; i++)
+        if (c->sessions[i])
+            c->cfg->protocols[i]->destroy(c->sessions[i]);
     request_free(&c->own);
 }
 
@@ -206,7 +207,7 @@ static void closed(struct conn *c)
 static void failed(struct conn *c, uint64_t *class, enum cause cause)
 {
     const struct conn_config *cfg = c->cfg;
-    size_t n = cfg->proto->inflight(c->session);
+    size_t n = c->proto->inflight(c->session);
     count(c, class, cause, n ? n : 1);
     if (cfg->budget && n)
         budget_resolve(cfg->budget, n);
@@ -265,8 +266,8 @@ static void connect_failed(struct conn *c, enum cause cause)
 static void timed_out(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
-    size_t n = cfg->proto->inflight(c->session);
-    enum cause cause = cfg->proto->expired(c->session);
+    size_t n = c->proto->inflight(c->session);
+    enum cause cause = c->proto->expired(c->session);
     /* Every request still unanswered has timed out. A connection whose
      * set-up never completed (HTTP/2's SETTINGS) fails even with none. */
     count(c, &cfg->stats->errors.timeout, cause, n || cause == CAUSE_RESPONSE_TIMEOUT ? n : 1);
@@ -279,6 +280,34 @@ static void timed_out(struct conn *c)
 /* ------------------------------------------------------------------------ */
 /* Connecting                                                                 */
 /* ------------------------------------------------------------------------ */
+
+/* The protocol the connection speaks now: the one its server chose in
+ * ALPN, HTTP/1.1 when it chose none (or the first offered, when that is
+ * not among them), the one there is over cleartext. */
+static size_t chosen(struct conn *c)
+{
+    const struct conn_config *cfg = c->cfg;
+    size_t len;
+    const char *id = cfg->transport->alpn(&c->sock, &len);
+    for (size_t i = 0; i < cfg->nprotocols; i++) {
+        const struct proto_ops *p = cfg->protocols[i];
+        if (id ? strlen(p->alpn) == len && memcmp(p->alpn, id, len) == 0 : p == &proto_h1)
+            return i;
+    }
+    return 0; /* what the server then sends shows as that protocol's errors */
+}
+
+/* Its session for the protocol it speaks: made the first time. */
+static void speak(struct conn *c, size_t protocol)
+{
+    const struct conn_config *cfg = c->cfg;
+    c->protocol = protocol;
+    c->proto = cfg->protocols[protocol];
+    if (!c->sessions[protocol])
+        c->sessions[protocol] = c->proto->create(&cfg->sessions[protocol], &c->sink);
+    c->session = c->sessions[protocol];
+    cfg->stats->by_protocol[proto_index(c->proto)]++;
+}
 
 static void ready(struct conn *c)
 {
@@ -297,12 +326,13 @@ static void ready(struct conn *c)
         s->resumed += cfg->transport->resumed(&c->sock) ? 1 : 0;
         s->handshake_us += now - c->connected_at;
     }
+    speak(c, chosen(c));
     c->state = CONN_OPEN;
     c->opened = true;
     c->carried = false;
     c->want = false;
     c->available_at = now;
-    cfg->proto->open(c->session);
+    c->proto->open(c->session);
     settle(c);
     flush(c); /* what the protocol says first (HTTP/2's preface) */
     if (c->state == CONN_OPEN)
@@ -389,11 +419,11 @@ static void flush(struct conn *c)
     size_t len;
     if (c->write_wants_read)
         return; /* on_read resumes it */
-    while ((len = cfg->proto->output(c->session, &data)) > 0) {
+    while ((len = c->proto->output(c->session, &data)) > 0) {
         ssize_t n = cfg->transport->write(&c->sock, data, len);
         if (n > 0) {
             c->carried = true;
-            cfg->proto->wrote(c->session, (size_t)n);
+            c->proto->wrote(c->session, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
             ev_io_start(cfg->loop, &c->wio);
             return;
@@ -447,7 +477,7 @@ static bool paused(struct conn *c, uint64_t now)
         cfg->stats->paused_us += us;
     }
     if (c->delay_until > now) {
-        uint64_t oldest = c->state == CONN_OPEN ? cfg->proto->oldest(c->session) : 0;
+        uint64_t oldest = c->state == CONN_OPEN ? c->proto->oldest(c->session) : 0;
         wake(c, oldest ? oldest + cfg->timeout_us : c->delay_until, now);
         return true;
     }
@@ -488,7 +518,7 @@ static bool send_batch(struct conn *c, uint64_t now)
 {
     const struct conn_config *cfg = c->cfg;
     struct stats *s = cfg->stats;
-    size_t depth = cfg->session.depth;
+    size_t depth = cfg->sessions[c->protocol].depth;
     /* Claim before request() runs, so that scripts see only requests sent;
      * one may have been claimed when the connection was opened for it. */
     if (cfg->budget) {
@@ -498,7 +528,7 @@ static bool send_batch(struct conn *c, uint64_t now)
         if (depth == 0)
             return false;
     }
-    const struct request *r = cfg->hooks.request(cfg->hooks.arg, &c->own);
+    const struct request *r = cfg->hooks.request(cfg->hooks.arg, &c->own, c->protocol);
     if (!r || c->live->stopping) {
         if (cfg->budget)
             budget_return(cfg->budget, depth);
@@ -515,7 +545,7 @@ static bool send_batch(struct conn *c, uint64_t now)
     }
     s->sent += depth;
     c->delay_served = false;
-    cfg->proto->submit(c->session, r, r == &c->own, depth, now, start);
+    c->proto->submit(c->session, r, r == &c->own, depth, now, start);
     /* The response timer keeps the deadline of an earlier batch when it is
      * still running: on_timer moves it on, so the common case costs nothing. */
     if (!ev_is_active(&c->timer))
@@ -533,7 +563,7 @@ static bool pump(struct conn *c)
     while (!c->live->stopping && !c->done) {
         if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
-        if (c->state == CONN_OPEN && !cfg->proto->ready(c->session))
+        if (c->state == CONN_OPEN && !c->proto->ready(c->session))
             break; /* the session is busy: it pumps when it is done */
         if (cfg->budget && !c->claimed && !budget_left(cfg->budget))
             break;
@@ -568,7 +598,7 @@ static void at_eof(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     enum cause cause;
-    enum proto_status st = cfg->proto->eof(c->session, clock_us(), &cause);
+    enum proto_status st = c->proto->eof(c->session, clock_us(), &cause);
     if (c->live->stopping)
         return;
     if (st == PROTO_FAIL)
@@ -584,7 +614,7 @@ static void at_eof(struct conn *c)
  * socket yet. */
 static inline bool reply(struct conn *c)
 {
-    if (c->cfg->proto->ready(c->session)) {
+    if (c->proto->ready(c->session)) {
         if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
             flush(c);
         return true;
@@ -606,7 +636,7 @@ static void read_ready(struct conn *c)
             cfg->stats->bytes += (uint64_t)n;
             burst += (size_t)n;
             enum proto_status st =
-                cfg->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
+                c->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
             if (c->live->stopping)
                 return;
             if (st == PROTO_FAIL) {
@@ -710,7 +740,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
                 break;
         }
         flush(c);
-        if (c->state == CONN_OPEN && c->cfg->proto->ready(c->session))
+        if (c->state == CONN_OPEN && c->proto->ready(c->session))
             pump(c);
         break;
     default:
@@ -735,7 +765,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
     case CONN_OPEN: {
-        uint64_t now = clock_us(), oldest = cfg->proto->oldest(c->session);
+        uint64_t now = clock_us(), oldest = c->proto->oldest(c->session);
         if (oldest && now >= oldest + cfg->timeout_us) {
             timed_out(c);
             break;
@@ -744,7 +774,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
          * (HTTP/2): the timer goes on to whichever comes first, the end of
          * a pause still running or the oldest one's deadline. */
         pump(c);
-        if (c->state == CONN_OPEN && (oldest = cfg->proto->oldest(c->session)) != 0)
+        if (c->state == CONN_OPEN && (oldest = c->proto->oldest(c->session)) != 0)
             wake(c, oldest + cfg->timeout_us, now);
         break;
     }

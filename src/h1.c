@@ -247,6 +247,8 @@ static void h1_abort(struct proto_session *session)
 
 const struct proto_ops proto_h1 = {
     .name = "HTTP/1.1",
+    .alpn = "http/1.1",
+    .figures = STATS_AT_NONE,
     .create = h1_create,
     .destroy = h1_destroy,
     .open = h1_open,

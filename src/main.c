@@ -129,18 +129,6 @@ static struct request static_request(const struct config *cfg)
     return r;
 }
 
-static struct request request_copy(const struct request *r)
-{
-    struct request copy = *r;
-    copy.data = xmalloc(r->len + 1);
-    memcpy(copy.data, r->data, r->len + 1);
-    if (r->heads) {
-        copy.heads = xmalloc(r->depth * sizeof *r->heads);
-        memcpy(copy.heads, r->heads, r->depth * sizeof *r->heads);
-    }
-    return copy;
-}
-
 static void on_end(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)t, (void)revents;
@@ -495,7 +483,7 @@ int main(int argc, char **argv)
         output_json_open(&json, cfg.json);
     struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (cfg.verify || (cfg.spec.http2 && cfg.spec.tls))
+    if (cfg.spec.tls)
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an

@@ -18,7 +18,6 @@
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
-#include "h2req.h"
 #include "interval.h"
 #include "script.h"
 #include "tls.h"
@@ -160,11 +159,11 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
 /* The script's hooks, as the connections call them. The script's globals
  * are looked up at every call (as wrk does): a hook defined, replaced or
  * removed by another hook during the run counts from its next use. */
-static const struct request *static_request(void *arg, struct request *own)
+static const struct request *static_request(void *arg, struct request *own, size_t protocol)
 {
     (void)own;
     struct worker *w = arg;
-    return &w->request;
+    return &w->requests[protocol];
 }
 
 static double hook_delay(void *arg)
@@ -176,27 +175,35 @@ static double hook_delay(void *arg)
     return ms;
 }
 
+/* Whether -m pipelines the static request over protocol p: over one that
+ * is not multiplexed (HTTP/1.1), -m asks for a batch that deep. */
+static bool pipelines(const struct worker *w, const struct proto_ops *p)
+{
+    return !p->multiplexed && w->cfg->spec.streams > 1;
+}
+
 /* -m over HTTP/1.1 is the static request's pipeline: a request() batch
  * pipelines by what it holds. */
 static void check_pipelining(const struct worker *w)
 {
-    if (!w->cfg->spec.http2 && w->cfg->spec.streams > 1)
-        die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
-            "pipelines by returning several requests at once");
+    for (size_t i = 0; i < w->conn.nprotocols; i++)
+        if (pipelines(w, w->conn.protocols[i]))
+            die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
+                "pipelines by returning several requests at once");
 }
 
 /* request() if the script defines it, else the static request; NULL when
  * request() returned nil: as in wrk that connection sends no more (main
  * says how many did, after the run), and when none of the worker's does,
  * it is done, as after thread:stop(). */
-static const struct request *hook_request(void *arg, struct request *own)
+static const struct request *hook_request(void *arg, struct request *own, size_t protocol)
 {
     struct worker *w = arg;
     const struct request *r = NULL;
     own->depth = w->pipeline;
     switch (script_request(w->script, own)) {
     case SCRIPT_NONE:
-        r = &w->request;
+        r = &w->requests[protocol];
         break;
     case SCRIPT_DONE:
         check_pipelining(w); /* request() may be defined during the run */
@@ -251,24 +258,28 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->conn = (struct conn_config){
         .loop = w->loop,
         .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
-        .proto = cfg->spec.http2 ? &proto_h2 : &proto_h1,
         .addr = &w->addr,
         .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
         .rbuf = w->buf,
         .rbuf_len = WORKER_BUF,
-        .session =
-            {
-                .streams = (size_t)cfg->spec.streams,
-                .depth = 1,
-                .no_keepalive = cfg->spec.no_keepalive,
-                .tls = cfg->spec.tls,
-                .head_cache = &w->head_cache,
-                .stats = &w->stats,
-                .wants = &w->live.wants,
-            },
         .hooks = {.request = static_request, .settled = settled, .arg = w},
     };
+    /* The protocols a connection may speak, each with what its sessions
+     * see of the run. */
+    for (size_t i = 0; i < cfg->spec.nprotocols; i++) {
+        w->conn.protocols[i] = cfg->spec.protocols[i];
+        w->conn.sessions[i] = (struct proto_conf){
+            .streams = (size_t)cfg->spec.streams,
+            .depth = 1,
+            .no_keepalive = cfg->spec.no_keepalive,
+            .tls = cfg->spec.tls,
+            .head_cache = &w->head_cache,
+            .stats = &w->stats,
+            .wants = &w->live.wants,
+        };
+    }
+    w->conn.nprotocols = cfg->spec.nprotocols;
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
@@ -294,23 +305,31 @@ void worker_set_request(struct worker *w, struct request *request)
 {
     const struct config *cfg = w->cfg;
     char err[256];
-    request_free(&w->request);
-    w->request = *request;
-    memset(request, 0, sizeof *request);
-    if (cfg->spec.http2) {
+    for (size_t i = 0; i < w->conn.nprotocols; i++) {
+        const struct proto_ops *p = w->conn.protocols[i];
+        struct request *r = &w->requests[i];
+        request_free(r);
+        *r = request_copy(request);
         /* Checked once here, so that the run never starts with a request
          * it cannot send. */
-        struct h2req check = {0};
-        bool ok = h2req_build(&check, &w->request, cfg->spec.tls, err, sizeof err);
-        h2req_free(&check);
-        if (!ok)
-            die("the request cannot be sent over HTTP/2: %s", err);
-    } else if (cfg->spec.streams > 1) {
+        if (p->check && !p->check(r, cfg->spec.tls, err, sizeof err))
+            die("the request cannot be sent over %s: %s", p->name, err);
         /* -m over HTTP/1.1: the request pipelined that deep. */
-        request_repeat(&w->request, (size_t)cfg->spec.streams);
+        if (pipelines(w, p))
+            request_repeat(r, (size_t)cfg->spec.streams);
+        if (w->conn.hooks.request == static_request)
+            w->conn.sessions[i].depth = r->depth;
     }
-    if (w->conn.hooks.request == static_request)
-        w->conn.session.depth = w->request.depth;
+    request_free(request);
+}
+
+size_t worker_depth(const struct worker *w)
+{
+    size_t depth = 1;
+    for (size_t i = 0; i < w->conn.nprotocols; i++)
+        if (w->conn.sessions[i].depth > depth)
+            depth = w->conn.sessions[i].depth;
+    return depth;
 }
 
 void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
@@ -333,7 +352,15 @@ void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
     build_profile(&p->profile, w->cfg);
-    p->depth = w->conn.session.depth;
+    p->depth = w->conn.sessions[0].depth;
+    /* Batch k of connection g goes when request (g + k C) depth is due:
+     * one depth for every connection. */
+    for (size_t i = 1; i < w->conn.nprotocols; i++)
+        if (w->conn.sessions[i].depth != p->depth)
+            die("-R with -m: -m pipelines the static request over HTTP/1.1 but opens streams "
+                "over HTTP/2, so %s offers batches of two sizes: leave out -m, or offer one "
+                "protocol",
+                w->cfg->protocol_option);
     p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
     schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
@@ -364,8 +391,8 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
      * define request() or response() later; the depth stays the static
      * request's until a request() is defined. */
     conn->hooks.request = hook_request;
-    if (request)
-        conn->session.depth = pipeline;
+    for (size_t i = 0; request && i < conn->nprotocols; i++)
+        conn->sessions[i].depth = pipeline;
     conn->hooks.delay = hook_delay;
     w->live.delay = delay;
     conn->hooks.response = hook_response;
@@ -455,7 +482,8 @@ void worker_free(struct worker *w)
         conn_free(&w->conns[i]);
     free(w->conns);
     free(w->buf);
-    request_free(&w->request);
+    for (size_t i = 0; i < PROTO_COUNT; i++)
+        request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
     profile_free(&w->pace.profile);
     script_free(w->script);

@@ -35,12 +35,12 @@ struct worker {
     struct conn_live live;   /* and what changes while the run is on */
     struct conn *conns;
     size_t nconns;
-    char *buf;                         /* one receive buffer shared by all connections */
-    struct http_head_cache head_cache; /* the last response head its parsers saw */
-    struct request request;            /* the static request batch */
-    struct script *script;             /* the thread's Lua state, or NULL */
-    size_t pipeline;                   /* responses per request() batch, from verification */
-    struct pace pace;                  /* -R */
+    char *buf;                            /* one receive buffer shared by all connections */
+    struct http_head_cache head_cache;    /* the last response head its parsers saw */
+    struct request requests[PROTO_COUNT]; /* the static batch, as each protocol sends it */
+    struct script *script;                /* the thread's Lua state, or NULL */
+    size_t pipeline;                      /* responses per request() batch, from verification */
+    struct pace pace;                     /* -R */
     /* What the connections record into: the current interval. At each
      * interval boundary it is handed to main (intervals), added to total
      * and emptied; at the end of the run total holds everything. */
@@ -114,8 +114,9 @@ void worker_finish(struct worker *w);
  * that no thread is inside OpenSSL when the process exits. */
 void worker_fail(struct worker *w, const char *message);
 
-/* Requests per batch: what request() returns, or the static request. */
-static inline size_t worker_depth(const struct worker *w) { return w->conn.session.depth; }
+/* Requests per batch: what request() returns, or the static request (the
+ * most of any protocol's: HTTP/1.1 pipelines it -m deep). */
+size_t worker_depth(const struct worker *w);
 
 /* Connections per worker: c / t each, the first c % t workers one more. */
 size_t worker_share(uint64_t connections, uint64_t threads, size_t index);
