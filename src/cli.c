@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "h1.h"
+#include "protocols.h"
 #include "stats.h"
 #include "threshold.h"
 #include "units.h"
@@ -395,7 +397,7 @@ static void add_server_pid(struct config *cfg, const char *arg)
  * ALPN ids, and the option as given, for messages. */
 static void protocols_arg(struct config *cfg, const char *option, const char *list)
 {
-    const char *ids[PROTO_COUNT + 1];
+    const char *ids[PROTOCOLS_COUNT + 1];
     size_t n = 0;
     char *copy = xstrdup(list), *save = NULL;
     bool http2 = strcmp(option, "--http2") == 0;
@@ -403,7 +405,7 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
         free(copy);
         usage_error("--http2 is --alpn h2: give one of them");
     }
-    for (char *id = strtok_r(copy, ",", &save); id && n <= PROTO_COUNT;
+    for (char *id = strtok_r(copy, ",", &save); id && n <= PROTOCOLS_COUNT;
          id = strtok_r(NULL, ",", &save))
         ids[n++] = id;
     bool ok = spec_set_protocols(&cfg->spec, ids, n, true);

@@ -18,8 +18,10 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "h1.h"
 #include "hist.h"
 #include "net.h"
+#include "protocols.h"
 
 /* After a failure (a connect that failed, or a connection that ended in an
  * error before its first response) the slot waits 1 ms, doubling up to 1 s,
@@ -106,7 +108,7 @@ void conn_stop(struct conn *c)
     c->claimed = 0;
     drop(c);
     if (cfg->pace)
-        schedule_remove(&cfg->pace->schedule, c);
+        schedule_remove(&cfg->pace->schedule, &c->turn);
 }
 
 void conn_free(struct conn *c)
@@ -306,7 +308,7 @@ static void speak(struct conn *c, size_t protocol)
     if (!c->sessions[protocol])
         c->sessions[protocol] = c->proto->create(&cfg->sessions[protocol], &c->sink);
     c->session = c->sessions[protocol];
-    cfg->stats->by_protocol[proto_index(c->proto)]++;
+    cfg->stats->by_protocol[protocols_index(c->proto)]++;
 }
 
 static void ready(struct conn *c)
@@ -504,11 +506,11 @@ static bool waiting_for_turn(struct conn *c, uint64_t now)
     double at = profile_due_us(&p->profile, slot * (double)p->depth);
     if (isinf(at))
         return true;
-    c->due = p->start + (uint64_t)at;
-    if (c->due <= now)
+    c->turn.due = p->start + (uint64_t)at;
+    if (c->turn.due <= now)
         return false;
-    if (!c->slot)
-        schedule_add(&p->schedule, c);
+    if (!c->turn.slot)
+        schedule_add(&p->schedule, &c->turn);
     return true;
 }
 
@@ -539,8 +541,8 @@ static bool send_batch(struct conn *c, uint64_t now)
     if (cfg->pace) {
         /* Latency counts from the intended time, however late the send,
          * but not from before the connection was set up or its pause ended. */
-        start = c->due > c->available_at ? c->due : c->available_at;
-        hist_record(s->lag, now - c->due);
+        start = c->turn.due > c->available_at ? c->turn.due : c->available_at;
+        hist_record(s->lag, now - c->turn.due);
         c->batches++;
     }
     s->sent += depth;
@@ -589,6 +591,11 @@ static bool pump(struct conn *c)
 }
 
 void conn_kick(struct conn *c) { pump(c); }
+
+void conn_turn(struct schedule_entry *turn)
+{
+    pump((struct conn *)(void *)((char *)turn - offsetof(struct conn, turn)));
+}
 
 /* ------------------------------------------------------------------------ */
 /* Reading                                                                    */

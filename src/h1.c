@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h1.h"
 #include "http.h"
 #include "proto.h"
 #include "request.h"

@@ -20,6 +20,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "h2.h"
 #include "h2req.h"
 #include "http.h"
 #include "pool.h"

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "protocols.h"
 #include "units.h"
 #include "url.h"
 #include "xalloc.h"
@@ -301,16 +302,16 @@ static void read_protocol_counts(struct part *p)
     if (!jdoc_get(p->doc, "protocols")) {
         const char *one = spec_protocol(&p->spec);
         if (one)
-            n[proto_index(proto_by_name(one))] = p->stats.connects;
+            n[protocols_index(protocols_by_name(one))] = p->stats.connects;
         return;
     }
     const struct jdoc *o = need_object(p->file, p->doc, "protocols", false);
     for (size_t i = 0; i < o->len; i++) {
         const struct jdoc_member *m = &o->u.members[i];
-        const struct proto_ops *proto = proto_by_name(m->key);
-        if (!proto || !jdoc_u64(&m->value, &n[proto_index(proto)]))
+        const struct proto_ops *proto = protocols_by_name(m->key);
+        if (!proto || !jdoc_u64(&m->value, &n[protocols_index(proto)]))
             merge_bad(p->file, "protocols.%s: not a count of connections of a protocol", m->key);
-        total += n[proto_index(proto)];
+        total += n[protocols_index(proto)];
     }
     if (total != p->stats.connects)
         merge_bad(p->file, "protocols add up to other than connects (%" PRIu64 ")",
@@ -401,17 +402,17 @@ static void read_option_lists(struct part *p, const struct jdoc *o)
 static void read_protocols(struct part *p, const struct jdoc *o)
 {
     const struct jdoc *alpn = jdoc_get(o, "alpn");
-    const char *list[PROTO_COUNT + 1];
+    const char *list[PROTOCOLS_COUNT + 1];
     size_t n = 0;
     bool ids = alpn && alpn->type == JDOC_ARRAY;
     if (ids) {
-        for (size_t i = 0; i < alpn->len && n <= PROTO_COUNT; i++)
+        for (size_t i = 0; i < alpn->len && n <= PROTOCOLS_COUNT; i++)
             if (!(list[n++] = jdoc_string(&alpn->u.items[i])))
                 merge_bad(p->file, "options.alpn: not a list of protocols");
     } else if (jdoc_get(o, "protocol")) {
         list[n++] = need_string(p->file, o, "protocol");
     } else {
-        list[n++] = proto_h1.name;
+        list[n++] = "HTTP/1.1";
     }
     if (!spec_set_protocols(&p->spec, list, n, ids))
         merge_bad(p->file, "options.%s: not protocols volley speaks", ids ? "alpn" : "protocol");

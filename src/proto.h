@@ -135,20 +135,4 @@ struct proto_ops {
     void (*abort)(struct proto_session *s);
 };
 
-extern const struct proto_ops proto_h1;
-extern const struct proto_ops proto_h2;
-
-/* Every protocol volley speaks, in its order of preference; a protocol's
- * place here is its index in per-protocol figures. */
-#define PROTO_COUNT 2
-extern const struct proto_ops *const proto_all[PROTO_COUNT];
-_Static_assert(PROTO_COUNT <= STATS_PROTOCOLS, "stats count connections per protocol");
-
-/* proto_all's index of p. */
-size_t proto_index(const struct proto_ops *p);
-/* The protocol of ALPN id (len bytes), or NULL. */
-const struct proto_ops *proto_by_alpn(const char *id, size_t len);
-/* The protocol named name ("HTTP/2"), or NULL. */
-const struct proto_ops *proto_by_name(const char *name);
-
 #endif

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "h1.h"
+#include "protocols.h"
 #include "spec.h"
 #include "timeline.h"
 #include "units.h"
@@ -244,8 +246,8 @@ size_t report_inflight(const struct result *r)
 {
     uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
     bool streams = false;
-    for (size_t i = 0; i < PROTO_COUNT; i++)
-        streams |= r->stats.by_protocol[i] && proto_all[i]->multiplexed;
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        streams |= r->stats.by_protocol[i] && protocols_all[i]->multiplexed;
     if (!streams)
         return r->pipeline;
     return (size_t)(allowed < r->spec->streams ? allowed : r->spec->streams);
@@ -267,17 +269,17 @@ static void protocol_mix(FILE *f, const struct result *r)
 {
     const uint64_t *n = r->stats.by_protocol;
     size_t used = 0;
-    for (size_t i = 0; i < PROTO_COUNT; i++)
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         used += n[i] != 0;
     if (used < 2)
         return;
     const char *sep = "Protocols: ";
-    for (size_t i = 0; i < PROTO_COUNT; i++) {
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++) {
         if (!n[i])
             continue;
         fprintf(f, "%s%" PRIu64 " %sover %s", sep, n[i],
                 *sep == 'P' ? (n[i] == 1 ? "connection " : "connections ") : "",
-                proto_all[i]->name);
+                protocols_all[i]->name);
         sep = ", ";
     }
     fputc('\n', f);

@@ -3,6 +3,7 @@
  * name says otherwise; every field is always present (null when it does not
  * apply), so consumers need no existence checks.
  * SPDX-License-Identifier: MIT */
+#include "protocols.h"
 #include "report.h"
 
 #include <math.h>
@@ -243,9 +244,9 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
 static void protocols(struct json *j, const struct stats *s)
 {
     json_object_begin(j, "protocols");
-    for (size_t i = 0; i < PROTO_COUNT; i++)
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         if (s->by_protocol[i])
-            json_uint(j, proto_all[i]->name, s->by_protocol[i]);
+            json_uint(j, protocols_all[i]->name, s->by_protocol[i]);
     json_object_end(j);
 }
 

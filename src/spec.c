@@ -14,6 +14,7 @@
 
 #include "json.h"
 #include "profile.h"
+#include "protocols.h"
 #include "xalloc.h"
 
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
@@ -186,11 +187,11 @@ bool spec_same_protocols(const struct run_spec *a, const struct run_spec *b)
 bool spec_set_protocols(struct run_spec *spec, const char *const *list, size_t n, bool alpn)
 {
     spec->nprotocols = 0;
-    if (n == 0 || n > PROTO_COUNT)
+    if (n == 0 || n > PROTOCOLS_COUNT)
         return false;
     for (size_t i = 0; i < n; i++) {
         const struct proto_ops *p =
-            alpn ? proto_by_alpn(list[i], strlen(list[i])) : proto_by_name(list[i]);
+            alpn ? protocols_by_alpn(list[i], strlen(list[i])) : protocols_by_name(list[i]);
         if (!p || spec_offers(spec, p))
             return false;
         spec->protocols[spec->nprotocols++] = p;

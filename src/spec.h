@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "proto.h"
+#include "protocols.h"
 #include "request.h"
 
 struct json;
@@ -62,7 +62,7 @@ struct run_spec {
      * one its server chose; over cleartext exactly one (HTTP/2: with prior
      * knowledge). Read through the functions below, and by tls.c (the
      * offer) and worker.c (a connection's choices), nowhere else. */
-    const struct proto_ops *protocols[PROTO_COUNT];
+    const struct proto_ops *protocols[PROTOCOLS_COUNT];
     size_t nprotocols;
     uint64_t streams;   /* -m: requests in flight per connection (HTTP/2 streams,
                             HTTP/1.1 pipeline depth of the static request) */
@@ -113,7 +113,7 @@ char *spec_protocols_text(const struct run_spec *spec, bool alpn, const char *se
 /* Whether the two runs asked for the same protocols, in the same order. */
 bool spec_same_protocols(const struct run_spec *a, const struct run_spec *b);
 /* The protocols from a list of ALPN ids (alpn) or names; false when one
- * is unknown or there is none (or more than PROTO_COUNT). */
+ * is unknown or there is none (or more than PROTOCOLS_COUNT). */
 bool spec_set_protocols(struct run_spec *spec, const char *const *list, size_t n, bool alpn);
 
 /* --shard: this process's shares of the whole run (without --shard, the

@@ -144,7 +144,7 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
-/* Room for the protocols a connection may speak (proto.h's PROTO_COUNT). */
+/* Room for the protocols a connection may speak (proto.h's PROTOCOLS_COUNT). */
 #define STATS_PROTOCOLS 4
 
 struct stats {
@@ -155,7 +155,7 @@ struct stats {
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
     uint64_t h2_resets[STATS_H2_CODES];    /* HTTP/2: RST_STREAM received, by error code */
-    uint64_t by_protocol[STATS_PROTOCOLS]; /* connections that spoke each (proto_all order) */
+    uint64_t by_protocol[STATS_PROTOCOLS]; /* connections that spoke each (protocols_all order) */
 #define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
     STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
 #undef STATS_DIST_MEMBER

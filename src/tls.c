@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "h1.h"
 #include "net.h"
 #include "xalloc.h"
 

@@ -7,7 +7,9 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <ev.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,14 +17,68 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "budget.h"
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
+#include "http.h"
 #include "interval.h"
+#include "net.h"
+#include "request.h"
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
 #include "xalloc.h"
+
+struct worker {
+    size_t index;
+    const struct config *cfg;
+    struct net_addr addr; /* every connection of this worker goes here */
+    struct ev_loop *loop;
+    pthread_t thread;
+    struct conn_config conn; /* what its connections see of it */
+    struct conn_live live;   /* and what changes while the run is on */
+    struct conn *conns;
+    size_t nconns;
+    char *buf;                                /* one receive buffer shared by all connections */
+    struct http_head_cache head_cache;        /* the last response head its parsers saw */
+    struct request requests[PROTOCOLS_COUNT]; /* the static batch, as each protocol sends it */
+    struct script *script;                    /* the thread's Lua state, or NULL */
+    struct script_thread view;                /* what that state sees of the thread */
+    size_t pipeline;                          /* responses per request() batch, from verification */
+    struct pace pace;                         /* -R */
+    /* What the connections record into: the current interval. At each
+     * interval boundary it is handed to main (intervals), added to total
+     * and emptied; at the end of the run total holds everything. */
+    struct stats stats;
+    struct stats total;
+    /* --warmup: what was recorded before run_start, left out of total and
+     * of the intervals; warming until then. */
+    struct stats warmup;
+    bool warming;
+    struct intervals *intervals;
+    ev_timer interval_timer;
+    /* clock_us of the start of what is measured (after any warm-up), and
+     * of the next interval boundary */
+    uint64_t run_start, next_cut;
+    uint64_t first_conn; /* global index of its first connection, over every shard */
+    ev_async stop_watcher;
+    ev_async start_watcher; /* the run starts at start_at */
+    _Atomic uint64_t start_at;
+    ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
+    uint64_t sample_at, sample_requests;
+    /* Copies of the request count and of the error count (socket errors and
+     * status >= 400), published at every sample tick for main's progress
+     * line: the hot path keeps plain counters, and a display needs no
+     * ordering, so relaxed stores and loads suffice. */
+    _Atomic uint64_t live_requests, live_errors;
+    struct cpu_busy load; /* how busy the thread was while it ran */
+    bool running;         /* its thread has started (set and read on that thread) */
+    bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
+    char *failure;        /* a fatal error on its thread (a script error), or NULL */
+    size_t retired;       /* connections that stopped sending: request() returned nil */
+    struct worker_events events; /* what it tells main */
+};
 
 /* Big enough that large bodies take few read() calls; shared by the
  * worker's connections, since a read is consumed before the next one. */
@@ -156,6 +212,28 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
         conn_kick(&w->conns[i]);
 }
 
+/* thread:stop(): end this worker's run early, whether it is running (from
+ * its own thread) or not started yet (from setup()). Requests it had in
+ * flight go back to -n's budget. */
+static void finish(void *arg)
+{
+    struct worker *w = arg;
+    w->finished = w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+/* On the worker's thread: a fatal error (message) ends its run. It does not
+ * exit: main stops and joins the other workers, then reports the error, so
+ * that no thread is inside OpenSSL when the process exits. */
+static void fail(void *arg, const char *message)
+{
+    struct worker *w = arg;
+    if (!w->failure)
+        w->failure = xstrdup(message);
+    w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
 /* The script's hooks, as the connections call them. The script's globals
  * are looked up at every call (as wrk does): a hook defined, replaced or
  * removed by another hook during the run counts from its next use. */
@@ -211,7 +289,7 @@ static const struct request *hook_request(void *arg, struct request *own, size_t
         break;
     case SCRIPT_NIL:
         if (++w->retired == w->nconns)
-            worker_finish(w);
+            finish(w);
         break;
     case SCRIPT_FAILED:
         break;
@@ -233,15 +311,16 @@ static void hook_response(void *arg, const struct proto_response *r)
 static void settled(void *arg)
 {
     struct worker *w = arg;
-    if (w->on_settled)
-        w->on_settled(w->on_settled_arg);
+    if (w->events.settled)
+        w->events.settled(w->events.arg);
 }
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
-                          const struct net_addr *addr)
+                          const struct net_addr *addr, const struct worker_events *events)
 {
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
+    w->events = *events;
     w->cfg = cfg;
     w->addr = *addr;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
@@ -332,6 +411,22 @@ size_t worker_depth(const struct worker *w)
     return depth;
 }
 
+static void set_hooks(struct worker *w, size_t pipeline);
+
+void worker_script(struct worker *w, struct script *main_script, size_t *pipeline)
+{
+    struct request r = {0};
+    w->view = (struct script_thread){
+        .addr = &w->addr, .stop = finish, .fail = fail, .running = &w->running, .arg = w};
+    w->script = script_thread_new(w->cfg, &w->view);
+    script_setup(main_script, &w->view);
+    script_init(w->script, &r);
+    if (w->index == 0)
+        *pipeline = script_has_request(w->script) ? script_verify(w->script) : r.depth;
+    worker_set_request(w, &r);
+    set_hooks(w, *pipeline);
+}
+
 void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
 
 /* The target over time: the warm-up at the rate the run starts from, then
@@ -363,7 +458,7 @@ void worker_set_rate(struct worker *w)
                 w->cfg->protocol_option);
     p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
-    schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
+    schedule_init(&p->schedule, w->loop, w->nconns, conn_turn);
     w->conn.pace = p;
 }
 
@@ -375,7 +470,11 @@ void worker_go(struct worker *w, uint64_t start)
     ev_async_send(w->loop, &w->start_watcher);
 }
 
-void worker_set_hooks(struct worker *w, size_t pipeline)
+/* After init() in the worker's Lua state: how many responses each
+ * request() batch calls for, and the hooks its connections call. The
+ * script's globals are looked up on every call, so a hook it defines,
+ * replaces or removes during the run counts from then on. */
+static void set_hooks(struct worker *w, size_t pipeline)
 {
     struct conn_config *conn = &w->conn;
     w->pipeline = pipeline;
@@ -441,8 +540,8 @@ static void *run(void *arg)
         cut(w); /* the last interval ends with the run */
     if (w->intervals)
         intervals_end(w->intervals, w->index);
-    if ((w->finished || w->failure) && w->on_finish)
-        w->on_finish(w, w->on_finish_arg);
+    if ((w->finished || w->failure) && w->events.finished)
+        w->events.finished(w->events.arg, w->failure != NULL);
     return NULL;
 }
 
@@ -462,18 +561,15 @@ void worker_stop(struct worker *w) { ev_async_send(w->loop, &w->stop_watcher); }
 
 void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
-void worker_finish(struct worker *w)
+void worker_result(const struct worker *w, struct worker_result *out)
 {
-    w->finished = w->live.stopping = true;
-    ev_break(w->loop, EVBREAK_ALL);
+    *out = (struct worker_result){&w->total, &w->warmup, w->load, w->retired, w->failure};
 }
 
-void worker_fail(struct worker *w, const char *message)
+void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors)
 {
-    if (!w->failure)
-        w->failure = xstrdup(message);
-    w->live.stopping = true;
-    ev_break(w->loop, EVBREAK_ALL);
+    *requests = atomic_load_explicit(&w->live_requests, memory_order_relaxed);
+    *errors = atomic_load_explicit(&w->live_errors, memory_order_relaxed);
 }
 
 void worker_free(struct worker *w)
@@ -482,7 +578,7 @@ void worker_free(struct worker *w)
         conn_free(&w->conns[i]);
     free(w->conns);
     free(w->buf);
-    for (size_t i = 0; i < PROTO_COUNT; i++)
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
     profile_free(&w->pace.profile);

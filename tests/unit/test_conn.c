@@ -12,6 +12,8 @@
 #include "budget.h"
 #include "clock.h"
 #include "conn.h"
+#include "h1.h"
+#include "h2.h"
 #include "hist.h"
 #include "http.h"
 #include "net.h"
@@ -203,10 +205,7 @@ static struct rig *rig_new(void) { return rig_new_proto(&proto_h1, 1); }
 
 static void rig_budget(struct rig *r, uint64_t n)
 {
-    atomic_init(&r->budget.unsent, n);
-    atomic_init(&r->budget.unresolved, n);
-    r->budget.spent = on_spent;
-    r->budget.arg = r;
+    budget_init(&r->budget, n, on_spent, r);
     r->cfg.budget = &r->budget;
 }
 
