@@ -22,7 +22,7 @@
 #include "clock.h"
 #include "h2.h"
 #include "h2req.h"
-#include "http.h"
+#include "http_request.h"
 #include "pool.h"
 #include "proto.h"
 #include "request.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "http_request.h"
 #include "xalloc.h"
 
 char *request_format(const char *method, const char *path, const struct header *headers,

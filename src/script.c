@@ -23,6 +23,7 @@
 #include "cli.h"
 #include "hist.h"
 #include "http.h"
+#include "http_request.h"
 #include "net.h"
 #include "proto.h"
 #include "report.h"
