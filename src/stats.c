@@ -29,6 +29,8 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_FLOW_CONTROL] = "flow_control",
     [CAUSE_SETTINGS_TIMEOUT] = "settings_timeout",
     [CAUSE_STREAM_LIMIT] = "stream_limit",
+    [CAUSE_REFUSED_STREAM] = "refused_stream",
+    [CAUSE_REQUEST_TOO_LARGE] = "request_too_large",
 };
 
 static const char *const h2_code_names[STATS_H2_CODES] = {
@@ -178,10 +180,13 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
             return true;
     }
-    /* Causes add up to the socket errors, status codes to the responses,
-     * protocols to the connects: bounded by those. */
+    /* Status codes add up to the responses, protocols to the connects:
+     * bounded by those. Causes also count errors that ended no request. */
     for (int i = 0; i < STATS_H2_CODES; i++)
         if (sum_overflows(dst->h2_resets[i], src->h2_resets[i]))
+            return true;
+    for (int i = 0; i < CAUSE_COUNT; i++)
+        if (sum_overflows(dst->causes[i], src->causes[i]))
             return true;
     for (size_t i = 0; i < stats_ndists; i++)
         if (sum_overflows(hist_count(stats_dist_get(dst, &stats_dists[i])),

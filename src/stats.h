@@ -39,13 +39,15 @@ enum cause {
     CAUSE_WRITE_OTHER,
     CAUSE_RESPONSE_TIMEOUT,
     /* HTTP/2 */
-    CAUSE_GOAWAY,           /* read: GOAWAY with an error code */
-    CAUSE_STREAM_RESET,     /* read: RST_STREAM, any code but REFUSED_STREAM */
-    CAUSE_H2_PROTOCOL,      /* read: the server broke the protocol, or garbage */
-    CAUSE_H2_FLOOD,         /* read: more frames than a peer should send */
-    CAUSE_FLOW_CONTROL,     /* read: a flow-control error; timeout: a stalled body */
-    CAUSE_SETTINGS_TIMEOUT, /* timeout: SETTINGS never acknowledged */
-    CAUSE_STREAM_LIMIT,     /* timeout: no stream allowed to open */
+    CAUSE_GOAWAY,            /* read: GOAWAY with an error code */
+    CAUSE_STREAM_RESET,      /* read: RST_STREAM, any code but REFUSED_STREAM */
+    CAUSE_H2_PROTOCOL,       /* read: the server broke the protocol, or garbage */
+    CAUSE_H2_FLOOD,          /* read: more frames than a peer should send */
+    CAUSE_FLOW_CONTROL,      /* read: a flow-control error; timeout: a stalled body */
+    CAUSE_SETTINGS_TIMEOUT,  /* timeout: SETTINGS never acknowledged */
+    CAUSE_STREAM_LIMIT,      /* timeout: no stream allowed to open */
+    CAUSE_REFUSED_STREAM,    /* read: refused unprocessed every time it was sent again */
+    CAUSE_REQUEST_TOO_LARGE, /* write: a header block over what nghttp2 sends */
     CAUSE_COUNT
 };
 
