@@ -426,6 +426,8 @@ static void handshake(struct conn *c)
         ev_io_start(loop, &c->wio);
         break;
     default:
+        if (c->cfg->transport->failure)
+            c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
         connect_failed(c, CAUSE_TLS_HANDSHAKE);
         break;
     }
@@ -634,7 +636,7 @@ static bool pump(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     bool sent = false;
-    while (!c->live->stopping && !c->done) {
+    while (!c->live->stopping && !c->done && !c->live->held) {
         if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
         if (c->state == CONN_OPEN && !c->proto->ready(c->session))

@@ -81,7 +81,10 @@ struct conn_config {
 
 /* What changes while the run is on (on the worker's thread only). */
 struct conn_live {
-    bool stopping;            /* the run is over for this worker: do nothing more */
+    bool stopping; /* the run is over for this worker: do nothing more */
+    /* --start-at in the closed model: the connections open before the run
+     * and send nothing until it starts (then conn_kick()), as under -R. */
+    bool held;
     size_t unsettled;         /* connections not yet opened nor failed to open */
     bool delay;               /* the script defines delay(): ask it before each batch */
     struct proto_wants wants; /* what response() takes of a response */

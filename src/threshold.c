@@ -360,16 +360,25 @@ bool threshold_holds(const struct threshold *t, const struct threshold_value *v)
 /* ---- verdicts -------------------------------------------------------------- */
 
 bool threshold_judge(const struct threshold *ts, size_t n, const struct stats *s,
-                     uint64_t runtime_us, uint64_t timeout_us, const struct threshold_abort *abort,
-                     struct threshold_verdict *out)
+                     const struct hist *warmup_connect, uint64_t runtime_us, uint64_t timeout_us,
+                     const struct threshold_abort *abort, struct threshold_verdict *out)
 {
     bool all = true;
+    /* the run's statistics, with the warm-up's connections among its own */
+    struct stats view = *s;
+    if (warmup_connect) {
+        view.connect = hist_new(hist_highest(s->connect));
+        hist_merge(view.connect, s->connect);
+        hist_merge(view.connect, warmup_connect);
+    }
     for (size_t i = 0; i < n; i++) {
         out[i].t = &ts[i];
-        out[i].v = threshold_measure(&ts[i], s, runtime_us, timeout_us);
+        out[i].v = threshold_measure(&ts[i], &view, runtime_us, timeout_us);
         out[i].passed = threshold_holds(&ts[i], &out[i].v) && !(abort && abort->threshold == i);
         all &= out[i].passed;
     }
+    if (warmup_connect)
+        hist_free(view.connect);
     return all;
 }
 

@@ -48,17 +48,31 @@ char *xasprintf(const char *fmt, ...)
  * OpenSSL (a crash, not an exit status); so the streams are flushed here and
  * the process ends with _exit(). A second thread dying meanwhile waits on the
  * lock until the process is gone, so one message is printed. */
-void die(const char *fmt, ...)
+static void say(const char *fmt, va_list ap)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    va_list ap;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&lock); /* for good: the process ends */
     fflush(stdout);
     fputs("volley: ", stderr);
-    va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
-    va_end(ap);
     fputc('\n', stderr);
     fflush(NULL);
+}
+
+void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(fmt, ap);
+    va_end(ap);
     _exit(1);
+}
+
+void die_status(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(fmt, ap);
+    va_end(ap);
+    _exit(status);
 }

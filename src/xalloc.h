@@ -17,5 +17,8 @@ char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Print "volley: <message>" on stderr and end the process with status 1,
  * from any thread (without running atexit handlers). */
 void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/* The same with the exit status given: a script's os.exit(status) before the
+ * run or in done(). */
+void die_status(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 #endif
