@@ -114,6 +114,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 /* Hands the interval recorded so far to main and starts the next one. */
 static void cut(struct worker *w)
 {
+    conn_record(&w->conn, &w->live);
     if (w->intervals)
         intervals_deliver(w->intervals, w->index, &w->stats);
     stats_merge(&w->total, &w->stats);
@@ -124,6 +125,7 @@ static void cut(struct worker *w)
  * first interval starts. The Req/Sec sampling starts over with it. */
 static void end_warmup(struct worker *w, uint64_t now)
 {
+    conn_record(&w->conn, &w->live);
     stats_merge(&w->warmup, &w->stats);
     stats_reset(&w->stats);
     w->warming = false;
