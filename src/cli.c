@@ -6,14 +6,15 @@
 
 #include <getopt.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "profile.h"
+#include "h1.h"
+#include "protocols.h"
+#include "stats.h"
 #include "threshold.h"
 #include "units.h"
 #include "version.h"
@@ -42,6 +43,9 @@ static const char usage_text[] =
     "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
     "                           or HTTP/1.1 pipelining (default 1)\n"
     "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
+    "        --alpn        <L>  Offer these protocols over https, in order, each\n"
+    "                           connection speaking the one its server chose:\n"
+    "                           h2,http/1.1 (--alpn h2 is --http2)\n"
     "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
     "                           each stage ramps from the rate before it (-R or 0)\n"
     "                           to its own, and the run lasts their sum\n"
@@ -113,6 +117,8 @@ enum {
     OPT_THRESHOLD,
     OPT_ABORT_ON_FAIL,
     OPT_ABORT_AFTER,
+    OPT_LIST_FIELDS,
+    OPT_ALPN,
 };
 
 static const struct option long_options[] = {
@@ -130,6 +136,7 @@ static const struct option long_options[] = {
     {"requests", required_argument, NULL, 'n'},
     {"streams", required_argument, NULL, 'm'},
     {"http2", no_argument, NULL, OPT_HTTP2},
+    {"alpn", required_argument, NULL, OPT_ALPN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"sni", required_argument, NULL, OPT_SNI},
@@ -151,6 +158,9 @@ static const struct option long_options[] = {
     {"threshold", required_argument, NULL, OPT_THRESHOLD},
     {"abort-on-fail", no_argument, NULL, OPT_ABORT_ON_FAIL},
     {"abort-after", required_argument, NULL, OPT_ABORT_AFTER},
+    /* Not in --help: the table of figures, for the tests of the docs and
+     * of volley merge (stats.h). */
+    {"list-fields", no_argument, NULL, OPT_LIST_FIELDS},
     {NULL, 0, NULL, 0},
 };
 
@@ -277,17 +287,7 @@ static void add_header(struct config *cfg, const char *arg)
         if (value[i] == '\r' || value[i] == '\n')
             usage_error("invalid header '%s': line breaks are not allowed", arg);
 
-    char *name = xstrndup(arg, name_len);
-    struct header *h = (struct header *)cli_header(cfg, name);
-    if (h) {
-        free(h->name);
-        free(h->value);
-    } else {
-        cfg->headers = xrealloc(cfg->headers, (cfg->nheaders + 1) * sizeof *cfg->headers);
-        h = &cfg->headers[cfg->nheaders++];
-    }
-    h->name = name;
-    h->value = xstrndup(value, value_len);
+    spec_set_header(&cfg->spec, arg, name_len, value, value_len);
 }
 
 /* A plain decimal number, nothing else. */
@@ -309,10 +309,10 @@ static bool decimal(const char *s, const char *end, uint64_t *out)
 static void shard_arg(struct config *cfg, const char *what, const char *arg, bool index_only)
 {
     const char *slash = strchr(arg, '/'), *end = arg + strlen(arg);
-    if (!decimal(arg, slash ? slash : end, &cfg->shard.index) ||
-        (slash ? !decimal(slash + 1, end, &cfg->shard.count) : !index_only))
+    if (!decimal(arg, slash ? slash : end, &cfg->spec.shard.index) ||
+        (slash ? !decimal(slash + 1, end, &cfg->spec.shard.count) : !index_only))
         usage_error("invalid %s '%s': expected I/N, shard I of N counting from 0", what, arg);
-    if (slash && cfg->shard.count == 0)
+    if (slash && cfg->spec.shard.count == 0)
         usage_error("invalid %s '%s': there must be at least one shard", what, arg);
 }
 
@@ -340,46 +340,23 @@ static void shard_env(struct config *cfg)
                     "says which shard this is");
     else
         return;
-    if (cfg->shard.count && count && cfg->shard.count != count)
+    if (cfg->spec.shard.count && count && cfg->spec.shard.count != count)
         usage_error("VOLLEY_SHARD=%s and VOLLEY_SHARDS=%s disagree on the number of shards", shard,
                     shards);
-    if (!cfg->shard.count && !count)
+    if (!cfg->spec.shard.count && !count)
         usage_error("VOLLEY_SHARD=%s says which shard this is, but not of how many: set "
                     "VOLLEY_SHARDS, or VOLLEY_SHARD=%s/N",
                     shard, shard);
-    if (!cfg->shard.count)
-        cfg->shard.count = count;
-}
-
-/* Share i of n of total: total / n each, the first total % n one more. */
-static uint64_t share(uint64_t total, uint64_t n, uint64_t i)
-{
-    return total / n + (i < total % n ? 1 : 0);
+    if (!cfg->spec.shard.count)
+        cfg->spec.shard.count = count;
 }
 
 /* The whole run is the one part there is unless --shard says otherwise. */
 static void shard_shares(struct config *cfg)
 {
-    struct shard *s = &cfg->shard;
-    uint64_t n = s->count ? s->count : 1, i = s->index;
-    if (s->count && i >= n)
-        usage_error("invalid shard %" PRIu64 "/%" PRIu64 ": shards count from 0 to %" PRIu64, i, n,
-                    n - 1);
-    if (n > cfg->connections)
-        usage_error("%" PRIu64 " shards need at least as many connections (-c %" PRIu64 ")", n,
-                    cfg->connections);
-    if (cfg->requests && n > cfg->requests)
-        usage_error("%" PRIu64 " shards need at least as many requests (-n %" PRIu64 ")", n,
-                    cfg->requests);
-    s->connections = share(cfg->connections, n, i);
-    s->first_conn =
-        i * (cfg->connections / n) + (i < cfg->connections % n ? i : cfg->connections % n);
-    s->requests = cfg->requests ? share(cfg->requests, n, i) : 0;
-    /* Every connection sends at the same pace, so the rate divides as they do. */
-    s->rate = (double)cfg->rate * (double)s->connections / (double)cfg->connections;
-    /* A shard may have fewer connections than -t threads: a thread needs one. */
-    if (cfg->threads > s->connections)
-        cfg->threads = s->connections;
+    char why[160];
+    if (!spec_shard_shares(&cfg->spec, why, sizeof why))
+        usage_error("%s", why);
 }
 
 static void set_string(char **field, const char *arg)
@@ -391,7 +368,7 @@ static void set_string(char **field, const char *arg)
 /* -d: 0 and "inf" mean no time limit (the run ends with Ctrl-C). */
 static void set_duration(struct config *cfg, const char *arg)
 {
-    cfg->duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg, 0);
+    cfg->spec.duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg, 0);
     cfg->duration_set = true;
 }
 
@@ -412,13 +389,14 @@ static struct stage stage_arg(const char *item, size_t len, const char *arg)
 /* "30s:1000,1m:1000,30s:0". */
 static void set_stages(struct config *cfg, const char *arg)
 {
-    free(cfg->stages);
-    cfg->stages = NULL;
-    cfg->nstages = 0;
+    free(cfg->spec.stages);
+    cfg->spec.stages = NULL;
+    cfg->spec.nstages = 0;
     for (const char *item = arg;; item++) {
         size_t len = strcspn(item, ",");
-        cfg->stages = xrealloc(cfg->stages, (cfg->nstages + 1) * sizeof *cfg->stages);
-        cfg->stages[cfg->nstages++] = stage_arg(item, len, arg);
+        cfg->spec.stages =
+            xrealloc(cfg->spec.stages, (cfg->spec.nstages + 1) * sizeof *cfg->spec.stages);
+        cfg->spec.stages[cfg->spec.nstages++] = stage_arg(item, len, arg);
         item += len;
         if (!*item)
             break;
@@ -451,16 +429,43 @@ static void add_server_pid(struct config *cfg, const char *arg)
     cfg->server_pids[cfg->nserver_pids++] = xstrdup(arg);
 }
 
+/* --http2, --alpn LIST: the protocols a connection may speak, by their
+ * ALPN ids, and the option as given, for messages. */
+static void protocols_arg(struct config *cfg, const char *option, const char *list)
+{
+    const char *ids[PROTOCOLS_COUNT + 1];
+    size_t n = 0;
+    char *copy = xstrdup(list), *save = NULL;
+    bool http2 = strcmp(option, "--http2") == 0;
+    if (cfg->protocol_option && http2 != (strcmp(cfg->protocol_option, "--http2") == 0)) {
+        free(copy);
+        usage_error("--http2 is --alpn h2: give one of them");
+    }
+    for (char *id = strtok_r(copy, ",", &save); id && n <= PROTOCOLS_COUNT;
+         id = strtok_r(NULL, ",", &save))
+        ids[n++] = id;
+    bool ok = spec_set_protocols(&cfg->spec, ids, n, true);
+    free(copy);
+    if (!ok)
+        usage_error("invalid %s '%s': a list of protocols volley speaks, each once: h2, "
+                    "http/1.1",
+                    option, list);
+    free(cfg->protocol_option);
+    cfg->protocol_option = http2 ? xstrdup(option) : xasprintf("%s %s", option, list);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->connections = 10;
-    cfg->threads = 2;
-    cfg->duration_us = 10 * 1000000ULL;
-    cfg->timeout_us = 2 * 1000000ULL;
-    cfg->streams = 1;
+    cfg->spec.connections = 10;
+    cfg->spec.threads = 2;
+    cfg->spec.duration_us = 10 * 1000000ULL;
+    cfg->spec.timeout_us = 2 * 1000000ULL;
+    cfg->spec.streams = 1;
+    cfg->spec.protocols[0] = &proto_h1;
+    cfg->spec.nprotocols = 1;
     cfg->progress = true;
-    cfg->interval_us = 1000000;
+    cfg->spec.interval_us = 1000000;
 }
 
 static void parse_options(int argc, char **argv, struct config *cfg)
@@ -474,49 +479,52 @@ static void parse_options(int argc, char **argv, struct config *cfg)
     while ((c = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
         switch (c) {
         case 'c':
-            cfg->connections = count_arg("number of connections", optarg, 1, UINT64_MAX);
+            cfg->spec.connections = count_arg("number of connections", optarg, 1, UINT64_MAX);
             break;
         case 'd':
             set_duration(cfg, optarg);
             break;
         case 't':
-            cfg->threads = count_arg("number of threads", optarg, 1, UINT64_MAX);
+            cfg->spec.threads = count_arg("number of threads", optarg, 1, UINT64_MAX);
             cfg->threads_set = true;
             break;
         case 's':
-            set_string(&cfg->script, optarg);
+            set_string(&cfg->spec.script, optarg);
             break;
         case 'H':
             add_header(cfg, optarg);
             break;
         case 'L':
-            cfg->latency = true;
+            cfg->spec.latency = true;
             break;
         case 'T':
-            cfg->timeout_us = time_arg("timeout", optarg, 1);
+            cfg->spec.timeout_us = time_arg("timeout", optarg, 1);
             break;
         case 'R':
-            cfg->rate = count_arg("rate", optarg, 1, UINT64_MAX);
+            cfg->spec.rate = count_arg("rate", optarg, 1, UINT64_MAX);
             break;
         case 'U':
-            cfg->u_latency = true;
+            cfg->spec.u_latency = true;
             break;
         case 'n':
-            cfg->requests = count_arg("number of requests", optarg, 1, UINT64_MAX);
+            cfg->spec.requests = count_arg("number of requests", optarg, 1, UINT64_MAX);
             break;
         case 'm':
-            cfg->streams = count_arg("number of streams", optarg, 1, CLI_STREAMS_MAX);
+            cfg->spec.streams = count_arg("number of streams", optarg, 1, CLI_STREAMS_MAX);
             break;
         case OPT_HTTP2:
-            cfg->http2 = true;
+            protocols_arg(cfg, "--http2", "h2");
+            break;
+        case OPT_ALPN:
+            protocols_arg(cfg, "--alpn", optarg);
             break;
         case OPT_NO_KEEPALIVE:
-            cfg->no_keepalive = true;
+            cfg->spec.no_keepalive = true;
             break;
         case OPT_UNIX_SOCKET:
             if (!*optarg)
                 usage_error("invalid Unix socket path: empty");
-            set_string(&cfg->unix_socket, optarg);
+            set_string(&cfg->spec.unix_socket, optarg);
             break;
         case OPT_SNI:
             set_string(&cfg->sni, optarg);
@@ -540,14 +548,14 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->progress = false;
             break;
         case OPT_TIMELINE:
-            set_string(&cfg->timeline, optarg);
+            set_string(&cfg->spec.timeline, optarg);
             break;
         case OPT_INTERVAL:
             /* Shorter intervals would cost more in writing records than they show. */
-            cfg->interval_us = time_arg("interval", optarg, CLI_INTERVAL_MIN_US);
+            cfg->spec.interval_us = time_arg("interval", optarg, SPEC_INTERVAL_MIN_US);
             break;
         case OPT_HDR_LOG:
-            set_string(&cfg->hdr_log, optarg);
+            set_string(&cfg->spec.hdr_log, optarg);
             break;
         case OPT_SERVER_PID:
             add_server_pid(cfg, optarg);
@@ -566,10 +574,10 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             set_stages(cfg, optarg);
             break;
         case OPT_RAMP_UP:
-            cfg->ramp_up_us = time_arg("ramp-up", optarg, 0);
+            cfg->spec.ramp_up_us = time_arg("ramp-up", optarg, 0);
             break;
         case OPT_WARMUP:
-            cfg->warmup_us = time_arg("warm-up", optarg, 0);
+            cfg->spec.warmup_us = time_arg("warm-up", optarg, 0);
             break;
         case OPT_THRESHOLD:
             add_threshold(&cfg->thresholds, &cfg->nthresholds, optarg, usage_error);
@@ -581,6 +589,9 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->abort_after = count_arg("--abort-after", optarg, 1, UINT64_MAX);
             abort_after_set = true;
             break;
+        case OPT_LIST_FIELDS:
+            stats_list_fields(stdout);
+            exit(0);
         case 'k':
             usage_error("invalid option -- 'k': keep-alive is the default; --no-keepalive opens "
                         "a new connection for every request");
@@ -607,41 +618,24 @@ static void parse_options(int argc, char **argv, struct config *cfg)
  * wherever one rate is reported; the profile starts from -R. */
 static void stage_rates(struct config *cfg)
 {
-    struct profile p;
-    uint64_t total_us = 0;
+    char why[160];
     if (cfg->duration_set)
         usage_error("--stages sets the duration (the sum of the stages): leave out -d");
-    profile_init(&p, (double)cfg->rate);
-    for (size_t i = 0; i < cfg->nstages; i++) {
-        if (cfg->stages[i].duration_us > UINT64_MAX - total_us)
-            usage_error("--stages: too long");
-        total_us += cfg->stages[i].duration_us;
-        profile_add(&p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
-    }
-    double requests = profile_requests(&p, (double)total_us);
-    profile_free(&p);
-    if (total_us == 0)
-        usage_error("--stages: the stages last no time");
-    if (requests < 1)
-        usage_error("--stages: the stages send no request");
-    cfg->stages_from = cfg->rate;
-    cfg->rate = (uint64_t)llround(requests * 1e6 / (double)total_us);
-    if (cfg->rate == 0)
-        cfg->rate = 1;
-    cfg->duration_us = total_us;
+    if (!spec_stage_rates(&cfg->spec, why, sizeof why))
+        usage_error("%s", why);
     cfg->duration_set = true;
 }
 
 /* The options of this change, against each other and the load model. */
 static void validate_phases(struct config *cfg)
 {
-    if (cfg->nstages)
+    if (cfg->spec.nstages)
         stage_rates(cfg);
-    if (cfg->ramp_up_us && cfg->rate)
+    if (cfg->spec.ramp_up_us && cfg->spec.rate)
         usage_error("--ramp-up is the closed model's ramp: with -R, ramp the rate with --stages");
-    if (cfg->warmup_us && cfg->requests)
+    if (cfg->spec.warmup_us && cfg->spec.requests)
         usage_error("--warmup does not combine with -n (-n counts every request sent)");
-    if (cfg->warmup_us && cfg->nstages && !cfg->stages_from)
+    if (cfg->spec.warmup_us && cfg->spec.nstages && !cfg->spec.stages_from)
         usage_error("--warmup with --stages needs -R: the rate to warm up at");
 }
 
@@ -651,34 +645,40 @@ static void validate(struct config *cfg)
 {
     /* The default of 2 threads gives way to fewer connections (-c1 -n 1000,
      * an ab habit); an explicit -t does not. */
-    if (!cfg->threads_set && cfg->connections < cfg->threads)
-        cfg->threads = cfg->connections;
-    if (cfg->connections < cfg->threads)
+    if (!cfg->threads_set && cfg->spec.connections < cfg->spec.threads)
+        cfg->spec.threads = cfg->spec.connections;
+    if (cfg->spec.connections < cfg->spec.threads)
         usage_error("number of connections must be >= threads");
     /* Without a script a request has no body, so nothing to encode. */
-    if (!cfg->script && cli_header(cfg, "Transfer-Encoding"))
+    if (!cfg->spec.script && spec_header(&cfg->spec, "Transfer-Encoding"))
         usage_error("-H 'Transfer-Encoding: ...' needs a script that sends a body in that coding");
     validate_phases(cfg);
     shard_shares(cfg);
-    if (cfg->u_latency && !cfg->rate)
+    if (cfg->spec.u_latency && !cfg->spec.rate)
         usage_error("-U/--u_latency needs -R/--rate");
+    /* Over cleartext nothing negotiates: one protocol, h2 with prior knowledge. */
+    if (!cfg->url.tls && cfg->spec.nprotocols > 1)
+        usage_error("%s: several protocols need an https URL, where TLS chooses one; over http, "
+                    "--alpn h2 speaks HTTP/2 with prior knowledge",
+                    cfg->protocol_option);
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
     if (cfg->cacert)
         cfg->verify = true;
     /* wrk2: -U prints the latency distributions, as -L does. */
-    if (cfg->u_latency)
-        cfg->latency = true;
+    if (cfg->spec.u_latency)
+        cfg->spec.latency = true;
     /* Asking the server to close is what makes it one request per
      * connection; it also reaches scripts through wrk.headers. */
-    if (cfg->no_keepalive)
+    if (cfg->spec.no_keepalive)
         add_header(cfg, "Connection: close");
     if (cfg->key && !cfg->cert)
         usage_error("--key needs --cert");
-    if (to_stdout(cfg->json) + to_stdout(cfg->timeline) + to_stdout(cfg->hdr_log) > 1)
+    if (to_stdout(cfg->json) + to_stdout(cfg->spec.timeline) + to_stdout(cfg->spec.hdr_log) > 1)
         usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
-    cfg->time_limit_us = cfg->requests && !cfg->duration_set ? 0 : cfg->duration_us;
-    if (cfg->time_limit_us && cfg->ramp_up_us > cfg->warmup_us + cfg->time_limit_us)
+    cfg->spec.time_limit_us = cfg->spec.requests && !cfg->duration_set ? 0 : cfg->spec.duration_us;
+    if (cfg->spec.time_limit_us &&
+        cfg->spec.ramp_up_us > cfg->spec.warmup_us + cfg->spec.time_limit_us)
         usage_error("--ramp-up is longer than the run: the last connections would never open");
 }
 
@@ -689,49 +689,38 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg);
     /* --shard wins over the environment (it sets a count of at least 1) */
-    if (!cfg->shard.count)
+    if (!cfg->spec.shard.count)
         shard_env(cfg);
     if (optind >= argc)
         usage_error("missing URL");
-    cfg->url_arg = xstrdup(argv[optind]);
-    if (!url_parse(cfg->url_arg, &cfg->url, &why))
-        usage_error("invalid URL '%s': %s", cfg->url_arg, why);
-    cfg->nscript_args = (size_t)(argc - optind - 1);
-    if (cfg->nscript_args && !cfg->script)
+    cfg->spec.url = xstrdup(argv[optind]);
+    if (!url_parse(cfg->spec.url, &cfg->url, &why))
+        usage_error("invalid URL '%s': %s", cfg->spec.url, why);
+    cfg->spec.tls = cfg->url.tls;
+    cfg->spec.nscript_args = (size_t)(argc - optind - 1);
+    if (cfg->spec.nscript_args && !cfg->spec.script)
         usage_error("unexpected argument '%s' after the URL (script arguments need -s)",
                     argv[optind + 1]);
-    cfg->script_args = xcalloc(cfg->nscript_args + 1, sizeof *cfg->script_args);
-    for (size_t i = 0; i < cfg->nscript_args; i++)
-        cfg->script_args[i] = xstrdup(argv[optind + 1 + (int)i]);
+    cfg->spec.script_args = xcalloc(cfg->spec.nscript_args + 1, sizeof *cfg->spec.script_args);
+    for (size_t i = 0; i < cfg->spec.nscript_args; i++)
+        cfg->spec.script_args[i] = xstrdup(argv[optind + 1 + (int)i]);
     validate(cfg);
 }
 
 void cli_free(struct config *cfg)
 {
-    for (size_t i = 0; i < cfg->nheaders; i++) {
-        free(cfg->headers[i].name);
-        free(cfg->headers[i].value);
-    }
-    free(cfg->headers);
-    for (size_t i = 0; i < cfg->nscript_args; i++)
-        free(cfg->script_args[i]);
-    free(cfg->script_args);
-    free(cfg->script);
-    free(cfg->unix_socket);
+    spec_free(&cfg->spec);
     free(cfg->sni);
     free(cfg->cacert);
     free(cfg->cert);
     free(cfg->key);
     free(cfg->json);
-    free(cfg->timeline);
-    free(cfg->hdr_log);
     for (size_t i = 0; i < cfg->nserver_pids; i++)
         free(cfg->server_pids[i]);
     free(cfg->server_pids);
     free(cfg->start_at);
-    free(cfg->stages);
+    free(cfg->protocol_option);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
-    free(cfg->url_arg);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)
         free(expanded[i]);
@@ -739,14 +728,6 @@ void cli_free(struct config *cfg)
     expanded = NULL;
     nexpanded = 0;
     memset(cfg, 0, sizeof *cfg);
-}
-
-const struct header *cli_header(const struct config *cfg, const char *name)
-{
-    for (size_t i = 0; i < cfg->nheaders; i++)
-        if (strcasecmp(cfg->headers[i].name, name) == 0)
-            return &cfg->headers[i];
-    return NULL;
 }
 
 /* ---- volley merge -------------------------------------------------------- */

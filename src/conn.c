@@ -18,9 +18,10 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "h1.h"
 #include "hist.h"
-#include "http.h"
 #include "net.h"
+#include "protocols.h"
 
 /* After a failure (a connect that failed, a connection that ended in an
  * error before its first response, requests the server refused unprocessed)
@@ -46,10 +47,20 @@ static bool pump(struct conn *c);
 static void flush(struct conn *c);
 static void open_socket(struct conn *c);
 
-void conn_init(struct conn *c, struct conn_env *env, size_t index)
+static bool on_response(void *arg, const struct proto_response *r);
+static void on_failed(void *arg, enum cause cause);
+static void on_unsent(void *arg, enum cause cause);
+static void on_refused(void *arg);
+static void on_returned(void *arg, size_t n);
+
+/* Where a connection's sessions end their requests (with the connection). */
+static const struct proto_sink sink = {on_response, on_failed, on_unsent, on_refused, on_returned};
+
+void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index)
 {
     memset(c, 0, sizeof *c);
-    c->env = env;
+    c->cfg = cfg;
+    c->live = live;
     c->index = index;
     c->sock.fd = -1;
     c->state = CONN_CLOSED;
@@ -57,12 +68,11 @@ void conn_init(struct conn *c, struct conn_env *env, size_t index)
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
-    c->session = env->proto->new (c);
 }
 
 static void timer_start(struct conn *c, uint64_t us)
 {
-    struct ev_loop *loop = c->env->loop;
+    struct ev_loop *loop = c->cfg->loop;
     ev_timer_stop(loop, &c->timer);
     ev_timer_set(&c->timer, (double)us / 1e6, 0.);
     ev_timer_start(loop, &c->timer);
@@ -71,25 +81,25 @@ static void timer_start(struct conn *c, uint64_t us)
 /* The slot was opened, or failed to open, for the first time. */
 static void settle(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     if (c->settled)
         return;
     c->settled = true;
-    if (--env->unsettled == 0 && env->settled)
-        env->settled(env->arg);
+    if (--c->live->unsettled == 0 && cfg->hooks.settled)
+        cfg->hooks.settled(cfg->hooks.arg);
 }
 
 /* Close the socket. Requests in flight must have been accounted for. */
 static void drop(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    ev_io_stop(env->loop, &c->rio);
-    ev_io_stop(env->loop, &c->wio);
-    ev_timer_stop(env->loop, &c->timer);
+    const struct conn_config *cfg = c->cfg;
+    ev_io_stop(cfg->loop, &c->rio);
+    ev_io_stop(cfg->loop, &c->wio);
+    ev_timer_stop(cfg->loop, &c->timer);
     if (c->state == CONN_OPEN)
-        env->proto->abort(c);
+        c->proto->abort(c->session);
     if (c->sock.fd >= 0) {
-        env->transport->close(&c->sock);
+        cfg->transport->close(&c->sock);
         close(c->sock.fd);
         c->sock.fd = -1;
     }
@@ -99,22 +109,24 @@ static void drop(struct conn *c)
 
 void conn_stop(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    if (env->budget && c->state == CONN_OPEN)
-        budget_return(env->budget, env->proto->inflight(c));
-    if (env->budget && c->claimed)
-        budget_return(env->budget, c->claimed);
+    const struct conn_config *cfg = c->cfg;
+    if (cfg->budget && c->state == CONN_OPEN)
+        budget_return(cfg->budget, c->proto->inflight(c->session));
+    if (cfg->budget && c->claimed)
+        budget_return(cfg->budget, c->claimed);
     c->claimed = 0;
     drop(c);
-    if (env->pace)
-        schedule_remove(&env->pace->schedule, c);
+    if (cfg->pace)
+        schedule_remove(&cfg->pace->schedule, &c->turn);
 }
 
 void conn_free(struct conn *c)
 {
     conn_stop(c);
-    c->env->transport->release(&c->sock);
-    c->env->proto->free(c->session);
+    c->cfg->transport->release(&c->sock);
+    for (size_t i = 0; i < c->cfg->nprotocols; i++)
+        if (c->sessions[i])
+            c->cfg->protocols[i]->destroy(c->sessions[i]);
     request_free(&c->own);
 }
 
@@ -122,36 +134,72 @@ void conn_free(struct conn *c)
 /* Outcomes: responses, errors, closes                                        */
 /* ------------------------------------------------------------------------ */
 
-bool conn_response(struct conn *c, const struct proto_response *r, uint64_t start_at,
-                   uint64_t sent_at, uint64_t now)
+/* Recording one value n times costs what recording it once does, and a
+ * pipelined batch's responses often arrive in one read, with one time. */
+static void record(struct hist *h, uint64_t value, uint64_t n)
 {
-    struct conn_env *env = c->env;
-    struct stats *s = env->stats;
+    if (n == 1)
+        hist_record(h, value);
+    else
+        hist_record_n(h, value, n);
+}
+
+void conn_record(const struct conn_config *cfg, struct conn_live *live)
+{
+    struct conn_tally *t = &live->tally;
+    struct stats *s = cfg->stats;
+    if (!t->n)
+        return;
+    record(s->latency, t->done_at - t->start_at, t->n);
+    record(s->ttfb, t->first_at > t->start_at ? t->first_at - t->start_at : 0, t->n);
+    /* the uncorrected figures differ from the others only under -R */
+    if (cfg->pace) {
+        record(s->u_latency, t->done_at - t->sent_at, t->n);
+        record(s->u_ttfb, t->first_at > t->sent_at ? t->first_at - t->sent_at : 0, t->n);
+    }
+    t->n = 0;
+}
+
+/* The session's sink: a final response, counted, handed to response(). */
+static bool on_response(void *arg, const struct proto_response *r)
+{
+    struct conn *c = arg;
+    const struct conn_config *cfg = c->cfg;
+    struct stats *s = cfg->stats;
     int status = r->status;
     s->requests++;
     s->status[status > 0 && status < STATS_STATUS_MAX ? status : 0]++;
     if (status > 399)
         s->errors.status++;
-    hist_record(s->latency, now - start_at);
-    if (env->pace)
-        hist_record(s->u_latency, now - sent_at);
+    struct conn_tally *t = &c->live->tally;
+    if (t->n && (t->done_at != r->done_at || t->first_at != r->first_at ||
+                 t->start_at != r->start_at || t->sent_at != r->sent_at))
+        conn_record(cfg, c->live);
+    t->start_at = r->start_at;
+    t->sent_at = r->sent_at;
+    t->first_at = r->first_at;
+    t->done_at = r->done_at;
+    t->n++;
     c->backoff_us = 0;
     c->retry_at = 0;
     c->refusals = 0;
-    if (env->budget)
-        budget_resolve(env->budget, 1);
-    if (env->response) {
-        env->response(env->arg, r);
-        if (env->stopping)
+    if (cfg->budget)
+        budget_resolve(cfg->budget, 1);
+    if (cfg->hooks.response) {
+        cfg->hooks.response(cfg->hooks.arg, r);
+        if (c->live->stopping)
             return false;
     }
     return true;
 }
 
-void conn_requests_returned(struct conn *c, size_t n)
+/* The session's sink: requests it will not have answered here, though the
+ * server did nothing wrong. */
+static void on_returned(void *arg, size_t n)
 {
-    if (c->env->budget && n)
-        budget_return(c->env->budget, n);
+    struct conn *c = arg;
+    if (c->cfg->budget && n)
+        budget_return(c->cfg->budget, n);
 }
 
 /* An error, counted in its class once per request it ended, so that the
@@ -161,7 +209,7 @@ void conn_requests_returned(struct conn *c, size_t n)
 static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
 {
     *class += n;
-    c->env->stats->causes[cause] += n ? n : 1;
+    c->cfg->stats->causes[cause] += n ? n : 1;
 }
 
 /* The next pause after a failure: 1 ms, doubling up to 1 s, until a
@@ -188,40 +236,46 @@ static void pump_later(struct conn *c, bool backoff)
 
 static void request_failed(struct conn *c, uint64_t *class, enum cause cause)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     count(c, class, cause, 1);
-    if (env->budget)
-        budget_resolve(env->budget, 1);
+    if (cfg->budget)
+        budget_resolve(cfg->budget, 1);
 }
 
-void conn_request_failed(struct conn *c, enum cause cause)
+/* The session's sink: one request failed while the connection goes on. */
+static void on_failed(void *arg, enum cause cause)
 {
-    request_failed(c, &c->env->stats->errors.read, cause);
+    struct conn *c = arg;
+    request_failed(c, &c->cfg->stats->errors.read, cause);
 }
 
-/* Under -n the error is the request's outcome, and the next request need
- * not wait; otherwise requests that cannot be sent back off, so that they
- * cost no CPU. */
-void conn_request_unsent(struct conn *c, enum cause cause)
+/* The session's sink: one request could not be sent. Under -n the error is
+ * the request's outcome, and the next request need not wait; otherwise
+ * requests that cannot be sent back off, so that they cost no CPU. */
+static void on_unsent(void *arg, enum cause cause)
 {
-    request_failed(c, &c->env->stats->errors.write, cause);
-    pump_later(c, !c->env->budget);
+    struct conn *c = arg;
+    request_failed(c, &c->cfg->stats->errors.write, cause);
+    pump_later(c, !c->cfg->budget);
 }
 
-/* A server that is draining or briefly overloaded refuses a few requests,
- * which go again after the back-off; one that refuses everything (or sends
- * GOAWAY on every connection) would be sent the same requests forever: past
- * RESENDS per stream with no response between, a refusal is an error. */
-void conn_request_refused(struct conn *c)
+/* The session's sink: the server refused one request unprocessed. A server
+ * that is draining or briefly overloaded refuses a few requests, which go
+ * again after the back-off; one that refuses everything (or sends GOAWAY on
+ * every connection) would be sent the same requests forever: past RESENDS
+ * per stream with no response between, a refusal is an error. */
+static void on_refused(void *arg)
 {
-    struct conn_env *env = c->env;
-    size_t most = env->streams > env->depth ? env->streams : env->depth;
+    struct conn *c = arg;
+    const struct conn_config *cfg = c->cfg;
+    const struct proto_conf *conf = &cfg->sessions[c->protocol];
+    size_t most = conf->streams > conf->depth ? conf->streams : conf->depth;
     if (c->refusals++ < RESENDS * most) {
-        conn_requests_returned(c, 1);
+        on_returned(c, 1);
         pump_later(c, true);
     } else {
-        request_failed(c, &env->stats->errors.read, CAUSE_REFUSED_STREAM);
-        pump_later(c, !env->budget);
+        request_failed(c, &cfg->stats->errors.read, CAUSE_REFUSED_STREAM);
+        pump_later(c, !cfg->budget);
     }
 }
 
@@ -239,7 +293,7 @@ static void retry(struct conn *c, bool backoff)
  * delimited by the close, or the server closed it while it was idle. */
 static void closed(struct conn *c)
 {
-    c->env->stats->reconnects++;
+    c->cfg->stats->reconnects++;
     drop(c);
     pump(c);
 }
@@ -250,11 +304,11 @@ static void closed(struct conn *c)
  * failed connect. */
 static void failed(struct conn *c, uint64_t *class, enum cause cause)
 {
-    struct conn_env *env = c->env;
-    size_t n = env->proto->inflight(c);
+    const struct conn_config *cfg = c->cfg;
+    size_t n = c->proto->inflight(c->session);
     count(c, class, cause, n);
-    if (env->budget && n)
-        budget_resolve(env->budget, n);
+    if (cfg->budget && n)
+        budget_resolve(cfg->budget, n);
     bool backoff = !c->carried;
     drop(c);
     retry(c, backoff);
@@ -265,7 +319,7 @@ static void write_failed(struct conn *c, int err)
     enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
                        : err == ECONNRESET ? CAUSE_RESET
                                            : CAUSE_WRITE_OTHER;
-    failed(c, &c->env->stats->errors.write, cause);
+    failed(c, &c->cfg->stats->errors.write, cause);
 }
 
 static enum cause connect_cause(int err)
@@ -297,11 +351,11 @@ static enum cause connect_cause(int err)
  * target costs no CPU and the counts stay meaningful. */
 static void connect_failed(struct conn *c, enum cause cause)
 {
-    struct conn_env *env = c->env;
-    count(c, &env->stats->errors.connect, cause, c->want ? 1 : 0);
+    const struct conn_config *cfg = c->cfg;
+    count(c, &cfg->stats->errors.connect, cause, c->want ? 1 : 0);
     bool outcome = c->claimed;
     if (outcome)
-        budget_resolve(env->budget, c->claimed);
+        budget_resolve(cfg->budget, c->claimed);
     c->claimed = 0;
     c->want = false;
     settle(c);
@@ -311,15 +365,15 @@ static void connect_failed(struct conn *c, enum cause cause)
 
 static void timed_out(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    size_t n = env->proto->inflight(c);
-    enum cause cause = env->proto->expired(c);
+    const struct conn_config *cfg = c->cfg;
+    size_t n = c->proto->inflight(c->session);
+    enum cause cause = c->proto->expired(c->session);
     /* Every request still unanswered has timed out. A connection whose
      * set-up never completed (HTTP/2's SETTINGS) fails even with none: an
      * error that ended no request. */
-    count(c, &env->stats->errors.timeout, cause, n);
-    if (env->budget && n)
-        budget_resolve(env->budget, n);
+    count(c, &cfg->stats->errors.timeout, cause, n);
+    if (cfg->budget && n)
+        budget_resolve(cfg->budget, n);
     drop(c);
     retry(c, false);
 }
@@ -328,29 +382,58 @@ static void timed_out(struct conn *c)
 /* Connecting                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* The protocol the connection speaks now: the one its server chose in
+ * ALPN, HTTP/1.1 when it chose none (or the first offered, when that is
+ * not among them), the one there is over cleartext. */
+static size_t chosen(struct conn *c)
+{
+    const struct conn_config *cfg = c->cfg;
+    size_t len;
+    const char *id = cfg->transport->alpn(&c->sock, &len);
+    for (size_t i = 0; i < cfg->nprotocols; i++) {
+        const struct proto_ops *p = cfg->protocols[i];
+        if (id ? strlen(p->alpn) == len && memcmp(p->alpn, id, len) == 0 : p == &proto_h1)
+            return i;
+    }
+    return 0; /* what the server then sends shows as that protocol's errors */
+}
+
+/* Its session for the protocol it speaks: made the first time. */
+static void speak(struct conn *c, size_t protocol)
+{
+    const struct conn_config *cfg = c->cfg;
+    c->protocol = protocol;
+    c->proto = cfg->protocols[protocol];
+    if (!c->sessions[protocol])
+        c->sessions[protocol] = c->proto->create(&cfg->sessions[protocol], &sink, c);
+    c->session = c->sessions[protocol];
+    cfg->stats->by_protocol[protocols_index(c->proto)]++;
+}
+
 static void ready(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    struct stats *s = env->stats;
+    const struct conn_config *cfg = c->cfg;
+    struct stats *s = cfg->stats;
     uint64_t now = clock_us();
-    ev_timer_stop(env->loop, &c->timer);
-    ev_io_stop(env->loop, &c->wio);
-    ev_io_start(env->loop, &c->rio);
+    ev_timer_stop(cfg->loop, &c->timer);
+    ev_io_stop(cfg->loop, &c->wio);
+    ev_io_start(cfg->loop, &c->rio);
     s->connects++;
     if (c->opened)
         s->reopened++;
     hist_record(s->connect, now - c->connect_at);
-    if (env->transport->secure) {
+    if (cfg->transport->secure) {
         s->handshakes++;
-        s->resumed += env->transport->resumed(&c->sock) ? 1 : 0;
+        s->resumed += cfg->transport->resumed(&c->sock) ? 1 : 0;
         s->handshake_us += now - c->connected_at;
     }
+    speak(c, chosen(c));
     c->state = CONN_OPEN;
     c->opened = true;
     c->carried = false;
     c->want = false;
     c->available_at = now;
-    env->proto->open(c);
+    c->proto->open(c->session);
     settle(c);
     flush(c); /* what the protocol says first (HTTP/2's preface) */
     if (c->state == CONN_OPEN)
@@ -359,8 +442,8 @@ static void ready(struct conn *c)
 
 static void handshake(struct conn *c)
 {
-    struct ev_loop *loop = c->env->loop;
-    switch (c->env->transport->handshake(&c->sock)) {
+    struct ev_loop *loop = c->cfg->loop;
+    switch (c->cfg->transport->handshake(&c->sock)) {
     case IO_OK:
         ready(c);
         break;
@@ -372,8 +455,8 @@ static void handshake(struct conn *c)
         ev_io_start(loop, &c->wio);
         break;
     default:
-        if (c->env->transport->failure)
-            c->env->stats->tls_failures[c->env->transport->failure(&c->sock)]++;
+        if (c->cfg->transport->failure)
+            c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
         connect_failed(c, CAUSE_TLS_HANDSHAKE);
         break;
     }
@@ -388,10 +471,10 @@ static void connected(struct conn *c)
 
 static void open_socket(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     bool in_progress;
     c->connect_at = clock_us();
-    int fd = net_connect(env->addr, &in_progress);
+    int fd = net_connect(cfg->addr, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
@@ -400,23 +483,23 @@ static void open_socket(struct conn *c)
     ev_io_set(&c->rio, fd, EV_READ);
     ev_io_set(&c->wio, fd, EV_WRITE);
     /* Connecting and the handshake are bounded by --timeout too. */
-    timer_start(c, env->timeout_us);
+    timer_start(c, cfg->timeout_us);
     if (!in_progress) {
         connected(c);
         return;
     }
     c->state = CONN_CONNECTING;
-    ev_io_start(env->loop, &c->wio);
+    ev_io_start(cfg->loop, &c->wio);
 }
 
 void conn_start(struct conn *c, bool want)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     c->want = want;
     /* Under -n the request waiting for the connection is claimed now: if the
      * connection cannot be made, that is its outcome. */
-    if (want && env->budget && !c->claimed) {
-        if (!budget_claim(env->budget, 1)) {
+    if (want && cfg->budget && !c->claimed) {
+        if (!budget_claim(cfg->budget, 1)) {
             c->want = false;
             settle(c);
             return;
@@ -434,25 +517,25 @@ void conn_start(struct conn *c, bool want)
  * would block. */
 static void flush(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     const char *data;
     size_t len;
     if (c->write_wants_read)
         return; /* on_read resumes it */
-    while ((len = env->proto->output(c, &data)) > 0) {
-        ssize_t n = env->transport->write(&c->sock, data, len);
+    while ((len = c->proto->output(c->session, &data)) > 0) {
+        ssize_t n = cfg->transport->write(&c->sock, data, len);
         if (n > 0) {
             c->carried = true;
-            env->proto->wrote(c, (size_t)n);
+            c->proto->wrote(c->session, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
-            ev_io_start(env->loop, &c->wio);
+            ev_io_start(cfg->loop, &c->wio);
             return;
         } else if (n == IO_WANT_READ) {
             /* TLS: the write needs the peer's data first. The read watcher
              * is always armed; the write watcher would only spin. */
             c->write_wants_read = true;
             if (!c->read_wants_write)
-                ev_io_stop(env->loop, &c->wio);
+                ev_io_stop(cfg->loop, &c->wio);
             return;
         } else {
             write_failed(c, errno);
@@ -460,7 +543,7 @@ static void flush(struct conn *c)
         }
     }
     if (!c->read_wants_write)
-        ev_io_stop(env->loop, &c->wio);
+        ev_io_stop(cfg->loop, &c->wio);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -484,23 +567,23 @@ static void wake(struct conn *c, uint64_t at, uint64_t now)
  * request out when the server closes idle connections sooner. */
 static bool paused(struct conn *c, uint64_t now)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     if (c->delay_served)
         return false;
     if (!c->delay_until) {
-        double ms = env->delay(env->arg);
-        if (env->stopping)
+        double ms = cfg->hooks.delay(cfg->hooks.arg);
+        if (c->live->stopping)
             return true;
         /* Converting a delay past the range of uint64_t (1e300, inf) is
          * undefined, and NaN compares false: both would give no pause. */
         uint64_t us = ms > 0 ? (uint64_t)((ms < DELAY_MAX_MS ? ms : DELAY_MAX_MS) * 1000) : 0;
         c->delay_until = now + us;
-        env->stats->pauses++;
-        env->stats->paused_us += us;
+        cfg->stats->pauses++;
+        cfg->stats->paused_us += us;
     }
     if (c->delay_until > now) {
-        uint64_t oldest = c->state == CONN_OPEN ? env->proto->oldest(c) : 0;
-        wake(c, oldest ? oldest + env->timeout_us : c->delay_until, now);
+        uint64_t oldest = c->state == CONN_OPEN ? c->proto->oldest(c->session) : 0;
+        wake(c, oldest ? oldest + cfg->timeout_us : c->delay_until, now);
         return true;
     }
     /* Under -R the pause is the script's think time, not the server's:
@@ -519,18 +602,18 @@ static bool paused(struct conn *c, uint64_t now)
  * (--stages) is over, it sends nothing more. */
 static bool waiting_for_turn(struct conn *c, uint64_t now)
 {
-    struct pace *p = c->env->pace;
+    struct pace *p = c->cfg->pace;
     if (!p->start)
         return true; /* the run has not started: conn_kick() comes then */
     double slot = (double)(p->first + c->index) + (double)c->batches * (double)p->total;
     double at = profile_due_us(&p->profile, slot * (double)p->depth);
     if (isinf(at))
         return true;
-    c->due = p->start + (uint64_t)at;
-    if (c->due <= now)
+    c->turn.due = p->start + (uint64_t)at;
+    if (c->turn.due <= now)
         return false;
-    if (!c->slot)
-        schedule_add(&p->schedule, c);
+    if (!c->turn.slot)
+        schedule_add(&p->schedule, &c->turn);
     return true;
 }
 
@@ -538,40 +621,40 @@ static bool waiting_for_turn(struct conn *c, uint64_t now)
  * Returns false when nothing went out. */
 static bool send_batch(struct conn *c, uint64_t now)
 {
-    struct conn_env *env = c->env;
-    struct stats *s = env->stats;
-    size_t depth = env->depth;
+    const struct conn_config *cfg = c->cfg;
+    struct stats *s = cfg->stats;
+    size_t depth = cfg->sessions[c->protocol].depth;
     /* Claim before request() runs, so that scripts see only requests sent;
      * one may have been claimed when the connection was opened for it. */
-    if (env->budget) {
+    if (cfg->budget) {
         size_t claimed = c->claimed;
         c->claimed = 0;
-        depth = claimed + (depth > claimed ? budget_claim(env->budget, depth - claimed) : 0);
+        depth = claimed + (depth > claimed ? budget_claim(cfg->budget, depth - claimed) : 0);
         if (depth == 0)
             return false;
     }
-    const struct request *r = env->request(env->arg, &c->own);
-    if (!r || env->stopping) {
-        if (env->budget)
-            budget_return(env->budget, depth);
+    const struct request *r = cfg->hooks.request(cfg->hooks.arg, &c->own, c->protocol);
+    if (!r || c->live->stopping) {
+        if (cfg->budget)
+            budget_return(cfg->budget, depth);
         c->done = !r;
         return false;
     }
     uint64_t start = 0; /* from when each request goes out */
-    if (env->pace) {
+    if (cfg->pace) {
         /* Latency counts from the intended time, however late the send,
          * but not from before the connection was set up or its pause ended. */
-        start = c->due > c->available_at ? c->due : c->available_at;
-        hist_record(s->lag, now - c->due);
+        start = c->turn.due > c->available_at ? c->turn.due : c->available_at;
+        hist_record(s->lag, now - c->turn.due);
         c->batches++;
     }
     s->sent += depth;
     c->delay_served = false;
-    env->proto->submit(c, r, depth, now, start);
+    c->proto->submit(c->session, r, r == &c->own, depth, now, start);
     /* The response timer keeps the deadline of an earlier batch when it is
      * still running: on_timer moves it on, so the common case costs nothing. */
     if (!ev_is_active(&c->timer))
-        timer_start(c, env->timeout_us);
+        timer_start(c, cfg->timeout_us);
     return true;
 }
 
@@ -580,23 +663,23 @@ static bool send_batch(struct conn *c, uint64_t now)
  * schedule, the connection opening. Returns whether it wrote. */
 static bool pump(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     bool sent = false;
-    while (!env->stopping && !c->done && !env->held) {
+    while (!c->live->stopping && !c->done && !c->live->held) {
         if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
-        if (c->state == CONN_OPEN && !env->proto->ready(c))
+        if (c->state == CONN_OPEN && !c->proto->ready(c->session))
             break; /* the session is busy: it pumps when it is done */
-        if (env->budget && !c->claimed && !budget_left(env->budget))
+        if (cfg->budget && !c->claimed && !budget_left(cfg->budget))
             break;
         uint64_t now = clock_us();
-        if (env->delay && paused(c, now))
+        if (c->live->delay && paused(c, now))
             break;
-        if (env->pace && waiting_for_turn(c, now))
+        if (cfg->pace && waiting_for_turn(c, now))
             break;
         if (c->retry_at > now) { /* a back-off is running */
-            uint64_t oldest = c->state == CONN_OPEN ? env->proto->oldest(c) : 0;
-            wake(c, oldest ? oldest + env->timeout_us : c->retry_at, now);
+            uint64_t oldest = c->state == CONN_OPEN ? c->proto->oldest(c->session) : 0;
+            wake(c, oldest ? oldest + cfg->timeout_us : c->retry_at, now);
             break;
         }
         if (c->state == CONN_CLOSED) {
@@ -614,19 +697,24 @@ static bool pump(struct conn *c)
 
 void conn_kick(struct conn *c) { pump(c); }
 
+void conn_turn(struct schedule_entry *turn)
+{
+    pump((struct conn *)(void *)((char *)turn - offsetof(struct conn, turn)));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Reading                                                                    */
 /* ------------------------------------------------------------------------ */
 
 static void at_eof(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     enum cause cause;
-    enum proto_status st = env->proto->eof(c, clock_us(), &cause);
-    if (env->stopping)
+    enum proto_status st = c->proto->eof(c->session, clock_us(), &cause);
+    if (c->live->stopping)
         return;
     if (st == PROTO_FAIL)
-        failed(c, &env->stats->errors.read, cause);
+        failed(c, &cfg->stats->errors.read, cause);
     else
         closed(c);
 }
@@ -638,7 +726,7 @@ static void at_eof(struct conn *c)
  * socket yet. */
 static inline bool reply(struct conn *c)
 {
-    if (c->env->proto->ready(c)) {
+    if (c->proto->ready(c->session)) {
         if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
             flush(c);
         return true;
@@ -650,27 +738,29 @@ static inline bool reply(struct conn *c)
 
 static void read_ready(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     size_t burst = 0;
     bool owed = false; /* input came that reply() has not followed yet */
     for (;;) {
-        ssize_t n = env->transport->read(&c->sock, env->rbuf, env->rbuf_len);
+        ssize_t n = cfg->transport->read(&c->sock, cfg->rbuf, cfg->rbuf_len);
         if (n > 0) {
             enum cause cause;
-            env->stats->bytes += (uint64_t)n;
+            cfg->stats->bytes += (uint64_t)n;
             burst += (size_t)n;
-            enum proto_status st = env->proto->input(c, env->rbuf, (size_t)n, clock_us(), &cause);
-            if (env->stopping)
+            enum proto_status st =
+                c->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
+            conn_record(cfg, c->live);
+            if (c->live->stopping)
                 return;
             if (st == PROTO_FAIL) {
-                failed(c, &env->stats->errors.read, cause);
+                failed(c, &cfg->stats->errors.read, cause);
                 return;
             }
             if (st == PROTO_CLOSE) {
                 closed(c);
                 return;
             }
-            bool more = env->transport->pending(&c->sock) > 0;
+            bool more = cfg->transport->pending(&c->sock) > 0;
             /* Records the transport holds already (TLS) are read first, so
              * that one write carries what all of them call for. */
             owed = more && burst < READ_BURST;
@@ -680,12 +770,12 @@ static void read_ready(struct conn *c)
             if (c->state != CONN_OPEN || (done && !more))
                 return;
             /* A short read drained the socket; a full one may have left more. */
-            if ((size_t)n < env->rbuf_len && !more)
+            if ((size_t)n < cfg->rbuf_len && !more)
                 return;
             if (burst >= READ_BURST) {
                 /* Bytes held inside the transport raise no event. */
                 if (more)
-                    ev_feed_event(env->loop, &c->rio, EV_READ);
+                    ev_feed_event(cfg->loop, &c->rio, EV_READ);
                 return;
             }
         } else if (n == 0) {
@@ -699,10 +789,10 @@ static void read_ready(struct conn *c)
         } else if (n == IO_WANT_WRITE) {
             /* TLS: the read must first write; resumed from on_write. */
             c->read_wants_write = true;
-            ev_io_start(env->loop, &c->wio);
+            ev_io_start(cfg->loop, &c->wio);
             return;
         } else {
-            failed(c, &env->stats->errors.read,
+            failed(c, &cfg->stats->errors.read,
                    errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER);
             return;
         }
@@ -720,7 +810,7 @@ static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
-    if (c->env->stopping)
+    if (c->live->stopping)
         return;
     if (c->state == CONN_HANDSHAKE) {
         handshake(c);
@@ -741,7 +831,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)revents;
     struct conn *c = io->data;
-    if (c->env->stopping)
+    if (c->live->stopping)
         return;
     switch (c->state) {
     case CONN_CONNECTING: {
@@ -763,7 +853,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
                 break;
         }
         flush(c);
-        if (c->state == CONN_OPEN && c->env->proto->ready(c))
+        if (c->state == CONN_OPEN && c->proto->ready(c->session))
             pump(c);
         break;
     default:
@@ -776,8 +866,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = t->data;
-    struct conn_env *env = c->env;
-    if (env->stopping)
+    const struct conn_config *cfg = c->cfg;
+    if (c->live->stopping)
         return;
     switch (c->state) {
     case CONN_CLOSED: /* a back-off or a pause is over */
@@ -788,8 +878,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
     case CONN_OPEN: {
-        uint64_t now = clock_us(), oldest = env->proto->oldest(c);
-        if (oldest && now >= oldest + env->timeout_us) {
+        uint64_t now = clock_us(), oldest = c->proto->oldest(c->session);
+        if (oldest && now >= oldest + cfg->timeout_us) {
             timed_out(c);
             break;
         }
@@ -797,8 +887,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
          * (HTTP/2): the timer goes on to whichever comes first, the end of
          * a pause still running or the oldest one's deadline. */
         pump(c);
-        if (c->state == CONN_OPEN && (oldest = env->proto->oldest(c)) != 0)
-            wake(c, oldest + env->timeout_us, now);
+        if (c->state == CONN_OPEN && (oldest = c->proto->oldest(c->session)) != 0)
+            wake(c, oldest + cfg->timeout_us, now);
         break;
     }
     }

@@ -1,7 +1,8 @@
 /* One connection slot to the target: connects, hands the requests of its
  * load model to its protocol session, writes and reads for it, and reopens
  * after closes and errors. Owned by a worker and run by its event loop; it
- * sees the worker only through the narrow struct conn_env.
+ * sees the worker only through struct conn_config, read-only, and the few
+ * flags of struct conn_live.
  * SPDX-License-Identifier: MIT */
 #ifndef VOLLEY_CONN_H
 #define VOLLEY_CONN_H
@@ -13,6 +14,7 @@
 
 #include "profile.h"
 #include "proto.h"
+#include "protocols.h"
 #include "request.h"
 #include "schedule.h"
 #include "stats.h"
@@ -35,43 +37,66 @@ struct pace {
     uint64_t total;           /* connections of the whole run */
 };
 
-/* What a connection may see of its worker. The worker fills it and owns
- * everything it points to. */
-struct conn_env {
+/* What the connections send and what becomes of their responses: the
+ * static request, or the script's hooks. The functions stay for the run;
+ * whether delay() is asked, and what response() takes, change (struct
+ * conn_live). */
+struct conn_hooks {
+    /* The requests to send: the static batch for the protocol the
+     * connection speaks (its index in conn_config's protocols), or
+     * request()'s, given the connection's own buffer to fill. NULL when
+     * this connection is to send nothing more. */
+    const struct request *(*request)(void *arg, struct request *own, size_t protocol);
+    /* delay(): milliseconds to pause before the next batch, when asked. */
+    double (*delay)(void *arg);
+    /* response(): given each response; NULL if the script has none. */
+    void (*response)(void *arg, const struct proto_response *r);
+    /* Called once when every connection has first been opened or has failed
+     * to open (with -R the run starts after that); NULL if nobody waits. */
+    void (*settled)(void *arg);
+    void *arg;
+};
+
+/* What every connection of a worker shares: set up by the worker before
+ * the run, read-only while it is on. The worker owns everything it points
+ * to. */
+struct conn_config {
     struct ev_loop *loop;
     const struct transport *transport;
-    const struct proto_ops *proto;
+    /* The protocols a connection may speak: over TLS, the one its server
+     * chose in ALPN (HTTP/1.1 when it chose none), else the one there is;
+     * and what the sessions of each see of the run. */
+    const struct proto_ops *protocols[PROTOCOLS_COUNT];
+    struct proto_conf sessions[PROTOCOLS_COUNT];
+    size_t nprotocols;
     const struct net_addr *addr;
-    bool tls;       /* the URL is https (HTTP/2's :scheme) */
-    size_t streams; /* -m: requests in flight at most (HTTP/2 streams) */
     uint64_t timeout_us;
-    bool no_keepalive;
-    struct stats *stats;
+    struct stats *stats;   /* what the connections record into */
     struct budget *budget; /* -n, or NULL */
     struct pace *pace;     /* -R, or NULL */
     char *rbuf;            /* one receive buffer for every connection */
     size_t rbuf_len;
-    struct http_head_cache *head_cache;
-    /* The requests to send: the static batch, or request()'s through the
-     * hook below, given the connection's own buffer to fill. NULL when this
-     * connection is to send nothing more. */
-    const struct request *(*request)(void *arg, struct request *own);
-    /* delay(): milliseconds to pause before the next batch; NULL if none. */
-    double (*delay)(void *arg);
-    /* response(): given each response; NULL if none. want_head and want_body
-     * say what of the response it takes. */
-    void (*response)(void *arg, const struct proto_response *r);
-    bool want_head, want_body;
-    void *arg;
-    size_t depth;  /* requests per batch */
+    struct conn_hooks hooks;
+};
+
+/* Responses counted but not yet in the histograms, all with the same
+ * times: those of one read that took the same times (a pipelined batch
+ * answered at once) are recorded together, with their count. */
+struct conn_tally {
+    uint64_t start_at, sent_at, first_at, done_at; /* as struct proto_response's */
+    uint64_t n;                                    /* 0: none */
+};
+
+/* What changes while the run is on (on the worker's thread only). */
+struct conn_live {
     bool stopping; /* the run is over for this worker: do nothing more */
     /* --start-at in the closed model: the connections open before the run
      * and send nothing until it starts (then conn_kick()), as under -R. */
     bool held;
-    /* Called once when every connection has first been opened or has failed
-     * to open (with -R the run starts after that). */
-    void (*settled)(void *arg);
-    size_t unsettled;
+    size_t unsettled;         /* connections not yet opened nor failed to open */
+    bool delay;               /* the script defines delay(): ask it before each batch */
+    struct proto_wants wants; /* what response() takes of a response */
+    struct conn_tally tally;  /* emptied after each read: see conn_record */
 };
 
 enum conn_state {
@@ -82,68 +107,60 @@ enum conn_state {
 };
 
 struct conn {
-    struct conn_env *env;
+    const struct conn_config *cfg;
+    struct conn_live *live;
     size_t index; /* in the worker */
     struct sock sock;
     enum conn_state state;
     ev_io rio, wio;
-    ev_timer timer;        /* connect/response timeout, back-off, delay() pause */
-    void *session;         /* the protocol's, kept across reconnects */
-    struct request own;    /* the batch request() returned */
-    uint64_t connect_at;   /* when the current connection attempt began */
-    uint64_t connected_at; /* when its TCP connect completed */
-    uint64_t available_at; /* when it last became free to send after being set
+    ev_timer timer; /* connect/response timeout, back-off, delay() pause */
+    /* The protocol it speaks (set when it opens) and its session; one
+     * session per protocol spoken, kept across reconnects. */
+    const struct proto_ops *proto;
+    struct proto_session *session;
+    struct proto_session *sessions[PROTOCOLS_COUNT];
+    struct request own;         /* the batch request() returned */
+    uint64_t connect_at;        /* when the current connection attempt began */
+    uint64_t connected_at;      /* when its TCP connect completed */
+    uint64_t available_at;      /* when it last became free to send after being set
                                 up or after a delay() pause: under -R latency
                                 counts from the later of this and the intended
                                 time, as neither wait was the server's doing */
-    uint64_t backoff_us;   /* the pause before the next attempt after a failure */
-    uint64_t retry_at;     /* no attempt before this, after a failure */
-    uint64_t refusals;     /* requests refused unprocessed since the last response */
-    uint64_t delay_until;  /* end of the delay() pause before the next batch, or 0 */
-    bool delay_served;     /* that pause is over; the batch has not gone yet */
-    uint64_t due;          /* -R: the intended send time of the next batch */
-    uint64_t batches;      /* -R: batches sent so far, the schedule's k */
-    size_t slot;           /* -R: place in the schedule + 1, 0 when not queued */
-    bool want;             /* a batch is waiting for the connection to open */
-    size_t claimed;        /* -n: requests claimed for it meanwhile */
-    bool opened;           /* it has been open before */
-    bool carried;          /* request bytes went out since it opened */
-    bool settled;          /* counted in env->unsettled already */
-    bool done;             /* request() gave nothing: it sends no more */
-    bool read_wants_write; /* TLS: a read waits for the socket to be writable */
-    bool write_wants_read; /* TLS: a write waits for it to be readable */
+    uint64_t backoff_us;        /* the pause before the next attempt after a failure */
+    uint64_t retry_at;          /* no attempt before this, after a failure */
+    uint64_t refusals;          /* requests refused unprocessed since the last response */
+    uint64_t delay_until;       /* end of the delay() pause before the next batch, or 0 */
+    bool delay_served;          /* that pause is over; the batch has not gone yet */
+    struct schedule_entry turn; /* -R: the intended send time of the next batch, and
+                                   its place in the schedule */
+    uint64_t batches;           /* -R: batches sent so far, the schedule's k */
+    bool want;                  /* a batch is waiting for the connection to open */
+    size_t claimed;             /* -n: requests claimed for it meanwhile */
+    bool opened;                /* it has been open before */
+    bool carried;               /* request bytes went out since it opened */
+    bool settled;               /* counted in live->unsettled already */
+    bool done;                  /* request() gave nothing: it sends no more */
+    bool read_wants_write;      /* TLS: a read waits for the socket to be writable */
+    bool write_wants_read;      /* TLS: a write waits for it to be readable */
+    uint8_t protocol;           /* proto's index in conn_config's protocols */
 };
 
-void conn_init(struct conn *c, struct conn_env *env, size_t index);
+void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index);
 /* Open the connection; with want, a batch goes out as soon as it is open. */
 void conn_start(struct conn *c, bool want);
 /* Send what may go now: the run has started (-R), or the connection's
- * intended time has come (from the schedule). */
+ * intended time has come. */
 void conn_kick(struct conn *c);
+/* The schedule's call when the intended time of a connection (its turn)
+ * has come. */
+void conn_turn(struct schedule_entry *turn);
+/* Records the responses tallied into cfg's statistics. Each read does it
+ * before it returns; whoever takes the statistics away (the end of an
+ * interval, of the warm-up) does it first too. */
+void conn_record(const struct conn_config *cfg, struct conn_live *live);
 /* Close and stop every watcher (end of run). Requests in flight are handed
  * back to -n's budget, to be sent by the connections that go on. */
 void conn_stop(struct conn *c);
 void conn_free(struct conn *c);
-
-/* For sessions: a final response of a request whose latency counts from
- * start_at, sent at sent_at, completed at now. Returns false when the
- * worker is stopping (a response() hook ended the run). */
-bool conn_response(struct conn *c, const struct proto_response *r, uint64_t start_at,
-                   uint64_t sent_at, uint64_t now);
-/* For sessions: one request failed on its own (its stream was reset) while
- * the connection goes on: one read error, counted under cause. */
-void conn_request_failed(struct conn *c, enum cause cause);
-/* For sessions: one request could not be sent at all (HTTP/2 would not
- * carry its header block): one write error, counted under cause. */
-void conn_request_unsent(struct conn *c, enum cause cause);
-/* For sessions: the server refused one request without processing it
- * (HTTP/2's REFUSED_STREAM, or past a GOAWAY's last stream). It is sent
- * again after a back-off, or counted as a refused_stream read error when
- * the slot's requests have been refused too often since its last response. */
-void conn_request_refused(struct conn *c);
-/* For sessions: n requests that went out but will not be answered on this
- * connection, though the server did nothing wrong (they were behind a
- * response that closed it): -n sends them again. */
-void conn_requests_returned(struct conn *c, size_t n);
 
 #endif

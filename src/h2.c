@@ -21,7 +21,8 @@
  * with or without a response() hook, so a response counts the same whatever
  * the script.
  *
- * At the end, h2_check: the start-up look at a cleartext target.
+ * What it checks before a run (a request, a cleartext target) is in
+ * h2_start.c.
  * SPDX-License-Identifier: MIT */
 #include "h2.h"
 
@@ -35,11 +36,11 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "cli.h"
 #include "clock.h"
-#include "conn.h"
+#include "h2_start.h"
 #include "h2req.h"
 #include "http.h"
+#include "http_request.h"
 #include "net.h"
 #include "pool.h"
 #include "proto.h"
@@ -76,6 +77,7 @@ struct h2_stream {
     uint64_t queued_at; /* submitted: --timeout counts from here */
     uint64_t start_at;  /* where latency counts from under -R, else 0 */
     uint64_t sent_at;   /* its HEADERS frame went out, 0 until then */
+    uint64_t first_at;  /* the response's first HEADERS frame began, 0 until then */
     int status;
     size_t head;             /* its response's header lists so far (RFC 9113 §6.5.2) */
     int64_t length;          /* the final head's content-length, or -1 */
@@ -90,6 +92,9 @@ struct h2_stream {
 };
 
 struct h2 {
+    const struct proto_conf *conf;
+    const struct proto_sink *sink; /* where its requests end, with arg */
+    void *arg;
     nghttp2_session *ng; /* while the connection is open */
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *option;
@@ -105,6 +110,7 @@ struct h2 {
     size_t batches; /* sent on this connection */
     bool draining;  /* no new stream: GOAWAY, or out of stream ids */
     bool failed;    /* the connection failed, for the reason in why */
+    bool stopped;   /* a response() hook ended the run: count nothing more */
     enum cause why;
     struct buf out; /* gathered output; out_off of it written */
     size_t out_off;
@@ -120,8 +126,6 @@ struct h2 {
     struct h2_batch **all_batches, *free_batches;
     size_t nbatches;
 };
-
-static struct h2 *session_of(struct conn *c) { return c->session; }
 
 static void fail(struct h2 *s, enum cause why)
 {
@@ -189,43 +193,48 @@ static void unlink_stream(struct h2 *s, struct h2_stream *st)
 /* Outcomes                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static void answered(struct conn *c, struct h2_stream *st)
+static void answered(struct h2 *s, struct h2_stream *st)
 {
-    struct h2 *s = session_of(c);
-    struct proto_response r = {.status = st->status, .lower_case = true};
-    unlink_stream(s, st);
-    if (c->env->response) {
-        r.fields = st->fields.data;
-        r.fields_len = st->fields.len;
-        r.body = st->body.data;
-        r.body_len = st->body.len;
-    }
     uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
-    conn_response(c, &r, st->start_at ? st->start_at : sent, sent, s->now);
+    struct proto_response r = {
+        .status = st->status,
+        .lower_case = true,
+        .fields = st->fields.data,
+        .fields_len = st->fields.len,
+        .body = st->body.data,
+        .body_len = st->body.len,
+        .start_at = st->start_at ? st->start_at : sent,
+        .sent_at = sent,
+        .first_at = st->first_at,
+        .done_at = s->now,
+    };
+    unlink_stream(s, st);
+    if (!s->sink->response(s->arg, &r))
+        s->stopped = true;
 }
 
 /* The server did not process it: it is sent again, unless the connection
  * refuses everything. */
-static void refused(struct conn *c, struct h2_stream *st)
+static void refused(struct h2 *s, struct h2_stream *st)
 {
-    unlink_stream(session_of(c), st);
-    c->env->stats->h2.refused++;
-    conn_request_refused(c);
+    unlink_stream(s, st);
+    s->conf->stats->h2_refused++;
+    s->sink->refused(s->arg);
 }
 
-static void stream_failed(struct conn *c, struct h2_stream *st, enum cause why)
+static void stream_failed(struct h2 *s, struct h2_stream *st, enum cause why)
 {
-    unlink_stream(session_of(c), st);
-    conn_request_failed(c, why);
+    unlink_stream(s, st);
+    s->sink->failed(s->arg, why);
 }
 
 /* The response to stream id is malformed (RFC 9113 §8.1.1): its request
  * fails, and the stream is reset unless the server has ended it. */
-static void malformed(struct conn *c, struct h2_stream *st, int32_t id, enum cause why, bool ended)
+static void malformed(struct h2 *s, struct h2_stream *st, int32_t id, enum cause why, bool ended)
 {
-    stream_failed(c, st, why);
+    stream_failed(s, st, why);
     if (!ended)
-        nghttp2_submit_rst_stream(session_of(c)->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
+        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
 }
 
 /* Its response has no content (RFC 9110 §6.3): after HEAD, 204 and 304. */
@@ -351,16 +360,29 @@ static enum cause check_field(struct h2_stream *st, const uint8_t *name, size_t 
     return st->status && st->status != 101 ? CAUSE_COUNT : CAUSE_H2_PROTOCOL;
 }
 
+/* A HEADERS frame begins: the first of a stream's is its response's first
+ * byte (an interim response's when one comes first), at the time of the
+ * read that brought it. */
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+    (void)ng;
+    struct h2 *s = user_data;
+    struct h2_stream *st = stream_of(s, frame->hd.stream_id);
+    if (st && !st->first_at)
+        st->first_at = s->now;
+    return 0;
+}
+
 /* The fields as nghttp2 holds them, which says which names come from
  * HPACK's static table. */
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rcbuf *name_buf,
                      nghttp2_rcbuf *value_buf, uint8_t flags, void *user_data)
 {
     (void)ng, (void)flags;
-    struct conn *c = user_data;
+    struct h2 *s = user_data;
     int32_t id = frame->hd.stream_id;
-    struct h2_stream *st = stream_of(session_of(c), id);
-    if (!st || st->ended || c->env->stopping)
+    struct h2_stream *st = stream_of(s, id);
+    if (!st || st->ended || s->stopped)
         return 0;
     nghttp2_vec n = nghttp2_rcbuf_get_buf(name_buf), v = nghttp2_rcbuf_get_buf(value_buf);
     const uint8_t *name = n.base, *value = v.base;
@@ -368,12 +390,12 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rc
     enum cause why =
         check_field(st, name, namelen, value, valuelen, nghttp2_rcbuf_is_static(name_buf));
     if (why != CAUSE_COUNT) {
-        malformed(c, st, id, why, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+        malformed(s, st, id, why, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
         return 0;
     }
     /* The hook gets the final head's regular fields as lines: a field that
      * would not be one line is left out. */
-    if (c->env->want_head && !st->final && name[0] != ':' &&
+    if (s->conf->wants->head && !st->final && name[0] != ':' &&
         nghttp2_check_header_name(name, namelen) && nghttp2_check_header_value(value, valuelen)) {
         buf_append(&st->fields, name, namelen);
         buf_append(&st->fields, ": ", 2);
@@ -391,17 +413,17 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
                          size_t len, void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
-    struct h2_stream *st = stream_of(session_of(c), id);
-    if (!st || st->ended || c->env->stopping)
+    struct h2 *s = user_data;
+    struct h2_stream *st = stream_of(s, id);
+    if (!st || st->ended || s->stopped)
         return 0;
     bool ended = flags & NGHTTP2_FLAG_END_STREAM;
     st->received += len;
     if (!st->final) {
-        malformed(c, st, id, CAUSE_H2_PROTOCOL, ended);
+        malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
     } else if ((len && bodiless(st)) || (st->length >= 0 && st->received > (uint64_t)st->length)) {
-        malformed(c, st, id, CAUSE_UNEXPECTED, ended);
-    } else if (c->env->want_body && st->body.len < HTTP_MAX_BODY) {
+        malformed(s, st, id, CAUSE_UNEXPECTED, ended);
+    } else if (s->conf->wants->body && st->body.len < HTTP_MAX_BODY) {
         size_t room = HTTP_MAX_BODY - st->body.len;
         buf_append(&st->body, data, len < room ? len : room);
     }
@@ -409,22 +431,21 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
 }
 
 /* The server's SETTINGS: how many streams a connection may have open. */
-static void on_settings(struct conn *c)
+static void on_settings(struct h2 *s)
 {
-    struct h2 *s = session_of(c);
-    struct h2_stats *h2 = &c->env->stats->h2;
+    struct stats *stats = s->conf->stats;
     uint32_t most =
         nghttp2_session_get_remote_settings(s->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-    s->limit = most < c->env->streams ? most : c->env->streams;
-    if (!h2->settings || s->limit < h2->streams)
-        h2->streams = s->limit;
-    h2->settings++;
+    s->limit = most < s->conf->streams ? most : s->conf->streams;
+    /* the fewest any connection was allowed (UINT64_MAX before any) */
+    if (s->limit < stats->h2_streams)
+        stats->h2_streams = s->limit;
+    stats->h2_settings++;
 }
 
-static void on_goaway(struct conn *c, const nghttp2_goaway *g)
+static void on_goaway(struct h2 *s, const nghttp2_goaway *g)
 {
-    struct h2 *s = session_of(c);
-    c->env->stats->h2.goaways++;
+    s->conf->stats->h2_goaways++;
     s->draining = true;
     /* nghttp2 will start no stream now: those whose HEADERS have not gone
      * out never will. Those above last_stream_id it closes with
@@ -432,7 +453,7 @@ static void on_goaway(struct conn *c, const nghttp2_goaway *g)
     for (struct h2_stream *st = s->head, *next; st; st = next) {
         next = st->next;
         if (!st->sent_at)
-            refused(c, st);
+            refused(s, st);
     }
     if (g->error_code != NGHTTP2_NO_ERROR)
         fail(s, CAUSE_GOAWAY);
@@ -440,15 +461,15 @@ static void on_goaway(struct conn *c, const nghttp2_goaway *g)
 
 /* A header block ended: an interim head, the final head, or trailers
  * (which must end the stream, RFC 9113 §8.1). */
-static void end_of_block(struct conn *c, struct h2_stream *st, int32_t id, bool ended)
+static void end_of_block(struct h2 *s, struct h2_stream *st, int32_t id, bool ended)
 {
     bool status = st->status_seen;
     st->status_seen = st->regular_seen = false;
     if (st->final) {
         if (!ended)
-            malformed(c, st, id, CAUSE_H2_PROTOCOL, ended);
+            malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
     } else if (!status || (st->status < 200 && ended)) {
-        malformed(c, st, id, CAUSE_H2_PROTOCOL, ended);
+        malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
     } else if (st->status >= 200) {
         st->final = true; /* trailers after it are not the hook's */
     } else {
@@ -459,47 +480,47 @@ static void end_of_block(struct conn *c, struct h2_stream *st, int32_t id, bool 
 
 /* The server ended the stream: a complete response, unless it had no
  * final head or its content fell short of its content-length. */
-static void end_of_stream(struct conn *c, struct h2_stream *st)
+static void end_of_stream(struct h2 *s, struct h2_stream *st)
 {
     if (!st->final)
-        stream_failed(c, st, CAUSE_H2_PROTOCOL);
+        stream_failed(s, st, CAUSE_H2_PROTOCOL);
     else if (st->length >= 0 && !bodiless(st) && st->received < (uint64_t)st->length)
-        stream_failed(c, st, CAUSE_TRUNCATED);
+        stream_failed(s, st, CAUSE_TRUNCATED);
     else
-        answered(c, st);
+        answered(s, st);
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
+    struct h2 *s = user_data;
     struct h2_stream *st;
-    if (c->env->stopping)
+    if (s->stopped)
         return 0;
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
-        st = stream_of(session_of(c), frame->hd.stream_id);
+        st = stream_of(s, frame->hd.stream_id);
         if (st && !st->ended && frame->hd.type == NGHTTP2_HEADERS)
-            end_of_block(c, st, frame->hd.stream_id, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+            end_of_block(s, st, frame->hd.stream_id, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
         if (st && !st->ended && frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
-            end_of_stream(c, st);
+            end_of_stream(s, st);
         break;
     case NGHTTP2_SETTINGS:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK)
-            session_of(c)->settings_at = 0;
+            s->settings_at = 0;
         else
-            on_settings(c);
+            on_settings(s);
         break;
     case NGHTTP2_RST_STREAM: {
         uint32_t code = frame->rst_stream.error_code;
-        c->env->stats->h2.resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
-        if ((st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
+        s->conf->stats->h2_resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
+        if ((st = stream_of(s, frame->hd.stream_id)) != NULL)
             st->reset = true;
         break;
     }
     case NGHTTP2_GOAWAY:
-        on_goaway(c, &frame->goaway);
+        on_goaway(s, &frame->goaway);
         break;
     }
     return 0;
@@ -508,21 +529,21 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
-    struct h2_stream *st = stream_of(session_of(c), id);
+    struct h2 *s = user_data;
+    struct h2_stream *st = stream_of(s, id);
     if (!st)
         return 0;
-    if (!st->ended && !c->env->stopping) {
+    if (!st->ended && !s->stopped) {
         if (code == NGHTTP2_REFUSED_STREAM)
-            refused(c, st);
+            refused(s, st);
         else if (st->reset)
-            stream_failed(c, st, CAUSE_STREAM_RESET);
+            stream_failed(s, st, CAUSE_STREAM_RESET);
         else /* nghttp2 reset it: the response broke the protocol */
-            stream_failed(c, st, CAUSE_H2_PROTOCOL);
+            stream_failed(s, st, CAUSE_H2_PROTOCOL);
     }
     if (!st->ended) /* stopping: the connection hands it back */
         return 0;
-    stream_put(session_of(c), st);
+    stream_put(s, st);
     return 0;
 }
 
@@ -535,24 +556,23 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
                              void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
+    struct h2 *s = user_data;
     struct h2_stream *st;
-    if (frame->hd.type != NGHTTP2_HEADERS || error != NGHTTP2_ERR_FRAME_SIZE_ERROR ||
-        c->env->stopping || !(st = stream_of(session_of(c), frame->hd.stream_id)) || st->ended)
+    if (frame->hd.type != NGHTTP2_HEADERS || error != NGHTTP2_ERR_FRAME_SIZE_ERROR || s->stopped ||
+        !(st = stream_of(s, frame->hd.stream_id)) || st->ended)
         return 0;
-    unlink_stream(session_of(c), st);
-    conn_request_unsent(c, CAUSE_REQUEST_TOO_LARGE);
+    unlink_stream(s, st);
+    s->sink->unsent(s->arg, CAUSE_REQUEST_TOO_LARGE);
     return 0;
 }
 
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
-    struct h2 *s = session_of(c);
+    struct h2 *s = user_data;
     struct h2_stream *st;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
-        (st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
+        (st = stream_of(s, frame->hd.stream_id)) != NULL)
         st->sent_at = s->now;
     else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
         fail(s, goaway_cause(frame->goaway.error_code)); /* nghttp2 ended it */
@@ -580,7 +600,7 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
                      size_t length, nghttp2_data_source *source, void *user_data)
 {
     (void)ng, (void)frame;
-    struct h2 *s = session_of(user_data);
+    struct h2 *s = (struct h2 *)user_data;
     struct h2_stream *st = source->ptr;
     /* Past the size of one write, nghttp2 offers the frame again later. */
     if (s->out.len && s->out.len + 9 + length > H2_OUT_MAX)
@@ -603,13 +623,17 @@ static void *mem_realloc(void *ptr, size_t size, void *pool)
     return pool_realloc(pool, ptr, size);
 }
 
-static void *h2_new(struct conn *c)
+static struct proto_session *h2_create(const struct proto_conf *conf, const struct proto_sink *sink,
+                                       void *arg)
 {
-    (void)c;
     struct h2 *s = xcalloc(1, sizeof *s);
+    s->conf = conf;
+    s->sink = sink;
+    s->arg = arg;
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
@@ -623,12 +647,12 @@ static void *h2_new(struct conn *c)
     nghttp2_option_set_no_http_messaging(s->option, 1);
     nghttp2_option_set_max_send_header_block_length(s->option, H2REQ_BLOCK_MAX);
     s->mem = (nghttp2_mem){&s->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
-    return s;
+    return (struct proto_session *)(void *)s;
 }
 
-static void h2_free(void *session)
+static void h2_destroy(struct proto_session *session)
 {
-    struct h2 *s = session;
+    struct h2 *s = (struct h2 *)(void *)session;
     if (s->ng)
         nghttp2_session_del(s->ng);
     for (size_t i = 0; i < s->nstreams; i++) {
@@ -651,33 +675,33 @@ static void h2_free(void *session)
     free(s);
 }
 
-static void h2_open(struct conn *c)
+static void h2_open(struct proto_session *session)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     static const nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, HTTP_MAX_HEAD},
     };
-    if (nghttp2_session_client_new3(&s->ng, s->callbacks, c, s->option, &s->mem) != 0 ||
+    if (nghttp2_session_client_new3(&s->ng, s->callbacks, s, s->option, &s->mem) != 0 ||
         nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, settings,
                                 sizeof settings / sizeof settings[0]) != 0 ||
         nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0, H2_WINDOW) != 0)
         die("out of memory");
     s->settings_at = clock_us();
     s->last_id = 0;
-    s->limit = c->env->streams;
+    s->limit = s->conf->streams;
     s->batches = 0;
-    s->draining = s->failed = false;
+    s->draining = s->failed = s->stopped = false;
 }
 
-static bool h2_ready(const struct conn *c)
+static bool h2_ready(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
-    if (!s->ng || s->draining || s->failed || (c->env->no_keepalive && s->batches))
+    const struct h2 *s = (const struct h2 *)(const void *)session;
+    if (!s->ng || s->draining || s->failed || (s->conf->no_keepalive && s->batches))
         return false;
-    return s->inflight == 0 || s->inflight + c->env->depth <= s->limit;
+    return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
 }
 
 /* The static request's conversion: it stays the same for the whole run. */
@@ -733,12 +757,12 @@ static struct h2_batch *batch_conv(struct h2 *s, const struct request *r, bool t
     return b;
 }
 
-static void h2_submit(struct conn *c, const struct request *r, size_t n, uint64_t now,
-                      uint64_t start_at)
+static void h2_submit(struct proto_session *session, const struct request *r, bool own, size_t n,
+                      uint64_t now, uint64_t start_at)
 {
-    struct h2 *s = session_of(c);
-    struct h2_batch *b = r == &c->own ? batch_conv(s, r, c->env->tls) : NULL;
-    const struct h2req *conv = b ? &b->conv : static_conv(s, r, c->env->tls);
+    struct h2 *s = (struct h2 *)(void *)session;
+    struct h2_batch *b = own ? batch_conv(s, r, s->conf->tls) : NULL;
+    const struct h2req *conv = b ? &b->conv : static_conv(s, r, s->conf->tls);
     s->batches++;
     for (size_t i = 0; i < n; i++) {
         struct h2_stream *st = stream_take(s);
@@ -747,7 +771,7 @@ static void h2_submit(struct conn *c, const struct request *r, size_t n, uint64_
         st->body_off = 0;
         st->queued_at = now;
         st->start_at = start_at;
-        st->sent_at = 0;
+        st->sent_at = st->first_at = 0;
         st->status = 0;
         st->head = st->received = 0;
         st->length = -1;
@@ -769,7 +793,7 @@ static void h2_submit(struct conn *c, const struct request *r, size_t n, uint64_
         s->tail = st;
         s->inflight++;
     }
-    if ((uint64_t)nghttp2_session_get_next_stream_id(s->ng) + 2 * c->env->depth > H2_LAST_ID)
+    if ((uint64_t)nghttp2_session_get_next_stream_id(s->ng) + 2 * s->conf->depth > H2_LAST_ID)
         s->draining = true;
 }
 
@@ -791,9 +815,9 @@ static void fill(struct h2 *s)
     }
 }
 
-static size_t h2_output(struct conn *c, const char **data)
+static size_t h2_output(struct proto_session *session, const char **data)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     fill(s);
     if (s->out_off == s->out.len)
         return 0;
@@ -802,9 +826,9 @@ static size_t h2_output(struct conn *c, const char **data)
     return s->out.len - s->out_off;
 }
 
-static void h2_wrote(struct conn *c, size_t n)
+static void h2_wrote(struct proto_session *session, size_t n)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     s->out_off += n;
     if (s->out_off == s->out.len) {
         s->out.len = s->out_off = 0;
@@ -813,27 +837,26 @@ static void h2_wrote(struct conn *c, size_t n)
 }
 
 /* After input: whether the connection goes on. */
-static enum proto_status verdict(struct conn *c, enum cause *cause)
+static enum proto_status verdict(struct h2 *s, enum cause *cause)
 {
-    struct h2 *s = session_of(c);
     if (s->failed) {
         *cause = s->why;
         return PROTO_FAIL;
     }
     /* Done with: after a GOAWAY, near the end of the stream ids, or with
      * --no-keepalive after its batch. */
-    if (s->inflight == 0 && (s->draining || (c->env->no_keepalive && s->batches)))
+    if (s->inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
         return PROTO_CLOSE;
     return PROTO_OK;
 }
 
-static enum proto_status h2_input(struct conn *c, const char *buf, size_t len, uint64_t now,
-                                  enum cause *cause)
+static enum proto_status h2_input(struct proto_session *session, const char *buf, size_t len,
+                                  uint64_t now, enum cause *cause)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     s->now = now;
     ssize_t rv = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, len);
-    if (c->env->stopping)
+    if (s->stopped)
         return PROTO_OK;
     if (rv < 0)
         fail(s, rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
@@ -843,13 +866,13 @@ static enum proto_status h2_input(struct conn *c, const char *buf, size_t len, u
      * any new requests): an error nghttp2 found in what came shows as the
      * GOAWAY it queued. */
     fill(s);
-    return verdict(c, cause);
+    return verdict(s, cause);
 }
 
-static enum proto_status h2_eof(struct conn *c, uint64_t now, enum cause *cause)
+static enum proto_status h2_eof(struct proto_session *session, uint64_t now, enum cause *cause)
 {
+    struct h2 *s = (struct h2 *)(void *)session;
     (void)now;
-    struct h2 *s = session_of(c);
     if (s->failed) {
         *cause = s->why;
         return PROTO_FAIL;
@@ -860,24 +883,24 @@ static enum proto_status h2_eof(struct conn *c, uint64_t now, enum cause *cause)
     return PROTO_FAIL;
 }
 
-static size_t h2_inflight(const struct conn *c)
+static size_t h2_inflight(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     return s->inflight;
 }
 
-static uint64_t h2_oldest(const struct conn *c)
+static uint64_t h2_oldest(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     uint64_t t = s->head ? s->head->queued_at : 0;
     if (s->settings_at && (!t || s->settings_at < t))
         t = s->settings_at;
     return t;
 }
 
-static enum cause h2_expired(const struct conn *c)
+static enum cause h2_expired(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     const struct h2_stream *st = s->head;
     if (s->settings_at && (!st || s->settings_at <= st->queued_at))
         return CAUSE_SETTINGS_TIMEOUT;
@@ -890,9 +913,9 @@ static enum cause h2_expired(const struct conn *c)
 
 /* The connection is going: every record goes back, whatever its state
  * (nghttp2_session_del calls no callback). */
-static void h2_abort(struct conn *c)
+static void h2_abort(struct proto_session *session)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     if (s->ng) {
         nghttp2_session_del(s->ng);
         s->ng = NULL;
@@ -921,8 +944,13 @@ static void h2_abort(struct conn *c)
 
 const struct proto_ops proto_h2 = {
     .name = "HTTP/2",
-    .new = h2_new,
-    .free = h2_free,
+    .alpn = "h2",
+    .figures = STATS_AT_HTTP2,
+    .multiplexed = true,
+    .check = h2_check_request,
+    .probe = h2_probe,
+    .create = h2_create,
+    .destroy = h2_destroy,
     .open = h2_open,
     .ready = h2_ready,
     .submit = h2_submit,
@@ -935,53 +963,3 @@ const struct proto_ops proto_h2 = {
     .expired = h2_expired,
     .abort = h2_abort,
 };
-
-/* ------------------------------------------------------------------------ */
-/* The start-up check                                                         */
-/* ------------------------------------------------------------------------ */
-
-/* What the target answers the client's preface with (the magic, then an
- * empty SETTINGS frame): up to cap - 1 bytes, until the end of a status line
- * or as soon as the answer is plainly no HTTP/1. Returns how many. */
-static size_t preface_reply(const struct net_addr *addr, uint64_t deadline, char *reply, size_t cap)
-{
-    static const char preface[] = NGHTTP2_CLIENT_MAGIC "\0\0\0\4\0\0\0\0\0";
-    size_t got = 0;
-    bool in_progress;
-    int fd = net_connect(addr, &in_progress);
-    if (fd < 0)
-        return 0;
-    if ((!in_progress || (net_wait(fd, POLLOUT, deadline) && net_connect_error(fd) == 0)) &&
-        send(fd, preface, sizeof preface - 1, MSG_NOSIGNAL) == (ssize_t)sizeof preface - 1) {
-        while (got < cap - 1 && !memchr(reply, '\n', got) &&
-               (got < 5 || memcmp(reply, "HTTP/", 5) == 0) && net_wait(fd, POLLIN, deadline)) {
-            ssize_t n = recv(fd, reply + got, cap - 1 - got, 0);
-            if (n <= 0)
-                break;
-            got += (size_t)n;
-        }
-    }
-    close(fd);
-    return got;
-}
-
-/* An HTTP/1.1 server reads the preface as a request ("PRI * HTTP/2.0") and
- * answers it with an error response (RFC 9113 §3.4); an HTTP/2 server
- * answers with its SETTINGS. Anything else (nothing, a close, garbage) is
- * left to the run, which counts it. */
-void h2_check(const struct config *cfg, const struct net_addr *addr)
-{
-    char reply[80] = "", where[300];
-    size_t got = preface_reply(addr, clock_us() + cfg->timeout_us, reply, sizeof reply), n = 0;
-    if (got < 5 || memcmp(reply, "HTTP/", 5) != 0)
-        return;
-    while (n < got && reply[n] >= 0x20 && reply[n] < 0x7f) /* its status line */
-        n++;
-    if (cfg->unix_socket)
-        snprintf(where, sizeof where, "%s", cfg->unix_socket);
-    else
-        snprintf(where, sizeof where, "%s:%s", cfg->url.host, cfg->url.service);
-    die("--http2: %s does not speak HTTP/2 in cleartext (it answered the connection preface "
-        "with '%.*s')",
-        where, (int)n, reply);
-}

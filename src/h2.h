@@ -1,16 +1,11 @@
-/* HTTP/2 beside its session (proto_h2, in proto.h): the start-up check of a
- * cleartext target.
+/* HTTP/2: the session of src/h2.c, over libnghttp2, with its request check
+ * and the start-up look at a cleartext target in its operations table.
  * SPDX-License-Identifier: MIT */
 #ifndef VOLLEY_H2_H
 #define VOLLEY_H2_H
 
-struct config;
-struct net_addr;
+#include "proto.h"
 
-/* --http2 over cleartext (prior knowledge): the target must answer the
- * connection preface as an HTTP/2 server. One that answers it with an
- * HTTP/1.1 response stops volley with one line, as a TLS server that
- * refuses ALPN h2 does in tls_check. */
-void h2_check(const struct config *cfg, const struct net_addr *addr);
+extern const struct proto_ops proto_h2;
 
 #endif

@@ -18,12 +18,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cli.h"
 #include "clock.h"
-#include "h2.h"
 #include "merge.h"
 #include "net.h"
 #include "output.h"
+#include "profile.h"
 #include "progress.h"
 #include "report.h"
 #include "request.h"
@@ -85,14 +86,14 @@ static struct net_addr find_target(const struct config *cfg)
     size_t n;
     const char *why;
     int err = 0;
-    uint64_t ms = cfg->timeout_us / 1000;
+    uint64_t ms = cfg->spec.timeout_us / 1000;
     /* poll() takes an int, and a negative one means forever. */
     int timeout_ms = ms == 0 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
-    if (cfg->unix_socket) {
-        if (!net_unix_addr(cfg->unix_socket, &found))
-            die("invalid Unix socket path '%s': too long", cfg->unix_socket);
+    if (cfg->spec.unix_socket) {
+        if (!net_unix_addr(cfg->spec.unix_socket, &found))
+            die("invalid Unix socket path '%s': too long", cfg->spec.unix_socket);
         if ((err = net_probe(&found, timeout_ms)) != 0)
-            die("unable to connect to %s: %s", cfg->unix_socket, strerror(err));
+            die("unable to connect to %s: %s", cfg->spec.unix_socket, strerror(err));
         return found;
     }
     if (!net_lookup(u->host, u->service, &addrs, &n, &why))
@@ -108,53 +109,56 @@ static struct net_addr find_target(const struct config *cfg)
     die("unable to connect to %s:%s: %s", u->host, u->service, strerror(err));
 }
 
+/* Over cleartext nothing negotiates: the one protocol asked for may take a
+ * look at the target first (HTTP/2 with prior knowledge), so that a server
+ * that does not speak it stops the run before it starts, as a TLS server
+ * that refuses ALPN does in tls_check. */
+static void probe_cleartext(const struct config *cfg, const struct net_addr *addr)
+{
+    const struct proto_ops *p = spec_only_protocol(&cfg->spec);
+    char why[200];
+    if (!p || !p->probe || p->probe(addr, clock_us() + cfg->spec.timeout_us, why, sizeof why))
+        return;
+    if (cfg->spec.unix_socket)
+        die("%s: %s %s", cfg->protocol_option, cfg->spec.unix_socket, why);
+    die("%s: %s:%s %s", cfg->protocol_option, cfg->url.host, cfg->url.service, why);
+}
+
 static void check_fd_limit(const struct config *cfg)
 {
-    uint64_t limit = net_raise_nofile(), conns = cfg->shard.connections;
+    uint64_t limit = net_raise_nofile(), conns = cfg->spec.shard.connections;
     /* Not as a sum: -c near 2^64 would wrap it round and pass. */
     if (conns > limit)
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " (raise it with ulimit -n)",
             conns, limit);
     /* Each thread's event loop needs descriptors of its own too. */
-    if (limit - conns < FD_MARGIN(cfg->threads))
+    if (limit - conns < FD_MARGIN(cfg->spec.threads))
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " and volley needs %" PRIu64 " more for -t %" PRIu64 " (raise it with ulimit -n)",
-            conns, limit, (uint64_t)FD_MARGIN(cfg->threads), cfg->threads);
+            conns, limit, (uint64_t)FD_MARGIN(cfg->spec.threads), cfg->spec.threads);
 }
 
 /* The request wrk sends without a script: the path, Host unless -H gave
  * one, then the -H headers. Without a body there is no Content-Length. */
 static struct request static_request(const struct config *cfg)
 {
-    struct header *headers = xcalloc(cfg->nheaders + 1, sizeof *headers);
+    struct header *headers = xcalloc(cfg->spec.nheaders + 1, sizeof *headers);
     size_t n = 0, len;
     char *host = url_host_header(&cfg->url);
     char err[128];
     struct request r = {0};
-    if (!cli_header(cfg, "Host"))
+    if (!spec_header(&cfg->spec, "Host"))
         headers[n++] = (struct header){(char *)"Host", host};
-    for (size_t i = 0; i < cfg->nheaders; i++)
-        if (strcasecmp(cfg->headers[i].name, "Content-Length") != 0)
-            headers[n++] = cfg->headers[i];
+    for (size_t i = 0; i < cfg->spec.nheaders; i++)
+        if (strcasecmp(cfg->spec.headers[i].name, "Content-Length") != 0)
+            headers[n++] = cfg->spec.headers[i];
     char *data = request_format("GET", cfg->url.path, headers, n, NULL, 0, &len);
     if (!request_set(&r, data, len, err, sizeof err))
         die("invalid request: %s", err);
     free(host);
     free(headers);
     return r;
-}
-
-static struct request request_copy(const struct request *r)
-{
-    struct request copy = *r;
-    copy.data = xmalloc(r->len + 1);
-    memcpy(copy.data, r->data, r->len + 1);
-    if (r->heads) {
-        copy.heads = xmalloc(r->depth * sizeof *r->heads);
-        memcpy(copy.heads, r->heads, r->depth * sizeof *r->heads);
-    }
-    return copy;
 }
 
 static void on_end(struct ev_loop *loop, ev_timer *t, int revents)
@@ -187,12 +191,12 @@ static void on_warmed(struct ev_loop *loop, ev_timer *t, int revents)
 }
 
 /* Runs on a worker's thread, when it ended on its own, failed or exited. */
-static void worker_finished(struct worker *w, void *arg)
+static void worker_finished(void *arg, enum worker_end how)
 {
     struct run *run = arg;
-    if (w->failure)
+    if (how == WORKER_FAILED)
         atomic_store(&run->failed, true);
-    else if (w->exit_message)
+    else if (how == WORKER_EXITED)
         atomic_store(&run->exited, true);
     else
         atomic_fetch_add(&run->nfinished, 1);
@@ -227,8 +231,7 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
     (void)revents;
     struct run *run = a->data;
     if (atomic_load(&run->failed) || atomic_load(&run->exited) ||
-        atomic_load(&run->nfinished) == run->nworkers ||
-        (run->budget.spent && atomic_load(&run->budget.unresolved) == 0)) {
+        atomic_load(&run->nfinished) == run->nworkers || budget_done(&run->budget)) {
         run->over = true;
         ev_break(loop, EVBREAK_ALL);
     }
@@ -247,50 +250,27 @@ static void watch_interval(void *arg, const struct stats *s, uint64_t index, uin
     }
 }
 
-/* A worker's Lua state, in wrk's order: the script's top level runs in it,
- * setup(thread) runs in the main state, then init(args) in the new one, and
- * for the first thread the request is verified (which fixes the pipeline
- * depth of every request() batch). */
-static void script_worker(struct worker *w, struct script *main_script, size_t *pipeline)
-{
-    struct request r = {0};
-    w->script = script_thread_new(w->cfg, w);
-    script_setup(main_script, w);
-    script_init(w->script, &r);
-    if (w->index == 0)
-        *pipeline = script_has_request(w->script) ? script_verify(w->script) : r.depth;
-    worker_set_request(w, &r);
-    worker_set_hooks(w, *pipeline);
-}
-
 /* Returns the number of requests per batch. */
 static size_t create_workers(struct run *run, const struct config *cfg, const struct net_addr *addr,
                              struct script *main_script)
 {
     struct request plain = {0};
     size_t pipeline = 1;
-    if (cfg->requests) {
-        atomic_init(&run->budget.unsent, cfg->shard.requests);
-        atomic_init(&run->budget.unresolved, cfg->shard.requests);
-        run->budget.spent = budget_spent;
-        run->budget.arg = run;
-    }
+    const struct worker_events events = {worker_finished, worker_settled, run};
+    if (cfg->spec.requests)
+        budget_init(&run->budget, cfg->spec.shard.requests, budget_spent, run);
     if (!main_script)
         plain = static_request(cfg);
-    run->nworkers = (size_t)cfg->threads;
+    run->nworkers = (size_t)cfg->spec.threads;
     run->workers = xcalloc(run->nworkers, sizeof *run->workers);
     for (size_t i = 0; i < run->nworkers; i++) {
-        struct worker *w =
-            worker_new(i, cfg, worker_share(cfg->shard.connections, cfg->threads, i), addr);
-        w->on_finish = worker_finished;
-        w->on_finish_arg = run;
-        w->on_settled = worker_settled;
-        w->on_settled_arg = run;
-        if (cfg->requests)
+        size_t share = worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
+        struct worker *w = worker_new(i, cfg, share, addr, &events);
+        if (cfg->spec.requests)
             worker_set_budget(w, &run->budget);
         run->workers[i] = w;
         if (main_script) {
-            script_worker(w, main_script, &pipeline);
+            worker_script(w, main_script, &pipeline);
         } else {
             struct request copy = request_copy(&plain);
             worker_set_request(w, &copy);
@@ -407,7 +387,7 @@ static void wait_settled(struct run *run, const struct config *cfg)
     ev_async_init(&run->settled, on_settled);
     run->settled.data = run;
     ev_async_start(run->loop, &run->settled);
-    ev_timer_init(&limit, on_end, (double)cfg->timeout_us / 1e6, 0.);
+    ev_timer_init(&limit, on_end, (double)cfg->spec.timeout_us / 1e6, 0.);
     ev_timer_start(run->loop, &limit);
     if (atomic_load(&run->nsettled) < run->nworkers && !run->over)
         ev_run(run->loop, 0);
@@ -419,33 +399,39 @@ static void wait_settled(struct run *run, const struct config *cfg)
  * joined; the run has no report. */
 static const char *run_failure(const struct run *run)
 {
-    for (size_t i = 0; i < run->nworkers; i++)
-        if (run->workers[i]->failure)
-            return run->workers[i]->failure;
+    struct worker_result w;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        worker_result(run->workers[i], &w);
+        if (w.failure)
+            return w.failure;
+    }
     return NULL;
 }
 
-/* The script called os.exit() on a worker: the first worker's call, once
- * every worker is joined; NULL if none did. */
-static const struct worker *run_exit(const struct run *run)
+/* The script called os.exit() on a worker: the first worker's call (its
+ * exit_message and exit_status), once every worker is joined; false if
+ * none did. */
+static bool run_exit(const struct run *run, struct worker_result *exited)
 {
-    for (size_t i = 0; i < run->nworkers; i++)
-        if (run->workers[i]->exit_message)
-            return run->workers[i];
-    return NULL;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        worker_result(run->workers[i], exited);
+        if (exited->exit_message)
+            return true;
+    }
+    return false;
 }
 
 /* Why the run ended, once every worker is joined. */
 static struct run_end run_end(struct run *run, const struct config *cfg)
 {
-    const struct worker *exited = run_exit(run);
-    if (exited)
-        return (struct run_end){.reason = END_SCRIPT_EXIT, .status = exited->exit_status};
+    struct worker_result exited;
+    if (run_exit(run, &exited))
+        return (struct run_end){.reason = END_SCRIPT_EXIT, .status = exited.exit_status};
     if (run->aborted)
         return (struct run_end){.reason = END_ABORTED};
     if (run->signal)
         return (struct run_end){.reason = END_INTERRUPTED, .signal = run->signal};
-    if (cfg->requests && atomic_load(&run->budget.unresolved) == 0)
+    if (cfg->spec.requests && budget_done(&run->budget))
         return (struct run_end){.reason = END_COMPLETED};
     if (atomic_load(&run->nfinished) == run->nworkers)
         return (struct run_end){.reason = END_STOPPED};
@@ -466,11 +452,12 @@ static bool ended_before_measuring(const struct run *run, const struct run_end *
 static int not_measured(const struct run *run, const struct run_end *end)
 {
     const char *when = run->going ? "during the warm-up" : "before the run started";
-    const char *sig = report_signal_name(end->signal);
+    const char *sig = run_end_signal_name(end->signal);
+    struct worker_result exited;
     fflush(stdout);
-    if (end->reason == END_SCRIPT_EXIT) {
+    if (run_exit(run, &exited)) {
         fprintf(stderr, "volley: %s: the run was stopped %s: nothing was measured\n",
-                run_exit(run)->exit_message, when);
+                exited.exit_message, when);
         return end->status;
     }
     fprintf(stderr, "volley: interrupted by %s %s: nothing was measured, no result written\n",
@@ -487,7 +474,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     uint64_t at = 0;
     run->loop = ev_default_loop(EVFLAG_AUTO);
     /* The warm-up comes before the time limit. */
-    ev_timer_init(&run->deadline, on_end, (double)(cfg->time_limit_us + cfg->warmup_us) / 1e6, 0.);
+    ev_timer_init(&run->deadline, on_end,
+                  (double)(cfg->spec.time_limit_us + cfg->spec.warmup_us) / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
     run->sigint.data = run->sigterm.data = run;
@@ -502,20 +490,20 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
      * the closed model held until the instant; with -R the schedule starts
      * there. Only --ramp-up, which opens them in their turns once the run
      * starts, waits first. */
-    bool held = cfg->start_at && !cfg->rate && !cfg->ramp_up_us;
-    if (cfg->start_at && cfg->ramp_up_us)
+    bool held = cfg->start_at && !cfg->spec.rate && !cfg->spec.ramp_up_us;
+    if (cfg->start_at && cfg->spec.ramp_up_us)
         at = wait_for_start(run, cfg, r);
     for (size_t i = 0; i < run->nworkers; i++) {
-        if (cfg->rate)
+        if (cfg->spec.rate)
             worker_set_rate(run->workers[i]);
         if (held)
             worker_hold(run->workers[i]);
         worker_set_intervals(run->workers[i], intervals);
         worker_start(run->workers[i]);
     }
-    if (cfg->rate || held)
+    if (cfg->spec.rate || held)
         wait_settled(run, cfg);
-    if (cfg->start_at && !cfg->ramp_up_us && !run->over)
+    if (cfg->start_at && !cfg->spec.ramp_up_us && !run->over)
         at = wait_for_start(run, cfg, r);
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
@@ -523,21 +511,21 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_now_update(run->loop);
     /* -n alone runs until its requests are done; with -d, whichever ends
      * first; -d 0 until Ctrl-C. */
-    if (cfg->time_limit_us)
+    if (cfg->spec.time_limit_us)
         ev_timer_start(run->loop, &run->deadline);
     /* With -R and --start-at the schedule (and the intervals) start at the
      * instant asked for, even if this process woke a little late. */
-    uint64_t begin = cfg->start_at && cfg->rate ? at : start;
+    uint64_t begin = cfg->start_at && cfg->spec.rate ? at : start;
     /* What is measured starts after the warm-up, and its record with it. */
-    r->started.tv_sec += (time_t)(cfg->warmup_us / 1000000);
-    r->started.tv_nsec += (long)(cfg->warmup_us % 1000000 * 1000);
+    r->started.tv_sec += (time_t)(cfg->spec.warmup_us / 1000000);
+    r->started.tv_nsec += (long)(cfg->spec.warmup_us % 1000000 * 1000);
     if (r->started.tv_nsec >= 1000000000) {
         r->started.tv_sec++;
         r->started.tv_nsec -= 1000000000;
     }
-    timeline_start(run->timeline, begin + cfg->warmup_us, &r->started);
-    if (cfg->warmup_us) {
-        uint64_t now = clock_us(), end = begin + cfg->warmup_us;
+    timeline_start(run->timeline, begin + cfg->spec.warmup_us, &r->started);
+    if (cfg->spec.warmup_us) {
+        uint64_t now = clock_us(), end = begin + cfg->spec.warmup_us;
         ev_timer_init(&run->warmed, on_warmed, end > now ? (double)(end - now) / 1e6 : 0., 0.);
         run->warmed.data = run;
         ev_timer_start(run->loop, &run->warmed);
@@ -553,7 +541,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     if (!run->over)
         ev_run(run->loop, 0);
     run->watching = false;
-    if (cfg->warmup_us)
+    if (cfg->spec.warmup_us)
         ev_timer_stop(run->loop, &run->warmed);
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
@@ -565,7 +553,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
     uint64_t elapsed = clock_us() - start;
-    r->runtime_us = elapsed > cfg->warmup_us ? elapsed - cfg->warmup_us : 0;
+    r->runtime_us = elapsed > cfg->spec.warmup_us ? elapsed - cfg->spec.warmup_us : 0;
     r->end = run_end(run, cfg);
     if (run_failure(run))
         timeline_finish(run->timeline, r->runtime_us, NULL);
@@ -578,7 +566,9 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
     r->cpu.has_wait = true;
     for (size_t i = 0; i < run->nworkers; i++) {
-        const struct cpu_busy *b = &run->workers[i]->load;
+        struct worker_result w;
+        worker_result(run->workers[i], &w);
+        const struct cpu_busy *b = &w.load;
         r->cpu.wait_s += b->wait_s;
         r->cpu.has_wait &= b->has_wait;
         if (b->busy > r->cpu.busiest)
@@ -591,13 +581,16 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
 static void report_retired(const struct run *run, const struct config *cfg)
 {
     size_t n = 0;
-    for (size_t i = 0; i < run->nworkers; i++)
-        n += run->workers[i]->retired;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        struct worker_result w;
+        worker_result(run->workers[i], &w);
+        n += w.retired;
+    }
     if (n)
         fprintf(stderr,
                 "volley: %s: request() returned nil on %zu connection%s, which then sent no "
                 "more requests\n",
-                cfg->script, n, n == 1 ? "" : "s");
+                cfg->spec.script, n, n == 1 ? "" : "s");
 }
 
 /* -R: what was asked of this process over the part of the run that ran: its
@@ -608,12 +601,14 @@ static void report_retired(const struct run *run, const struct config *cfg)
  * (a little longer than they last, the time to stop). */
 static double rate_target(const struct run *run, const struct config *cfg, const struct result *r)
 {
-    if (!cfg->rate || !cfg->nstages || !r->runtime_us)
-        return cfg->shard.rate;
-    const struct profile *p = &run->workers[0]->pace.profile;
-    double from = (double)cfg->warmup_us, to = from + (double)r->runtime_us;
-    double due = profile_requests(p, to) - profile_requests(p, from);
-    double share = (double)cfg->shard.connections / (double)cfg->connections;
+    const struct run_spec *spec = &cfg->spec;
+    struct worker_result w;
+    if (!spec->rate || !spec->nstages || !r->runtime_us)
+        return (double)spec->shard.rate;
+    worker_result(run->workers[0], &w);
+    double from = (double)spec->warmup_us, to = from + (double)r->runtime_us;
+    double due = profile_requests(w.profile, to) - profile_requests(w.profile, from);
+    double share = (double)spec->shard.connections / (double)spec->connections;
     return due * share * 1e6 / (double)r->runtime_us;
 }
 
@@ -621,19 +616,17 @@ static double rate_target(const struct run *run, const struct config *cfg, const
 static void gather_stats(struct run *run, const struct config *cfg, struct result *r,
                          struct stats *warmup)
 {
+    struct worker_result w;
     stats_init(&r->stats);
-    for (size_t i = 0; i < run->nworkers; i++)
-        stats_merge(&r->stats, &run->workers[i]->total);
-    if (cfg->rate) {
-        r->latency_uncorrected = r->stats.u_latency;
-        r->scheduling_lag = r->stats.lag;
+    if (cfg->spec.warmup_us)
+        stats_init(warmup);
+    for (size_t i = 0; i < run->nworkers; i++) {
+        worker_result(run->workers[i], &w);
+        stats_merge(&r->stats, w.total);
+        if (cfg->spec.warmup_us)
+            stats_merge(warmup, w.warmup);
     }
-    if (!cfg->warmup_us)
-        return;
-    stats_init(warmup);
-    for (size_t i = 0; i < run->nworkers; i++)
-        stats_merge(warmup, &run->workers[i]->warmup);
-    r->warmup = warmup;
+    r->warmup = cfg->spec.warmup_us ? warmup : NULL;
 }
 
 /* --threshold: the verdicts after the report; false when one failed. */
@@ -645,7 +638,7 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
     r->aborted = run->aborted ? &run->abort : NULL;
     bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats,
                                   r->warmup ? r->warmup->connect : NULL, r->runtime_us,
-                                  cfg->timeout_us, r->aborted, verdicts);
+                                  cfg->spec.timeout_us, r->aborted, verdicts);
     r->verdicts = verdicts;
     r->nverdicts = cfg->nthresholds;
     threshold_print(stdout, verdicts, cfg->nthresholds, r->aborted);
@@ -657,9 +650,9 @@ static void check_outputs(const struct config *cfg)
 {
     const struct output_use uses[] = {
         {"--json", cfg->json, NULL},
-        {"--timeline", cfg->timeline, NULL},
-        {"--hdr-log", cfg->hdr_log, NULL},
-        {"-s", cfg->script, "the script"},
+        {"--timeline", cfg->spec.timeline, NULL},
+        {"--hdr-log", cfg->spec.hdr_log, NULL},
+        {"-s", cfg->spec.script, "the script"},
     };
     output_check_distinct(uses, sizeof uses / sizeof uses[0]);
 }
@@ -678,7 +671,7 @@ int main(int argc, char **argv)
 {
     struct config cfg;
     struct run run = {0};
-    struct result result = {.cfg = &cfg};
+    struct result result = {.spec = &cfg.spec};
     struct output_json json;
 
     output_reserve_stdio();
@@ -688,30 +681,30 @@ int main(int argc, char **argv)
     check_outputs(&cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);
-    if (cfg.url.tls)
+    if (cfg.spec.tls)
         tls_setup(&cfg);
     signal(SIGPIPE, SIG_IGN);
     if (cfg.json)
         output_json_open(&json, cfg.json);
-    struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
+    struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (cfg.url.tls)
+    if (cfg.spec.tls)
         tls_check(&cfg, &addr);
-    else if (cfg.http2)
-        h2_check(&cfg, &addr);
+    else
+        probe_cleartext(&cfg, &addr);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an
      * earlier timeline alone. */
-    run.timeline = timeline_new(&cfg);
+    run.timeline = timeline_new(&cfg.spec, cfg.server_pids, cfg.nserver_pids);
     result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
     if (cfg.abort_after) {
-        run.watch =
-            threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after, cfg.timeout_us);
+        run.watch = threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after,
+                                        cfg.spec.timeout_us);
         timeline_on_interval(run.timeline, watch_interval, &run);
     }
 
-    report_header(stdout, &cfg);
+    report_header(stdout, &cfg.spec);
     output_check();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);
@@ -746,14 +739,14 @@ int main(int argc, char **argv)
     report_retired(&run, &cfg);
     /* Before done(): an error or a Ctrl-C in it cannot lose the result. */
     if (cfg.json)
-        output_json_write(&json, &result);
+        output_json_write(&json, report_json, &result);
     /* os.exit() in a hook ended the script's part: done() is not called. */
-    const struct worker *exited = run_exit(&run);
+    struct worker_result exited;
     int status = passed ? 0 : 2;
-    if (exited) {
+    if (run_exit(&run, &exited)) {
         fflush(stdout);
-        fprintf(stderr, "volley: %s: the run was stopped\n", exited->exit_message);
-        status = exited->exit_status;
+        fprintf(stderr, "volley: %s: the run was stopped\n", exited.exit_message);
+        status = exited.exit_status;
     } else if (main_script) {
         script_done(main_script, &result);
     }

@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "report.h"
 #include "xalloc.h"
 
 void output_reserve_stdio(void)
@@ -348,10 +347,11 @@ void output_json_abandon(struct output_json *o)
     o->target = NULL;
 }
 
-void output_json_write(struct output_json *o, const struct result *r)
+void output_json_write(struct output_json *o, bool (*write)(FILE *f, const struct result *r),
+                       const struct result *r)
 {
     if (o->f) {
-        bool ok = report_json(o->f, r);
+        bool ok = write(o->f, r);
         int err = errno;
         if (fclose(o->f) != 0 || !ok)
             output_failed("--json", o->path, ok ? errno : err);
@@ -361,7 +361,7 @@ void output_json_write(struct output_json *o, const struct result *r)
     char *tmp = temp_name(o->target);
     int fd = open_temp(o, tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    bool ok = f && report_json(f, r);
+    bool ok = f && write(f, r);
     int err = errno;
     if (f && fclose(f) != 0 && ok) {
         ok = false;

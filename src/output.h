@@ -55,10 +55,12 @@ struct output_json {
 /* Before the run: check that path can be written (exit 1 if not), without
  * changing it. */
 void output_json_open(struct output_json *o, const char *path);
-/* After the run: the document, written to a temporary file and renamed over
- * the target, or written in place; a failure is said (output_failed), the
- * target left as it was. */
-void output_json_write(struct output_json *o, const struct result *r);
+/* After the run: the document write(f, r) writes (report_json), to a
+ * temporary file renamed over the target, or in place; a failure is said
+ * (output_failed), the target left as it was. The writer is given, not
+ * called by name, so that writing the outputs depends on no report. */
+void output_json_write(struct output_json *o, bool (*write)(FILE *f, const struct result *r),
+                       const struct result *r);
 /* Instead, when the run has no result (it failed, or ended before what it
  * measures began): nothing is written, an earlier file is left as it was. */
 void output_json_abandon(struct output_json *o);

@@ -11,77 +11,48 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "h1.h"
+#include "protocols.h"
+#include "spec.h"
 #include "timeline.h"
 #include "units.h"
 
-static const char *const end_names[END_REASONS] = {"completed", "stopped", "interrupted", "aborted",
-                                                   "script_exit"};
-
-const char *report_end_name(enum end_reason reason) { return end_names[reason]; }
-
-const char *report_signal_name(int signal)
-{
-    return signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : NULL;
-}
-
-void report_end_text(const struct run_end *end, char *buf, size_t size)
-{
-    const char *sig = report_signal_name(end->signal);
-    switch (end->reason) {
-    case END_COMPLETED:
-    case END_REASONS:
-        snprintf(buf, size, "completed");
-        break;
-    case END_STOPPED:
-        snprintf(buf, size, "was stopped by its script (every thread stopped)");
-        break;
-    case END_INTERRUPTED:
-        snprintf(buf, size, "was interrupted by %s", sig ? sig : "a signal");
-        break;
-    case END_ABORTED:
-        snprintf(buf, size, "was stopped by --abort-on-fail");
-        break;
-    case END_SCRIPT_EXIT:
-        snprintf(buf, size, "was stopped by its script's os.exit(%d)", end->status);
-        break;
-    }
-}
-
 /* "  shard 1/4: 3 of 10 connections, 600 of 2000 requests/sec": what this
  * process runs of the whole. */
-static void report_shard(FILE *f, const struct config *cfg)
+static void report_shard(FILE *f, const struct run_spec *spec)
 {
-    const struct shard *s = &cfg->shard;
+    const struct shard *s = &spec->shard;
     fprintf(f, "  shard %" PRIu64 "/%" PRIu64 ": %" PRIu64 " of %" PRIu64 " connections", s->index,
-            s->count, s->connections, cfg->connections);
-    if (cfg->rate)
-        fprintf(f, ", %.10g of %" PRIu64 " requests/sec", s->rate, cfg->rate);
-    if (cfg->requests)
-        fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, cfg->requests);
+            s->count, s->connections, spec->connections);
+    if (spec->rate)
+        fprintf(f, ", %.10g of %" PRIu64 " requests/sec", s->rate, spec->rate);
+    if (spec->requests)
+        fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, spec->requests);
     fputc('\n', f);
 }
 
-void report_header(FILE *f, const struct config *cfg)
+void report_header(FILE *f, const struct run_spec *spec)
 {
     char d[UNITS_BUF];
-    /* wrk's line, naming the protocol when it is not wrk's. */
-    const char *proto = cfg->http2 ? " over HTTP/2" : "";
-    if (cfg->requests && !cfg->time_limit_us)
-        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", cfg->requests, cfg->url_arg,
-                proto);
-    else if (!cfg->time_limit_us) /* -d 0: until Ctrl-C */
-        fprintf(f, "Running unlimited test @ %s%s\n", cfg->url_arg, proto);
+    /* wrk's line, naming the protocols when they are not wrk's */
+    char names[128], proto[160] = "";
+    if (!spec_offers(spec, &proto_h1) || spec_protocol(spec) == NULL)
+        snprintf(proto, sizeof proto, " over %s",
+                 spec_protocols_text(spec, false, " or ", names, sizeof names));
+    if (spec->requests && !spec->time_limit_us)
+        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", spec->requests, spec->url, proto);
+    else if (!spec->time_limit_us) /* -d 0: until Ctrl-C */
+        fprintf(f, "Running unlimited test @ %s%s\n", spec->url, proto);
     else
-        fprintf(f, "Running %s test @ %s%s\n", units_duration(cfg->duration_us, d), cfg->url_arg,
+        fprintf(f, "Running %s test @ %s%s\n", units_duration(spec->duration_us, d), spec->url,
                 proto);
-    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
-            cfg->shard.connections);
-    if (cfg->shard.count)
-        report_shard(f, cfg);
-    if (cfg->warmup_us)
+    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", spec->threads,
+            spec->shard.connections);
+    if (spec->shard.count)
+        report_shard(f, spec);
+    if (spec->warmup_us)
         fprintf(f, "  %s warm-up first, left out of the results\n",
-                units_duration(cfg->warmup_us, d));
+                units_duration(spec->warmup_us, d));
 }
 
 void report_cell(FILE *f, const char *s, int width)
@@ -98,7 +69,10 @@ void report_cell(FILE *f, const char *s, int width)
 
 typedef char *(*formatter)(long double, char[UNITS_BUF]);
 
-static void stat_row(FILE *f, const char *name, const struct hist *h, formatter fmt)
+/* A row of the thread-stats table. wrk's own rows (Latency, Req/Sec) print
+ * glibc's "-nan" for an empty histogram's 0/0, as wrk does; volley's (TTFB)
+ * leave the field empty instead. */
+static void stat_row(FILE *f, const char *name, const struct hist *h, formatter fmt, bool wrks)
 {
     char buf[UNITS_BUF];
     double mean = hist_mean(h), stdev = hist_stdev(h);
@@ -107,8 +81,10 @@ static void stat_row(FILE *f, const char *name, const struct hist *h, formatter 
     report_cell(f, fmt(mean, buf), 8);
     report_cell(f, fmt(stdev, buf), 10);
     report_cell(f, fmt(hist_max(h), buf), 9);
-    /* An empty histogram prints glibc's "-nan" for 0/0, as wrk does. */
-    fprintf(f, "%8.2f%%\n", isnan(within) ? -NAN : within);
+    if (isnan(within) && !wrks)
+        fputc('\n', f);
+    else
+        fprintf(f, "%8.2f%%\n", isnan(within) ? -NAN : within);
 }
 
 static void latency_distribution(FILE *f, const struct hist *h)
@@ -174,17 +150,23 @@ void report_text(FILE *f, const struct result *r)
     long double seconds = (long double)r->runtime_us / 1e6L;
 
     fprintf(f, "  Thread Stats%6s%11s%8s%12s\n", "Avg", "Stdev", "Max", "+/- Stdev");
-    stat_row(f, "Latency", s->latency, units_time_us);
+    stat_row(f, "Latency", s->latency, units_time_us, true);
     /* Every request has a connection of its own: its set-up, which latency
      * leaves out, is a figure of the run too (ab's "Connect"). */
-    if (r->cfg->no_keepalive)
-        stat_row(f, "Connect", s->connect, units_time_us);
-    stat_row(f, "Req/Sec", s->rps, units_metric);
-    if (r->cfg->latency && r->cfg->rate)
+    if (r->spec->no_keepalive)
+        stat_row(f, "Connect", s->connect, units_time_us, false);
+    stat_row(f, "Req/Sec", s->rps, units_metric, true);
+    /* --latency: the time to first byte too, as the table's last row, so
+     * that the Latency and Req/Sec rows and the distribution below stay
+     * where wrk's parsers look for them; not for a merge of results that
+     * have none. */
+    if (r->spec->latency && !(r->missing & (1u << STATS_DIST_ttfb)))
+        stat_row(f, "TTFB", s->ttfb, units_time_us, false);
+    if (r->spec->latency && r->spec->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
-    else if (r->cfg->latency)
+    else if (r->spec->latency)
         latency_distribution(f, s->latency);
-    if (r->cfg->u_latency) {
+    if (r->spec->u_latency) {
         fputc('\n', f);
         hdr_distribution(f,
                          "Uncorrected Latency (measured without taking delayed starts into "
@@ -210,14 +192,14 @@ void report_text(FILE *f, const struct result *r)
 /* With -R, when fewer requests went out than asked for: say so and why. */
 static void rate_shortfall(FILE *f, const struct result *r)
 {
-    const struct config *cfg = r->cfg;
+    const struct run_spec *spec = r->spec;
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
     /* a shard's own share of -R and -c, over what ran of the profile */
     double rate = r->rate_target;
-    uint64_t connections = cfg->shard.connections;
-    if (!cfg->rate || seconds <= 0)
+    uint64_t connections = spec->shard.connections;
+    if (!spec->rate || seconds <= 0)
         return;
     double sent = (double)s->sent / seconds;
     if (sent >= 0.98 * rate)
@@ -262,28 +244,51 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
     double seconds = (double)r->runtime_us / 1e6;
     double cpu = r->cpu.user_s + r->cpu.system_s;
     load->cpus = r->cpu.cpus ? r->cpu.cpus : usable_cpus();
-    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
+    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->spec->threads : 0;
     load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
 }
 
 size_t report_inflight(const struct result *r)
 {
-    const struct h2_stats *h2 = &r->stats.h2;
-    if (!r->cfg->http2)
+    uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
+    bool streams = false;
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        streams |= r->stats.by_protocol[i] && protocols_all[i]->multiplexed;
+    if (!streams)
         return r->pipeline;
-    return h2->settings && h2->streams < r->cfg->streams ? (size_t)h2->streams
-                                                         : (size_t)r->cfg->streams;
+    return (size_t)(allowed < r->spec->streams ? allowed : r->spec->streams);
 }
 
 /* HTTP/2: -m asked for more streams than the server lets a connection open. */
 static void streams_capped(FILE *f, const struct result *r)
 {
-    const struct h2_stats *h2 = &r->stats.h2;
-    if (r->cfg->http2 && h2->settings && h2->streams < r->cfg->streams)
+    uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
+    if (spec_offers_figures(r->spec, STATS_AT_HTTP2) && allowed < r->spec->streams)
         fprintf(f,
                 "Note: the server allows %" PRIu64 " concurrent streams per connection: "
                 "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
-                h2->streams, r->cfg->streams, h2->streams);
+                allowed, r->spec->streams, allowed);
+}
+
+/* Connections that spoke different protocols (--alpn): how many each. */
+static void protocol_mix(FILE *f, const struct result *r)
+{
+    const uint64_t *n = r->stats.by_protocol;
+    size_t used = 0;
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        used += n[i] != 0;
+    if (used < 2)
+        return;
+    const char *sep = "Protocols: ";
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++) {
+        if (!n[i])
+            continue;
+        fprintf(f, "%s%" PRIu64 " %sover %s", sep, n[i],
+                *sep == 'P' ? (n[i] == 1 ? "connection " : "connections ") : "",
+                protocols_all[i]->name);
+        sep = ", ";
+    }
+    fputc('\n', f);
 }
 
 /* HTTP/2: the requests the server refused unprocessed, and its GOAWAY
@@ -291,21 +296,22 @@ static void streams_capped(FILE *f, const struct result *r)
  * are in the error lines. */
 static void h2_refusals(FILE *f, const struct result *r)
 {
-    const struct h2_stats *h2 = &r->stats.h2;
-    uint64_t failed = r->stats.causes[CAUSE_REFUSED_STREAM];
-    if (!r->cfg->http2 || (!h2->goaways && !h2->refused))
+    const struct stats *s = &r->stats;
+    uint64_t failed = s->causes[CAUSE_REFUSED_STREAM], goaways = s->h2_goaways;
+    uint64_t refused = s->h2_refused;
+    if (!spec_offers_figures(r->spec, STATS_AT_HTTP2) || (!goaways && !refused))
         return;
     fprintf(f, "Note: HTTP/2: ");
-    if (h2->goaways)
-        fprintf(f, "the server sent %" PRIu64 " GOAWAY frame%s%s", h2->goaways,
-                h2->goaways == 1 ? "" : "s", h2->refused ? "; " : "");
-    if (h2->refused && !failed)
-        fprintf(f, "%" PRIu64 " requests were refused unprocessed and sent again", h2->refused);
-    else if (h2->refused)
+    if (goaways)
+        fprintf(f, "the server sent %" PRIu64 " GOAWAY frame%s%s", goaways, goaways == 1 ? "" : "s",
+                refused ? "; " : "");
+    if (refused && !failed)
+        fprintf(f, "%" PRIu64 " requests were refused unprocessed and sent again", refused);
+    else if (refused)
         fprintf(f,
                 "%" PRIu64 " requests were refused unprocessed: %" PRIu64 " sent again, %" PRIu64
                 " refused too often (read errors)",
-                h2->refused, h2->refused - failed, failed);
+                refused, refused - failed, failed);
     fputc('\n', f);
 }
 
@@ -329,6 +335,7 @@ static void errors_without_requests(FILE *f, const struct result *r)
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
+    protocol_mix(f, r);
     streams_capped(f, r);
     h2_refusals(f, r);
     errors_without_requests(f, r);

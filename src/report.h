@@ -9,9 +9,10 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "run_end.h"
 #include "stats.h"
 
-struct config;
+struct run_spec;
 struct threshold_abort;
 struct threshold_verdict;
 struct timeline;
@@ -26,31 +27,9 @@ struct result_input {
     uint64_t shard; /* its index, when sharded */
 };
 
-/* How a run ended, for the --json document and the timeline's last record:
- * a result that does not say "completed" covers less than what was asked. */
-enum end_reason {
-    END_COMPLETED,   /* its -d ran out, or its -n requests were done */
-    END_STOPPED,     /* the script stopped every thread (thread:stop(), request() nil) */
-    END_INTERRUPTED, /* SIGINT or SIGTERM (the only end of -d 0) */
-    END_ABORTED,     /* --abort-on-fail */
-    END_SCRIPT_EXIT, /* os.exit() in a hook */
-    END_REASONS
-};
-struct run_end {
-    enum end_reason reason;
-    int signal; /* END_INTERRUPTED: SIGINT or SIGTERM */
-    int status; /* END_SCRIPT_EXIT: the status os.exit() gave */
-};
-/* "completed", "interrupted", ...: its name in the files. */
-const char *report_end_name(enum end_reason reason);
-/* "SIGINT", "SIGTERM"; NULL for another signal. */
-const char *report_signal_name(int signal);
-/* How the run ended, for a warning: "was interrupted by SIGINT". */
-void report_end_text(const struct run_end *end, char *buf, size_t size);
-
 /* What a finished run measured. */
 struct result {
-    const struct config *cfg;
+    const struct run_spec *spec; /* what the run asked for */
     uint64_t runtime_us;
     struct stats stats;      /* all workers merged */
     size_t pipeline;         /* requests per batch */
@@ -66,12 +45,13 @@ struct result {
         double busiest;          /* highest share of its run a worker thread was busy */
         long cpus;               /* CPUs the run had; 0: those this process may use */
     } cpu;
+    /* volley merge: the distributions some part lacks (bit i for
+     * stats_dists[i]; a result of an earlier version), which the whole has
+     * none of. A run measures every one, those of -R only with it. */
+    uint32_t missing;
     /* With -R: the requests/sec asked of this process over the part of the
      * run that ran (its share of -R, or of --stages' profile); 0 without. */
     double rate_target;
-    /* With -R: latency from the actual send, and how late requests were sent
-     * after their intended time; NULL in the closed model. */
-    const struct hist *latency_uncorrected, *scheduling_lag;
     const struct timeline *timeline; /* intervals and server CPU, or NULL */
     /* --warmup: what it recorded, left out of everything above; or NULL */
     const struct stats *warmup;
@@ -103,7 +83,7 @@ struct cpu_load {
 void report_cpu_load(const struct result *r, struct cpu_load *load);
 
 /* "Running 10s test @ URL" and "  2 threads and 10 connections". */
-void report_header(FILE *f, const struct config *cfg);
+void report_header(FILE *f, const struct run_spec *spec);
 void report_text(FILE *f, const struct result *r);
 /* Requests a connection had in flight at most: the pipeline depth, or over
  * HTTP/2 the streams -m asked for, capped by the server's SETTINGS. */
@@ -116,10 +96,6 @@ size_t report_inflight(const struct result *r);
 void report_warnings(FILE *f, const struct result *r);
 /* The whole result as one JSON document (docs/json.md); false if writing failed. */
 bool report_json(FILE *f, const struct result *r);
-struct json;
-/* How the run ended, as members of the object being written: reason, signal
- * and exit_status (null when they do not apply). */
-void report_json_end(struct json *j, const struct run_end *end);
 
 /* One stat cell: s right-aligned and truncated so that decimal points line
  * up whatever the unit's length (wrk's print_units). */

@@ -15,7 +15,11 @@ struct request {
     bool *heads;  /* depth flags, or NULL when none is a HEAD request */
 };
 
-struct header;
+/* A header field: -H, wrk.headers. */
+struct header {
+    char *name;
+    char *value;
+};
 
 /* wrk.format(): "<method> <path> HTTP/1.1\r\n", one line per header in the
  * order given, "\r\n", then the body. Returns a new string of *len bytes. */
@@ -41,6 +45,9 @@ bool request_may_have_head(const struct request *r);
 
 /* The bytes of the batch's first n requests. */
 size_t request_prefix(const struct request *r, size_t n);
+
+/* A copy of r (data NUL-terminated, as request_set keeps it), its own. */
+struct request request_copy(const struct request *r);
 
 void request_free(struct request *r);
 

@@ -17,21 +17,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "buf.h"
 #include "cli.h"
 #include "hist.h"
 #include "http.h"
+#include "http_request.h"
 #include "net.h"
 #include "proto.h"
 #include "report.h"
 #include "request.h"
-#include "worker.h"
+#include "script_wrk.h"
 #include "wrk_lua.h"
 #include "xalloc.h"
 
-#define ADDR_TYPE "volley.addr"
 #define THREAD_TYPE "volley.thread"
 #define STATS_TYPE "volley.stats"
 /* Stack slots every state keeps below whatever a call pushes: the error
@@ -52,9 +51,9 @@ static const char *const hook_names[HOOKS] = {"request", "response", "delay"};
 struct script {
     lua_State *L;
     const struct config *cfg;
-    struct worker *worker;   /* NULL for the main state */
-    bool defined[HOOKS];     /* whether each hook was a function at the last look */
-    const void *seen[HOOKS]; /* the value then (kept in HOOK_SEEN, so never reused) */
+    struct script_thread *thread; /* NULL for the main state */
+    bool defined[HOOKS];          /* whether each hook was a function at the last look */
+    const void *seen[HOOKS];      /* the value then (kept in HOOK_SEEN, so never reused) */
     bool response_head, response_body;
     struct buf scratch; /* wrk.format's output */
     const char *hook;   /* what runs now ("in init()"), for os.exit's message */
@@ -95,14 +94,14 @@ static char *whole_string(lua_State *L, int idx)
 
 /* The error message on top of the stack ends volley: at once on the main
  * thread (no worker runs then: setup, init and done run before the workers
- * start or after they ended); on a running worker thread, the worker stops
- * and main reports it once every worker has stopped (see worker_fail). */
+ * start or after they ended); on a running worker thread, the thread stops
+ * and main reports it once every worker has stopped (its fail()). */
 static void failed(struct script *s)
 {
     char *msg = whole_string(s->L, -1);
-    if (!s->worker || !s->worker->running)
+    if (!s->thread || !*s->thread->running)
         die("%s", msg);
-    worker_fail(s->worker, msg);
+    s->thread->fail(s->thread->arg, msg);
     free(msg);
     lua_pop(s->L, 1);
 }
@@ -167,7 +166,7 @@ static int on_error(lua_State *L)
  * workers when they are inside OpenSSL. Before the run (the top level,
  * setup, init, the first request()) and in done() no worker runs: volley
  * says so and ends with status at once. On a running worker the worker
- * stops (worker_exit), main ends the run in order, with its report, and
+ * stops (its exit()), main ends the run in order, with its report, and
  * exits with status; the error raised here unwinds the hook, and no more of
  * the script runs on that thread, even if a pcall in it caught the error.
  * As in LuaJIT, true is EXIT_SUCCESS and false EXIT_FAILURE; close is
@@ -181,13 +180,13 @@ static int os_exit(lua_State *L)
     lua_pushfstring(L, "os.exit(%d) %s", status, s->hook ? s->hook : AT_TOP);
     lua_concat(L, 2);
     char *msg = whole_string(L, -1);
-    if (!s->worker || !s->worker->running) {
+    if (!s->thread || !*s->thread->running) {
         if (s->hook == IN_DONE)
             die_status(status, "%s", msg);
         die_status(status, "%s: the run did not start", msg);
     }
     s->exiting = true;
-    worker_exit(s->worker, status, msg);
+    s->thread->exit(s->thread->arg, status, msg);
     free(msg);
     return lua_error(L);
 }
@@ -210,210 +209,6 @@ static bool call(struct script *s, int nargs, int nresults)
     for (int i = 0; i < nresults; i++)
         lua_pushnil(L);
     return false;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Server addresses: wrk.lookup, wrk.connect, thread.addr                     */
-/* ------------------------------------------------------------------------ */
-
-static void push_addr(lua_State *L, const struct net_addr *a)
-{
-    struct net_addr *u = lua_newuserdata(L, sizeof *u);
-    *u = *a;
-    luaL_getmetatable(L, ADDR_TYPE);
-    lua_setmetatable(L, -2);
-}
-
-static int addr_tostring(lua_State *L)
-{
-    char *s = net_addr_str(luaL_checkudata(L, 1, ADDR_TYPE));
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
-}
-
-/* wrk.lookup(host, service): every address getaddrinfo returns. */
-static int wrk_lookup(lua_State *L)
-{
-    const char *host = luaL_checkstring(L, 1), *service = luaL_optstring(L, 2, "http");
-    const char *why;
-    struct net_addr *addrs;
-    size_t n;
-    /* Not every system has /etc/services for the scheme names. */
-    const char *port = strcasecmp(service, "http") == 0    ? "80"
-                       : strcasecmp(service, "https") == 0 ? "443"
-                                                           : service;
-    if (!net_lookup(host, port, &addrs, &n, &why))
-        return luaL_error(L, "unable to resolve %s:%s: %s", host, service, why);
-    lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        push_addr(L, &addrs[i]);
-        lua_rawseti(L, -2, (int)i + 1);
-    }
-    free(addrs);
-    return 1;
-}
-
-/* wrk.connect(addr): whether a connection to addr can be opened. */
-static int wrk_connect(lua_State *L)
-{
-    struct net_addr *a = luaL_checkudata(L, 1, ADDR_TYPE);
-    lua_getfield(L, LUA_REGISTRYINDEX, "volley.timeout_ms");
-    int timeout_ms = (int)lua_tointeger(L, -1);
-    lua_pushboolean(L, net_probe(a, timeout_ms > 0 ? timeout_ms : 2000) == 0);
-    return 1;
-}
-
-/* ------------------------------------------------------------------------ */
-/* wrk.format                                                                 */
-/* ------------------------------------------------------------------------ */
-
-/* The first key of table t equal to name ignoring case, pushed; or nothing
- * pushed and false. */
-static bool find_key(lua_State *L, int t, const char *name)
-{
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* Remove every key equal to name ignoring case. */
-static void remove_keys(lua_State *L, int t, const char *name)
-{
-    while (find_key(L, t, name)) {
-        lua_pushnil(L);
-        lua_rawset(L, t);
-    }
-}
-
-/* Of the keys of table t equal to name ignoring case, keeps one and
- * removes the others; pushes the one kept (nil if there was none). One the
- * script spelled itself is kept rather than the spelling name has (the one
- * wrk.init adds): a "host" a script set in init() wins over the default. */
-static void keep_one_key(lua_State *L, int t, const char *name)
-{
-    int kept = lua_gettop(L) + 1;
-    lua_pushnil(L);
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
-            (lua_isnil(L, kept) || strcmp(lua_tostring(L, kept), name) == 0)) {
-            lua_pushvalue(L, -1);
-            lua_replace(L, kept);
-        }
-    }
-    /* Clearing fields during a traversal is allowed. */
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
-            !lua_rawequal(L, -1, kept)) {
-            lua_pushvalue(L, -1);
-            lua_pushnil(L);
-            lua_rawset(L, t);
-        }
-    }
-}
-
-static bool name_is(const char *name, size_t len, const char *want, size_t want_len)
-{
-    return len == want_len && strncasecmp(name, want, len) == 0;
-}
-
-/* Appends "name: value\r\n" for every field of the table at index t,
- * counting the Host and Content-Length fields (in any case) among them. */
-static void write_fields(lua_State *L, int t, struct buf *out, int *host, int *length)
-{
-    *host = *length = 0;
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        size_t name_len, value_len;
-        lua_pushvalue(L, -2); /* converting the key itself would upset lua_next */
-        const char *name = lua_tolstring(L, -1, &name_len);
-        const char *value = lua_tolstring(L, -2, &value_len);
-        if (!name || !value)
-            luaL_error(L, "header names and values must be strings or numbers");
-        *host += name_is(name, name_len, "Host", 4);
-        *length += name_is(name, name_len, "Content-Length", 14);
-        buf_append(out, name, name_len);
-        buf_append(out, ": ", 2);
-        buf_append(out, value, value_len);
-        buf_append(out, "\r\n", 2);
-        lua_pop(L, 2);
-    }
-}
-
-/* wrk.format(method, path, headers, body) with wrk's side effects on the
- * headers table: Host is added from wrk.headers when missing, Content-Length
- * is set to the body's length, or removed when there is no body. Header
- * names match ignoring case, so "host" or "content-length" set by a script
- * are not sent twice, even beside "Host" or "Content-Length" in the same
- * table (one of them is kept). Written in C: dynamic scripts call it per request, and
- * the common call (a table with Host, no body) takes one pass over the
- * headers. The bytes are assembled in the state's scratch buffer (upvalue 1),
- * which an error cannot leak; upvalue 2 is the wrk module, as the upvalue
- * wrk's own Lua version reads its defaults from. */
-static int wrk_format(lua_State *L)
-{
-    struct buf *out = lua_touserdata(L, lua_upvalueindex(1));
-    static const char *const fields[] = {"method", "path", "headers", "body"};
-    lua_settop(L, 4);
-    lua_pushvalue(L, lua_upvalueindex(2)); /* 5 */
-    for (int i = 0; i < 4; i++)
-        if (lua_isnil(L, i + 1)) {
-            lua_getfield(L, 5, fields[i]);
-            lua_replace(L, i + 1);
-        }
-    size_t method_len, path_len, body_len = 0;
-    const char *method = luaL_checklstring(L, 1, &method_len);
-    const char *path = luaL_checklstring(L, 2, &path_len);
-    luaL_checktype(L, 3, LUA_TTABLE);
-    const char *body = lua_isnil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
-
-    buf_clear(out);
-    buf_append(out, method, method_len);
-    buf_append(out, " ", 1);
-    buf_append(out, path, path_len);
-    buf_append(out, " HTTP/1.1\r\n", 11);
-    size_t fields_at = out->len;
-    int host, length;
-    write_fields(L, 3, out, &host, &length);
-    if (host != 1 || body || length) {
-        if (host > 1) {
-            keep_one_key(L, 3, "Host");
-            lua_settop(L, 5);
-        } else if (!host) {
-            lua_getfield(L, 5, "headers");
-            if (lua_istable(L, -1) && find_key(L, lua_gettop(L), "Host")) {
-                lua_gettable(L, -2);
-                lua_setfield(L, 3, "Host");
-            }
-            lua_settop(L, 5);
-        }
-        if (body) {
-            keep_one_key(L, 3, "Content-Length");
-            if (lua_isnil(L, -1)) {
-                lua_pop(L, 1);
-                lua_pushliteral(L, "Content-Length");
-            }
-            lua_pushinteger(L, (lua_Integer)body_len);
-            lua_rawset(L, 3);
-        } else {
-            remove_keys(L, 3, "Content-Length");
-        }
-        out->len = fields_at;
-        write_fields(L, 3, out, &host, &length);
-    }
-    buf_append(out, "\r\n", 2);
-    if (body)
-        buf_append(out, body, body_len);
-    lua_pushlstring(L, out->data, out->len);
-    return 1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -507,17 +302,17 @@ static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to,
 /* Thread userdata                                                            */
 /* ------------------------------------------------------------------------ */
 
-static void push_thread(lua_State *L, struct worker *w)
+static void push_thread(lua_State *L, struct script_thread *t)
 {
-    struct worker **u = lua_newuserdata(L, sizeof *u);
-    *u = w;
+    struct script_thread **u = lua_newuserdata(L, sizeof *u);
+    *u = t;
     luaL_getmetatable(L, THREAD_TYPE);
     lua_setmetatable(L, -2);
 }
 
-static struct worker *check_thread(lua_State *L)
+static struct script_thread *check_thread(lua_State *L)
 {
-    return *(struct worker **)luaL_checkudata(L, 1, THREAD_TYPE);
+    return *(struct script_thread **)luaL_checkudata(L, 1, THREAD_TYPE);
 }
 
 /* thread:get(name): a copy of the thread's global name. Globals are read
@@ -525,9 +320,9 @@ static struct worker *check_thread(lua_State *L)
  * state cannot raise an error there, where nothing would catch it. */
 static int thread_get(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     luaL_checkstring(L, 2);
-    lua_State *T = w->script->L;
+    lua_State *T = t->script->L;
     lua_pushstring(T, lua_tostring(L, 2));
     lua_rawget(T, LUA_GLOBALSINDEX);
     transfer(L, T, -1, L, "from");
@@ -538,9 +333,9 @@ static int thread_get(lua_State *L)
 /* thread:set(name, value): a copy of value as the thread's global name. */
 static int thread_set(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     const char *name = luaL_checkstring(L, 2);
-    lua_State *T = w->script->L;
+    lua_State *T = t->script->L;
     luaL_checkany(L, 3);
     lua_pushstring(T, name);
     transfer(L, L, 3, T, "to");
@@ -551,16 +346,17 @@ static int thread_set(lua_State *L)
 /* thread:stop(): the thread ends its run; when every thread has, so does volley. */
 static int thread_stop(lua_State *L)
 {
-    worker_finish(check_thread(L));
+    struct script_thread *t = check_thread(L);
+    t->stop(t->arg);
     return 0;
 }
 
 static int thread_index(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "addr") == 0)
-        push_addr(L, &w->addr);
+        script_push_addr(L, t->addr);
     else if (strcmp(key, "get") == 0)
         lua_pushcfunction(L, thread_get);
     else if (strcmp(key, "set") == 0)
@@ -574,11 +370,11 @@ static int thread_index(lua_State *L)
 
 static int thread_newindex(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "addr") != 0)
         return luaL_error(L, "cannot set '%s' on a thread (only addr can be set)", key);
-    w->addr = *(struct net_addr *)luaL_checkudata(L, 3, ADDR_TYPE);
+    *t->addr = *script_check_addr(L, 3);
     return 0;
 }
 
@@ -657,9 +453,6 @@ static void push_stats(lua_State *L, const struct hist *h)
 
 static void register_types(lua_State *L)
 {
-    luaL_newmetatable(L, ADDR_TYPE);
-    lua_pushcfunction(L, addr_tostring);
-    lua_setfield(L, -2, "__tostring");
     luaL_newmetatable(L, THREAD_TYPE);
     lua_pushcfunction(L, thread_index);
     lua_setfield(L, -2, "__index");
@@ -672,7 +465,7 @@ static void register_types(lua_State *L)
     lua_setfield(L, -2, "__len");
     lua_pushcfunction(L, stats_call);
     lua_setfield(L, -2, "__call");
-    lua_pop(L, 3);
+    lua_pop(L, 2);
 }
 
 /* wrk's fields from the command line, on the module table at the top. */
@@ -690,9 +483,9 @@ static void set_fields(lua_State *L, const struct config *cfg)
     lua_pushstring(L, u->path);
     lua_setfield(L, -2, "path");
     lua_getfield(L, -1, "headers");
-    for (size_t i = 0; i < cfg->nheaders; i++) {
-        lua_pushstring(L, cfg->headers[i].value);
-        lua_setfield(L, -2, cfg->headers[i].name);
+    for (size_t i = 0; i < cfg->spec.nheaders; i++) {
+        lua_pushstring(L, cfg->spec.headers[i].value);
+        lua_setfield(L, -2, cfg->spec.headers[i].name);
     }
     lua_pop(L, 1);
 }
@@ -721,15 +514,17 @@ static void check_module(struct script *s)
     if (!lua_rawequal(L, -1, MODULE))
         die("%s: the script replaced the global wrk (with %s): set its fields instead, as in "
             "wrk.method = \"POST\"",
-            s->cfg->script, lua_istable(L, -1) ? "another table" : luaL_typename(L, -1));
+            s->cfg->spec.script, lua_istable(L, -1) ? "another table" : luaL_typename(L, -1));
     lua_pop(L, 1);
 }
 
-static struct script *state_new(const struct config *cfg, struct worker *w)
+static struct script *state_new(const struct config *cfg, struct script_thread *thread)
 {
     struct script *s = xcalloc(1, sizeof *s);
     s->cfg = cfg;
-    s->worker = w;
+    s->thread = thread;
+    if (thread)
+        thread->script = s; /* before the script runs: it may reach the thread */
     lua_State *L = s->L = luaL_newstate();
     if (!L)
         die("unable to create a Lua state");
@@ -743,20 +538,11 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
     lua_pushcclosure(L, on_error, 1); /* HANDLER */
     push_debug(L, "getinfo");         /* GETINFO */
     register_types(L);
-    lua_pushinteger(L, (lua_Integer)(cfg->timeout_us / 1000));
-    lua_setfield(L, LUA_REGISTRYINDEX, "volley.timeout_ms");
 
     if (luaL_loadbuffer(L, wrk_lua, sizeof wrk_lua - 1, "@wrk.lua") != 0)
         fatal(L);
     call(s, 0, 1); /* MODULE */
-    lua_pushlightuserdata(L, &s->scratch);
-    lua_pushvalue(L, MODULE);
-    lua_pushcclosure(L, wrk_format, 2);
-    lua_setfield(L, MODULE, "format");
-    lua_pushcfunction(L, wrk_lookup);
-    lua_setfield(L, MODULE, "lookup");
-    lua_pushcfunction(L, wrk_connect);
-    lua_setfield(L, MODULE, "connect");
+    script_wrk_install(L, MODULE, &s->scratch, cfg->spec.timeout_us / 1000);
     set_fields(L, cfg);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "loaded");
@@ -770,7 +556,7 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
         lua_pushnil(L);                   /* HOOK_SEEN(h) */
     }
 
-    if (luaL_loadfile(L, cfg->script) != 0)
+    if (luaL_loadfile(L, cfg->spec.script) != 0)
         fatal(L);
     s->hook = AT_TOP;
     call(s, 0, 0);
@@ -780,9 +566,9 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
 
 struct script *script_main_new(const struct config *cfg) { return state_new(cfg, NULL); }
 
-struct script *script_thread_new(const struct config *cfg, struct worker *w)
+struct script *script_thread_new(const struct config *cfg, struct script_thread *thread)
 {
-    return state_new(cfg, w);
+    return state_new(cfg, thread);
 }
 
 void script_free(struct script *s)
@@ -801,10 +587,10 @@ static void push_module_field(lua_State *L, const char *name)
     lua_rawget(L, MODULE);
 }
 
-void script_setup(struct script *main, struct worker *w)
+void script_setup(struct script *main, struct script_thread *thread)
 {
     push_module_field(main->L, "setup");
-    push_thread(main->L, w);
+    push_thread(main->L, thread);
     main->hook = IN_SETUP;
     call(main, 1, 0);
 }
@@ -866,11 +652,11 @@ static bool look(struct script *s, enum hook h)
 /* The args table for init(): [0] the URL, then the arguments after it. */
 static void push_args(lua_State *L, const struct config *cfg)
 {
-    lua_createtable(L, (int)cfg->nscript_args, 1);
-    lua_pushstring(L, cfg->url_arg);
+    lua_createtable(L, (int)cfg->spec.nscript_args, 1);
+    lua_pushstring(L, cfg->spec.url);
     lua_rawseti(L, -2, 0);
-    for (size_t i = 0; i < cfg->nscript_args; i++) {
-        lua_pushstring(L, cfg->script_args[i]);
+    for (size_t i = 0; i < cfg->spec.nscript_args; i++) {
+        lua_pushstring(L, cfg->spec.script_args[i]);
         lua_rawseti(L, -2, (int)i + 1);
     }
 }
@@ -886,14 +672,14 @@ static void set_request(struct script *s, struct request *r, const char *data, s
         memcpy(copy, data, len);
     copy[len] = '\0';
     if (!request_set(r, copy, len, err, sizeof err))
-        die("%s: %s: %s", s->cfg->script, what, len ? err : "an empty string");
+        die("%s: %s: %s", s->cfg->spec.script, what, len ? err : "an empty string");
 }
 
 void script_init(struct script *s, struct request *r)
 {
     lua_State *L = s->L;
     lua_pushliteral(L, "thread");
-    push_thread(L, s->worker);
+    push_thread(L, s->thread);
     lua_rawset(L, MODULE);
     push_module_field(L, "init");
     push_args(L, s->cfg);
@@ -932,7 +718,7 @@ static enum script_call call_request(struct script *s, const char **data, size_t
         lua_pop(L, 1);
         return SCRIPT_NIL;
     }
-    lua_pushfstring(L, "%s: request() returned %s instead of a string", s->cfg->script,
+    lua_pushfstring(L, "%s: request() returned %s instead of a string", s->cfg->spec.script,
                     luaL_typename(L, -1));
     lua_remove(L, -2);
     failed(s);
@@ -945,7 +731,7 @@ size_t script_verify(struct script *s)
     const char *data = NULL;
     size_t len = 0;
     if (call_request(s, &data, &len) != SCRIPT_DONE)
-        die("%s: request() returned nil instead of a request", s->cfg->script);
+        die("%s: request() returned nil instead of a request", s->cfg->spec.script);
     set_request(s, &r, data, len, "request() returned an invalid request");
     lua_pop(s->L, 1);
     size_t depth = r.depth;

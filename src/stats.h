@@ -1,11 +1,15 @@
 /* What one worker measured (and, after the run, all of them merged): counts,
- * error classes and causes, status codes and the latency and Req/Sec histograms.
- * Workers own theirs exclusively while the run is on.
+ * error classes and causes, status codes and the histograms, each declared
+ * once in the tables below (the schema of figures). Workers own theirs
+ * exclusively while the run is on.
  * SPDX-License-Identifier: MIT */
 #ifndef VOLLEY_STATS_H
 #define VOLLEY_STATS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hist.h"
 
@@ -62,63 +66,227 @@ enum tls_failure {
     TLS_FAIL_COUNT
 };
 
+/* How volley merge adds up a counter of the parts of a run. */
+enum stats_rule {
+    STATS_SUM, /* the parts' add up */
+    STATS_MIN, /* the smallest part's; UINT64_MAX (null where written) when none has one */
+};
+
+/* Where a counter sits in the --json document (docs/json.md), in the
+ * document's order: beside requests and bytes, in the errors object,
+ * beside connects, in tls (https runs), in http2 (runs that may speak it),
+ * in rate (-R runs), or nowhere (it only feeds other figures). A timeline
+ * record has its counters in the same order. */
+enum stats_place {
+    STATS_AT_TOTALS,
+    STATS_AT_ERRORS,
+    STATS_AT_CONNECTIONS,
+    STATS_AT_TLS,
+    STATS_AT_HTTP2,
+    STATS_AT_RATE,
+    STATS_AT_NONE,
+};
+
+/* How a figure is written (flags). */
+#define STATS_PER_SEC 1u   /* as a rate over the run, or the interval: the key names the rate */
+#define STATS_MEAN 2u      /* divided by its place's first counter; null when that is 0 */
+#define STATS_OPEN 4u      /* measured only with -R: null without */
+#define STATS_TL_RATE 8u   /* a timeline record gives KEY_per_sec too, right after it */
+#define STATS_MOMENTS 16u  /* a distribution without percentiles: count, min, max, mean, stdev */
+#define STATS_OPTIONAL 32u /* results of earlier versions may lack it (volley merge) */
+#define STATS_PER_RESPONSE 64u /* one value per response: its count is requests */
+
+/* The counters a run measures, one line each: the field of struct stats,
+ * where it sits in the --json document and its key there, its key in a
+ * --timeline record ("requests"; the CSV column is the same) or NULL, how
+ * volley merge adds it up, and how it is written. struct stats,
+ * stats_merge, the JSON and timeline writers, volley merge's readers and
+ * checks, and the docs check all follow from this table; docs/json.md
+ * describes each key it writes. */
+#define STATS_COUNTERS(X)                                                                          \
+    /* complete responses, whatever their status */                                                \
+    X(requests, STATS_AT_TOTALS, "requests", "requests", STATS_SUM, STATS_TL_RATE)                 \
+    /* bytes read, headers (and HTTP/2 framing) included */                                        \
+    X(bytes, STATS_AT_TOTALS, "bytes", "bytes", STATS_SUM, 0)                                      \
+    /* connections established; of which not their slot's first; normal closes */                  \
+    X(connects, STATS_AT_CONNECTIONS, "connects", "connects", STATS_SUM, 0)                        \
+    X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, STATS_SUM, 0)                              \
+    X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", STATS_SUM, 0)                  \
+    /* TLS handshakes completed; of which resumed a session; their time, TCP connect to done */    \
+    X(handshakes, STATS_AT_TLS, "handshakes", NULL, STATS_SUM, 0)                                  \
+    X(resumed, STATS_AT_TLS, "resumed", NULL, STATS_SUM, 0)                                        \
+    X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, STATS_SUM, STATS_MEAN)                \
+    /* HTTP/2: the fewest streams a connection could open; GOAWAYs; refused requests */            \
+    X(h2_streams, STATS_AT_HTTP2, "streams", NULL, STATS_MIN, 0)                                   \
+    X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, STATS_SUM, 0)                           \
+    X(h2_refused, STATS_AT_HTTP2, "refused", NULL, STATS_SUM, 0)                                   \
+    /* -R: requests whose batch went out */                                                        \
+    X(sent, STATS_AT_RATE, "sent", "sent_per_sec", STATS_SUM, STATS_PER_SEC | STATS_OPEN)          \
+    /* delay() pauses asked for, and their length; HTTP/2 SETTINGS received (not ACKs) */          \
+    X(pauses, STATS_AT_NONE, "pauses", NULL, STATS_SUM, 0)                                         \
+    X(paused_us, STATS_AT_NONE, "paused_us", NULL, STATS_SUM, 0)                                   \
+    X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, STATS_SUM, 0)
+
+/* wrk's error classes: the report's "Socket errors" line, and responses
+ * with status >= 400. Each is a counter at STATS_AT_ERRORS, in the errors
+ * object of the document and of each timeline record. */
+#define STATS_ERRORS(X)                                                                            \
+    X(connect, "connect errors")                                                                   \
+    X(read, "read errors")                                                                         \
+    X(write, "write errors")                                                                       \
+    X(timeout, "timeouts")                                                                         \
+    X(status, "status errors")
+
 struct errors {
-    uint64_t connect, read, write, timeout, status;
+#define STATS_ERROR_MEMBER(name, what) uint64_t name;
+    STATS_ERRORS(STATS_ERROR_MEMBER)
+#undef STATS_ERROR_MEMBER
 };
 
 static inline void errors_add(struct errors *dst, const struct errors *src)
 {
-    dst->connect += src->connect;
-    dst->read += src->read;
-    dst->write += src->write;
-    dst->timeout += src->timeout;
-    dst->status += src->status;
+#define STATS_ERROR_ADD(name, what) dst->name += src->name;
+    STATS_ERRORS(STATS_ERROR_ADD)
+#undef STATS_ERROR_ADD
 }
+
+/* The distributions a run measures, one line each: the field of struct
+ * stats, its key in the --json document, its key in a --timeline record
+ * or NULL, the largest value it tracks, and flags (STATS_OPEN,
+ * STATS_MOMENTS, STATS_OPTIONAL, STATS_PER_RESPONSE). volley merge adds
+ * them up bucket by bucket. */
+#define STATS_DISTRIBUTIONS(X)                                                                     \
+    /* connect and TLS handshake time of each connection */                                        \
+    X(connect, "connect_time", NULL, STATS_LATENCY_MAX, 0)                                         \
+    /* first byte written (-R: intended) to last read; -R: from the send; how late it went */      \
+    X(latency, "latency", "latency", STATS_LATENCY_MAX, STATS_PER_RESPONSE)                        \
+    X(u_latency, "latency_uncorrected", "latency_uncorrected", STATS_LATENCY_MAX,                  \
+      STATS_OPEN | STATS_PER_RESPONSE)                                                             \
+    X(lag, "scheduling_lag", NULL, STATS_LATENCY_MAX, STATS_OPEN)                                  \
+    /* to the response's first byte, from where latency counts, and -R's from the send */          \
+    X(ttfb, "ttfb", "ttfb", STATS_LATENCY_MAX, STATS_PER_RESPONSE | STATS_OPTIONAL)                \
+    X(u_ttfb, "ttfb_uncorrected", "ttfb_uncorrected", STATS_LATENCY_MAX,                           \
+      STATS_OPEN | STATS_PER_RESPONSE | STATS_OPTIONAL)                                            \
+    /* Req/Sec, per thread, every 100 ms as wrk samples it */                                      \
+    X(rps, "requests_per_sec", NULL, STATS_RPS_MAX, STATS_MOMENTS)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
+/* Room for the protocols a connection may speak (protocols.h's PROTOCOLS_COUNT). */
+#define STATS_PROTOCOLS 4
 
-/* What an HTTP/2 run saw of the protocol itself. */
-struct h2_stats {
-    uint64_t goaways;                /* GOAWAY frames received */
-    uint64_t refused;                /* requests refused unprocessed, sent again */
-    uint64_t resets[STATS_H2_CODES]; /* RST_STREAM received, by error code */
-    uint64_t settings;               /* SETTINGS frames received (not ACKs) */
-    uint64_t streams;                /* with settings: the fewest streams a
-                                         connection could open at once (-m
-                                         capped by the server's SETTINGS) */
-};
+/* The counts broken down by a name, one line each: the field of struct
+ * stats, how many names it counts by, and where it sits in the --json
+ * document (an object of counts by name). volley merge adds them up name
+ * by name; each has a writer and a reader of its own, for the names are
+ * written differently (all of them, or only those counted, or the status
+ * code itself). */
+#define STATS_BREAKDOWNS(X)                                                                        \
+    /* errors by why (enum cause): these count errors that ended no request too */                 \
+    X(causes, CAUSE_COUNT, "error_causes")                                                         \
+    /* causes[CAUSE_TLS_HANDSHAKE] by why the handshake failed (enum tls_failure) */               \
+    X(tls_failures, TLS_FAIL_COUNT, "tls.handshake_failures")                                      \
+    /* responses by status code; other codes go to [0] */                                          \
+    X(status, STATS_STATUS_MAX, "status_codes")                                                    \
+    /* HTTP/2: RST_STREAM received, by error code */                                               \
+    X(h2_resets, STATS_H2_CODES, "http2.rst_stream_received")                                      \
+    /* connections by the protocol they spoke (protocols_all order) */                             \
+    X(by_protocol, STATS_PROTOCOLS, "protocols")
 
 struct stats {
-    uint64_t requests;     /* complete responses */
-    uint64_t sent;         /* requests whose batch went out */
-    uint64_t bytes;        /* bytes read, headers included */
-    uint64_t connects;     /* successful connections */
-    uint64_t reopened;     /* of which were not their slot's first */
-    uint64_t reconnects;   /* normal closes (not errors) that ended a connection */
-    uint64_t handshakes;   /* completed TLS handshakes */
-    uint64_t resumed;      /* of which resumed a session */
-    uint64_t handshake_us; /* time spent in them, from TCP connect to done */
-    uint64_t pauses;       /* delay() pauses asked for */
-    uint64_t paused_us;    /* their total length */
+#define STATS_COUNTER_MEMBER(field, place, key, column, rule, flags) uint64_t field;
+    STATS_COUNTERS(STATS_COUNTER_MEMBER)
+#undef STATS_COUNTER_MEMBER
     struct errors errors;
-    uint64_t causes[CAUSE_COUNT];
-    uint64_t tls_failures[TLS_FAIL_COUNT]; /* of causes[CAUSE_TLS_HANDSHAKE] */
-    uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
-    struct h2_stats h2;
-    struct hist *latency;   /* with -R, from each request's intended send time */
-    struct hist *u_latency; /* -R: from the actual send (uncorrected) */
-    struct hist *lag;       /* -R: actual minus intended send time of each batch */
-    struct hist *connect;   /* connect and TLS handshake time of each connection */
-    struct hist *rps;
+#define STATS_BREAKDOWN_MEMBER(field, n, path) uint64_t field[n];
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_MEMBER)
+#undef STATS_BREAKDOWN_MEMBER
+#define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
+    STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
+#undef STATS_DIST_MEMBER
 };
+
+/* Their indexes in stats_counters and stats_dists. */
+enum {
+#define STATS_COUNTER_INDEX(field, place, key, column, rule, flags) STATS_COUNTER_##field,
+    STATS_COUNTERS(STATS_COUNTER_INDEX)
+#undef STATS_COUNTER_INDEX
+#define STATS_ERROR_INDEX(name, what) STATS_COUNTER_errors_##name,
+        STATS_ERRORS(STATS_ERROR_INDEX)
+#undef STATS_ERROR_INDEX
+            STATS_NCOUNTERS
+};
+enum {
+#define STATS_DIST_INDEX(field, key, column, highest, flags) STATS_DIST_##field,
+    STATS_DISTRIBUTIONS(STATS_DIST_INDEX)
+#undef STATS_DIST_INDEX
+        STATS_NDISTS
+};
+
+/* A counter of the table (or an error class), for the code that goes
+ * through them all. */
+struct stats_counter {
+    const char *what;       /* in messages: "requests", "timeouts" */
+    size_t offset;          /* of its uint64_t in struct stats */
+    enum stats_place place; /* where it sits in the document */
+    const char *key;        /* there, in its place's object */
+    const char *column;     /* in a timeline record, or NULL */
+    enum stats_rule rule;
+    unsigned flags;
+};
+
+/* A distribution of the table. */
+struct stats_dist {
+    size_t offset; /* of its struct hist * in struct stats */
+    const char *key;
+    const char *column;
+    uint64_t highest;
+    unsigned flags;
+};
+
+/* The counters of the table, then the error classes; the distributions. */
+extern const struct stats_counter stats_counters[STATS_NCOUNTERS];
+extern const struct stats_dist stats_dists[STATS_NDISTS];
+#define stats_ncounters ((size_t)STATS_NCOUNTERS)
+#define stats_ndists ((size_t)STATS_NDISTS)
+
+static inline uint64_t *stats_counter_at(struct stats *s, const struct stats_counter *c)
+{
+    return (uint64_t *)(void *)((char *)s + c->offset);
+}
+
+static inline uint64_t stats_counter_get(const struct stats *s, const struct stats_counter *c)
+{
+    return *(const uint64_t *)(const void *)((const char *)s + c->offset);
+}
+
+static inline struct hist *stats_dist_get(const struct stats *s, const struct stats_dist *d)
+{
+    return *(struct hist *const *)(const void *)((const char *)s + d->offset);
+}
+
+/* The object of the document a place's counters sit in ("errors", "tls",
+ * "http2", "rate"), or NULL for the top level and STATS_AT_NONE. */
+const char *stats_place_object(enum stats_place place);
+/* The distributions (bit i for stats_dists[i]) a run measures: those with
+ * STATS_OPEN only with -R. */
+uint32_t stats_dists_measured(bool open_model);
+/* The tables, one line per figure written: "counter PATH COLUMN RULE FORM"
+ * (PATH in the document, COLUMN in a timeline record or "-", RULE sum or
+ * min, FORM count, per_sec or mean), "breakdown PATH - sum" and
+ * "distribution KEY COLUMN histogram", for the tests that check the docs
+ * and volley merge against them (volley --list-fields). */
+void stats_list_fields(FILE *f);
 
 void stats_init(struct stats *s);
 void stats_free(struct stats *s);
-/* Adds src into dst. */
+/* Adds src into dst: each counter by its rule, the histograms bucket by
+ * bucket. */
 void stats_merge(struct stats *dst, const struct stats *src);
-/* Back to nothing recorded (the histograms are kept, emptied): what an
- * interval starts from. */
+/* Whether adding src into dst would take a sum past 2^64. */
+bool stats_merge_overflows(const struct stats *dst, const struct stats *src);
+/* Back to nothing recorded (the histograms are kept, emptied; STATS_MIN
+ * counters at UINT64_MAX, none yet): what an interval starts from. */
 void stats_reset(struct stats *s);
 /* Socket errors plus responses with status >= 400. */
 uint64_t stats_errors(const struct stats *s);

@@ -8,7 +8,6 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -29,17 +28,6 @@ enum kind {
     KIND_NUMBER_OR_PERCENT, /* 10, or 0.1% */
     KIND_PERCENT,           /* 99.9% */
 };
-
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* "5xx" or "503". */
 static bool status_class(const char *s, struct threshold *t)
@@ -64,7 +52,7 @@ static bool percentile(const char *name, struct threshold *t, char *err, size_t 
     const char *digits = name + 1;
     if (!isdigit((unsigned char)*digits) || !units_parse_real_metric(digits, &p) ||
         strspn(digits, "0123456789.") != strlen(digits) || p <= 0 || p > 100)
-        return fail(err, errlen, "invalid percentile '%s': from p0.001 to p100", name);
+        return xfail(err, errlen, "invalid percentile '%s': from p0.001 to p100", name);
     t->metric = THRESHOLD_PERCENTILE;
     t->percentile = p;
     return true;
@@ -86,6 +74,17 @@ static bool metric(const char *name, struct threshold *t, enum kind *kind, char 
         {"errors", THRESHOLD_ERRORS, KIND_NUMBER_OR_PERCENT},
         {"success", THRESHOLD_SUCCESS, KIND_PERCENT},
     };
+    const char *space = strchr(name, ' ');
+    if (space) { /* a distribution's statistic: of a latency's only */
+        const char *stat = space + 1;
+        bool latency = (stat[0] == 'p' && isdigit((unsigned char)stat[1])) ||
+                       strcmp(stat, "mean") == 0 || strcmp(stat, "max") == 0 ||
+                       strcmp(stat, "stdev") == 0;
+        if (!latency)
+            return xfail(err, errlen, "unknown metric '%s' (after %.*s: pN, mean, max or stdev)",
+                         name, (int)(space - name), name);
+        name = stat;
+    }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(name, names[i].name) == 0) {
             t->metric = names[i].metric;
@@ -95,10 +94,10 @@ static bool metric(const char *name, struct threshold *t, enum kind *kind, char 
     }
     if (strncmp(name, "status:", 7) == 0) {
         if (!status_class(name + 7, t))
-            return fail(err, errlen,
-                        "invalid status '%s': a code (status:503) or a class "
-                        "(status:5xx)",
-                        name + 7);
+            return xfail(err, errlen,
+                         "invalid status '%s': a code (status:503) or a class "
+                         "(status:5xx)",
+                         name + 7);
         t->metric = THRESHOLD_STATUS;
         *kind = KIND_NUMBER_OR_PERCENT;
         return true;
@@ -107,7 +106,7 @@ static bool metric(const char *name, struct threshold *t, enum kind *kind, char 
         *kind = KIND_TIME;
         return percentile(name, t, err, errlen);
     }
-    return fail(err, errlen, "unknown metric '%s' (%s)", name, METRICS);
+    return xfail(err, errlen, "unknown metric '%s' (%s)", name, METRICS);
 }
 
 /* The limit, in the metric's unit. */
@@ -122,27 +121,27 @@ static bool limit(const char *value, const char *name, enum kind kind, struct th
                   units_parse_real_metric(number, &t->limit);
         free(number);
         if (kind == KIND_TIME || kind == KIND_NUMBER)
-            return fail(err, errlen, "%s is not a percentage: '%s'", name, value);
+            return xfail(err, errlen, "%s is not a percentage: '%s'", name, value);
         if (!ok)
-            return fail(err, errlen, "invalid percentage '%s'", value);
+            return xfail(err, errlen, "invalid percentage '%s'", value);
         if (t->limit > 100)
-            return fail(err, errlen, "invalid percentage '%s': at most 100%%", value);
+            return xfail(err, errlen, "invalid percentage '%s': at most 100%%", value);
         t->percent = true;
         return true;
     }
     switch (kind) {
     case KIND_TIME:
         if (!units_parse_real_time(value, &t->limit))
-            return fail(err, errlen, "invalid latency '%s': expected a time such as 200ms", value);
+            return xfail(err, errlen, "invalid latency '%s': expected a time such as 200ms", value);
         /* A bare number would be seconds, as for -d: never what "p99 < 200" means. */
         if (!isalpha((unsigned char)value[len - 1]))
-            return fail(err, errlen, "a latency needs a unit: '%sms' or '%ss'", value, value);
+            return xfail(err, errlen, "a latency needs a unit: '%sms' or '%ss'", value, value);
         return true;
     case KIND_PERCENT:
-        return fail(err, errlen, "%s is a percentage: '%s%%'", name, value);
+        return xfail(err, errlen, "%s is a percentage: '%s%%'", name, value);
     default:
         if (!units_parse_real_metric(value, &t->limit))
-            return fail(err, errlen, "invalid number '%s'", value);
+            return xfail(err, errlen, "invalid number '%s'", value);
         return true;
     }
 }
@@ -168,28 +167,59 @@ static const char *skip_space(const char *s)
     return s;
 }
 
-/* Splits "METRIC OP VALUE" into the metric, in lower case, the operator,
- * and the value without the spaces around it (*name and *value to free). */
+/* The word at s (up to a space or an operator), in lower case, to free;
+ * *end past it. */
+static char *word(const char *s, const char **end)
+{
+    const char *start = s;
+    while (*s && !isspace((unsigned char)*s) && !strchr("<>=!", *s))
+        s++;
+    *end = s;
+    char *w = xstrndup(start, (size_t)(s - start));
+    for (char *c = w; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+    return w;
+}
+
+/* The distribution a latency metric may name first ("ttfb p99"): one with
+ * a value per response; -1 for none. */
+static int distribution(const char *name)
+{
+    for (size_t i = 0; i < stats_ndists; i++)
+        if ((stats_dists[i].flags & STATS_PER_RESPONSE) && strcmp(stats_dists[i].key, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Splits "METRIC OP VALUE" into the metric, in lower case (a distribution
+ * and its statistic: "ttfb p99", or one word), the operator, and the value
+ * without the spaces around it (*name and *value to free). */
 static bool split(const char *expr, struct threshold *t, char **name, char **value, char *err,
                   size_t errlen)
 {
-    const char *s = skip_space(expr), *start = s;
-    while (*s && !isspace((unsigned char)*s) && !strchr("<>=!", *s))
-        s++;
-    if (s == start)
-        return fail(err, errlen, "expected METRIC OP VALUE, as in 'p99 < 200ms'");
-    *name = xstrndup(start, (size_t)(s - start));
-    for (char *c = *name; *c; c++)
-        *c = (char)tolower((unsigned char)*c);
-    s = skip_space(s);
+    const char *s = skip_space(expr), *after;
+    *name = word(s, &after);
+    if (after == s)
+        return xfail(err, errlen, "expected METRIC OP VALUE, as in 'p99 < 200ms'");
+    s = skip_space(after);
+    int dist = distribution(*name);
+    t->dist = STATS_DIST_latency;
+    if (dist >= 0 && *s && !strchr("<>=!", *s)) {
+        char *stat = word(s, &after), *both = xasprintf("%s %s", *name, stat);
+        free(*name);
+        free(stat);
+        *name = both;
+        t->dist = (size_t)dist;
+        s = skip_space(after);
+    }
     if (!op(&s, &t->op))
-        return fail(err, errlen, "expected <, <=, > or >= after '%s'", *name);
+        return xfail(err, errlen, "expected <, <=, > or >= after '%s'", *name);
     s = skip_space(s);
     size_t len = strlen(s);
     while (len && isspace((unsigned char)s[len - 1]))
         len--;
     if (!len)
-        return fail(err, errlen, "missing the value after '%s %s'", *name, op_names[t->op]);
+        return xfail(err, errlen, "missing the value after '%s %s'", *name, op_names[t->op]);
     *value = xstrndup(s, len);
     return true;
 }
@@ -205,6 +235,7 @@ bool threshold_parse(const char *expr, struct threshold *t, char *err, size_t er
         size_t n = strlen(name) + strlen(value) + 6;
         t->text = xmalloc(n);
         snprintf(t->text, n, "%s %s %s", name, op_names[t->op], value);
+        t->name_len = strlen(name);
     }
     free(name);
     free(value);
@@ -263,7 +294,7 @@ static struct threshold_value share(uint64_t part, uint64_t whole)
 struct threshold_value threshold_measure(const struct threshold *t, const struct stats *s,
                                          uint64_t length_us, uint64_t timeout_us)
 {
-    const struct hist *lat = s->latency;
+    const struct hist *lat = stats_dist_get(s, &stats_dists[t->dist]);
     uint64_t responses = s->requests, attempts = responses + socket_errors(s);
     uint64_t timeouts = s->errors.timeout;
     switch (t->metric) {
@@ -369,7 +400,7 @@ static void print_one(FILE *f, const struct threshold_verdict *v, const struct t
                       size_t i)
 {
     const struct threshold *t = v->t;
-    int name = (int)strcspn(t->text, " ");
+    int name = (int)t->name_len;
     char buf[UNITS_BUF], from[UNITS_BUF], to[UNITS_BUF];
     fprintf(f, "Threshold %s: %s (", t->text, v->passed ? "passed" : "FAILED");
     if (!v->v.known)

@@ -1,49 +1,34 @@
-/* Results over time. Interval k covers [k T, (k + 1) T) from the run's
- * start, T being --interval; the last one ends with the run. An interval is
- * written as soon as every worker has delivered it and its end has passed;
- * one delivered early (every worker ended on its own) may be the last, so it
- * waits for the end of the run. Records are flushed one by one, so that a
- * file can be followed while the run goes on.
+/* Results over time, main's side. Interval k covers [k T, (k + 1) T) from
+ * the run's start, T being --interval; the last one ends with the run. An
+ * interval is written (timeline_file.c) as soon as every worker has
+ * delivered it and its end has passed; one delivered early (every worker
+ * ended on its own) may be the last, so it waits for the end of the run.
+ * The server's CPU time is read as each is written; a summary of them is
+ * kept (timeline_summary.c).
  * SPDX-License-Identifier: MIT */
 #include "timeline.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "cli.h"
 #include "clock.h"
 #include "interval.h"
 #include "json.h"
-#include "output.h"
-#include "report.h"
-#include "units.h"
-#include "version.h"
+#include "spec.h"
+#include "timeline_file.h"
+#include "timeline_summary.h"
 #include "xalloc.h"
 
 struct timeline {
-    const struct config *cfg;
+    const struct run_spec *spec;
     struct intervals *intervals;
     struct ev_loop *loop;
     ev_async ready;
     uint64_t start; /* clock_us */
     struct timespec started;
-    int64_t origin_us; /* when interval 0 starts, Unix time in us */
-    FILE *out;         /* --timeline */
-    bool csv;
-    FILE *hlog;     /* --hdr-log */
-    int out_errno;  /* why writing --timeline first failed, or 0: said after the report */
-    int hlog_errno; /* the same for --hdr-log */
-    /* each file was made by this run (there was none before), and the
-     * files have been truncated and their first lines written */
-    bool out_created, hlog_created, begun;
+    int64_t origin_us;           /* when interval 0 starts, Unix time in us */
+    struct timeline_files files; /* --timeline, --hdr-log */
     struct server_cpu *server;
     struct server_times server_start, server_last;
     ev_timer server_sample;
@@ -59,66 +44,17 @@ struct timeline {
     } given;            /* volley merge: the server's CPU time as the parts measured it */
     struct stats *held; /* taken, not yet written: it may be the last */
     uint64_t held_index;
-    uint64_t count;    /* intervals written */
-    uint64_t requests; /* in them */
-    struct {
-        uint64_t n;
-        double min, max, sum, sum_sq;
-    } rps; /* over the intervals of full length */
-    struct {
-        uint64_t n, min, max;
-    } p99; /* over the intervals with responses */
-    struct {
-        bool known, has_p99;
-        double rate;
-        uint64_t p99;
-    } last;
+    struct timeline_summary summary; /* of the intervals written */
 };
 
-/* One interval as written. */
-struct record {
-    uint64_t index, start_us, length_us;
-    const struct stats *s;
-    double server_s; /* CPU time of the server in it; NaN without --server-pid */
-    char *latency;   /* s->latency encoded, once for both files; or NULL */
-};
-
-/* A file is opened before the run but not truncated: that waits for the
- * start of what is measured (timeline_begin), so that a run interrupted
- * before it (in a --start-at wait, in the warm-up) leaves an earlier file as
- * it was; *created says there was none. "-": the records take stdout to
- * themselves and descriptor 1 becomes stderr, so the text report goes
- * there, as with --json -. */
-static FILE *open_output(const char *option, const char *path, bool *created)
-{
-    FILE *f;
-    *created = false;
-    if (strcmp(path, "-") != 0)
-        return output_open(option, path, created);
-    int fd = dup(STDOUT_FILENO);
-    if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
-        die("cannot write to stdout: %s", strerror(errno));
-    return f;
-}
-
-static bool is_csv(const char *path)
-{
-    size_t n = strlen(path);
-    return n >= 4 && strcasecmp(path + n - 4, ".csv") == 0;
-}
-
-struct timeline *timeline_new(const struct config *cfg)
+struct timeline *timeline_new(const struct run_spec *spec, char *const *server_pids,
+                              size_t nserver_pids)
 {
     struct timeline *t = xcalloc(1, sizeof *t);
-    t->cfg = cfg;
-    if (cfg->timeline) {
-        t->out = open_output("--timeline", cfg->timeline, &t->out_created);
-        t->csv = is_csv(cfg->timeline);
-    }
-    if (cfg->hdr_log)
-        t->hlog = open_output("--hdr-log", cfg->hdr_log, &t->hlog_created);
-    if (cfg->nserver_pids)
-        t->server = server_cpu_open(cfg->server_pids, cfg->nserver_pids);
+    t->spec = spec;
+    timeline_files_open(&t->files, spec);
+    if (nserver_pids)
+        t->server = server_cpu_open(server_pids, nserver_pids);
     return t;
 }
 
@@ -132,322 +68,25 @@ void timeline_free(struct timeline *t)
     free(t);
 }
 
-/* ---- writing ------------------------------------------------------------ */
-
-/* Notes in *err why writing f first failed. */
-static void check(FILE *f, int *err)
-{
-    if ((fflush(f) != 0 || ferror(f)) && !*err)
-        *err = errno ? errno : EIO;
-}
-
-static uint64_t status_class(const struct stats *s, int hundreds)
-{
-    uint64_t n = 0;
-    for (int code = 100 * hundreds; code < 100 * (hundreds + 1); code++)
-        n += s->status[code];
-    return n;
-}
-
-static const char *const class_names[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
-
-/* Responses with a status outside 100..599. */
-static uint64_t status_other(const struct stats *s)
-{
-    uint64_t n = s->requests;
-    for (int c = 1; c <= 5; c++)
-        n -= status_class(s, c);
-    return n;
-}
-
-static double per_sec(uint64_t n, uint64_t us) { return us ? (double)n * 1e6 / (double)us : 0; }
-
-/* The run's start to the microsecond, as --json's start_time_us: with the
- * shard, what volley merge finds a timeline's result by. */
-static uint64_t start_time_us(const struct timeline *t)
-{
-    return (uint64_t)t->started.tv_sec * 1000000 + (uint64_t)t->started.tv_nsec / 1000;
-}
-
-/* The run's parameters, as the first line of a JSON Lines timeline. */
-static void json_run(struct timeline *t)
-{
-    const struct config *cfg = t->cfg;
-    char date[UNITS_BUF];
-    struct json j;
-    json_init_line(&j, t->out);
-    json_object_begin(&j, NULL);
-    json_string(&j, "type", "run");
-    json_string(&j, "volley", VOLLEY_VERSION);
-    json_string(&j, "start_time", units_utc_time(&t->started, date));
-    json_uint(&j, "start_time_us", start_time_us(t));
-    if (cfg->shard.count) {
-        json_object_begin(&j, "shard");
-        json_uint(&j, "index", cfg->shard.index);
-        json_uint(&j, "count", cfg->shard.count);
-        json_object_end(&j);
-    } else {
-        json_null(&j, "shard");
-    }
-    json_string(&j, "url", cfg->url_arg);
-    json_uint(&j, "threads", cfg->threads);
-    json_uint(&j, "connections", cfg->connections);
-    json_uint_or_null(&j, "duration_us", cfg->time_limit_us);
-    json_uint_or_null(&j, "requests", cfg->requests);
-    json_uint_or_null(&j, "rate", cfg->rate);
-    json_string(&j, "script", cfg->script);
-    json_uint(&j, "interval_us", cfg->interval_us);
-    json_uint(&j, "intervals_start_us", (uint64_t)t->origin_us);
-    json_object_end(&j);
-    json_finish(&j);
-}
-
-/* A latency's figures and its histogram (encoded: h's encoding, or NULL). */
-static void json_latency(struct json *j, const char *key, const struct hist *h, const char *encoded)
-{
-    uint64_t n = hist_count(h);
-    json_object_begin(j, key);
-    json_uint(j, "count", n);
-    if (n) {
-        json_double(j, "mean", hist_mean(h));
-        json_uint(j, "p50", hist_value_at_percentile(h, 50));
-        json_uint(j, "p90", hist_value_at_percentile(h, 90));
-        json_uint(j, "p99", hist_value_at_percentile(h, 99));
-        json_uint(j, "max", hist_max(h));
-    } else {
-        json_null(j, "mean");
-        json_null(j, "p50");
-        json_null(j, "p90");
-        json_null(j, "p99");
-        json_null(j, "max");
-    }
-    char *own = encoded ? NULL : hist_encode(h);
-    json_string(j, "hdr_histogram", encoded ? encoded : own);
-    free(own);
-    json_object_end(j);
-}
-
-static void json_record(struct timeline *t, const struct record *r)
-{
-    const struct stats *s = r->s;
-    const struct errors *e = &s->errors;
-    struct json j;
-    json_init_line(&j, t->out);
-    json_object_begin(&j, NULL);
-    json_string(&j, "type", "interval");
-    json_uint(&j, "interval", r->index);
-    json_uint(&j, "start_us", r->start_us);
-    json_uint(&j, "length_us", r->length_us);
-    json_bool(&j, "short", r->length_us < t->cfg->interval_us);
-    json_uint(&j, "requests", s->requests);
-    json_double(&j, "requests_per_sec", per_sec(s->requests, r->length_us));
-    json_uint(&j, "bytes", s->bytes);
-    json_object_begin(&j, "status");
-    for (int c = 1; c <= 5; c++)
-        json_uint(&j, class_names[c - 1], status_class(s, c));
-    json_uint(&j, "other", status_other(s));
-    json_object_end(&j);
-    json_object_begin(&j, "errors");
-    json_uint(&j, "connect", e->connect);
-    json_uint(&j, "read", e->read);
-    json_uint(&j, "write", e->write);
-    json_uint(&j, "timeout", e->timeout);
-    json_uint(&j, "status", e->status);
-    json_object_end(&j);
-    json_uint(&j, "connects", s->connects);
-    json_uint(&j, "reconnects", s->reconnects);
-    json_latency(&j, "latency", s->latency, r->latency);
-    if (t->cfg->rate) {
-        json_double(&j, "sent_per_sec", per_sec(s->sent, r->length_us));
-        json_latency(&j, "latency_uncorrected", s->u_latency, NULL);
-    } else {
-        json_null(&j, "sent_per_sec");
-        json_null(&j, "latency_uncorrected");
-    }
-    json_double(&j, "server_cpu_s", r->server_s); /* NaN is written as null */
-    json_object_end(&j);
-    json_finish(&j);
-}
-
-/* A value of the comment line, percent-encoded (RFC 3986 §2.1) where it
- * holds a byte that could end it or its CSV field: a space or a control
- * character, a byte outside ASCII, '%', ',' and '"'. A key=value reader
- * then splits the line at spaces, and a CSV reader sees one field. */
-static void csv_value(FILE *f, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p <= ' ' || *p >= 0x7f || *p == '%' || *p == ',' || *p == '"')
-            fprintf(f, "%%%02X", *p);
-        else
-            fputc(*p, f);
-    }
-}
-
-/* The run's parameters as key=value pairs on a comment line, the URL last;
- * then the header row. */
-static void csv_header(struct timeline *t)
-{
-    const struct config *cfg = t->cfg;
-    char date[UNITS_BUF];
-    FILE *f = t->out;
-    fprintf(f,
-            "# volley %s timeline: start_time=%s start_time_us=%" PRIu64 " shard=", VOLLEY_VERSION,
-            units_utc_time(&t->started, date), start_time_us(t));
-    if (cfg->shard.count)
-        fprintf(f, "%" PRIu64 "/%" PRIu64, cfg->shard.index, cfg->shard.count);
-    fprintf(f, " threads=%" PRIu64 " connections=%" PRIu64, cfg->threads, cfg->connections);
-    fprintf(f, " duration_us=");
-    if (cfg->time_limit_us)
-        fprintf(f, "%" PRIu64, cfg->time_limit_us);
-    fprintf(f, " requests=");
-    if (cfg->requests)
-        fprintf(f, "%" PRIu64, cfg->requests);
-    fprintf(f, " rate=");
-    if (cfg->rate)
-        fprintf(f, "%" PRIu64, cfg->rate);
-    fprintf(f, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=", cfg->interval_us,
-            t->origin_us);
-    csv_value(f, cfg->script ? cfg->script : "");
-    fputs(" url=", f);
-    csv_value(f, cfg->url_arg);
-    fputc('\n', f);
-    fputs("interval,start_us,length_us,short,requests,requests_per_sec,bytes,"
-          "status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,status_other,"
-          "errors_connect,errors_read,errors_write,errors_timeout,errors_status,"
-          "connects,reconnects,"
-          "latency_count,latency_mean,latency_p50,latency_p90,latency_p99,latency_max,"
-          "sent_per_sec,latency_uncorrected_count,latency_uncorrected_mean,"
-          "latency_uncorrected_p50,latency_uncorrected_p90,latency_uncorrected_p99,"
-          "latency_uncorrected_max,server_cpu_s\n",
-          f);
-}
-
-/* A latency's columns; all empty (as null) when h is NULL. */
-static void csv_latency(FILE *f, const struct hist *h)
-{
-    uint64_t n = h ? hist_count(h) : 0;
-    if (!h) {
-        fputs(",,,,,,", f);
-        return;
-    }
-    fprintf(f, ",%" PRIu64, n);
-    if (n)
-        fprintf(f, ",%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, hist_mean(h),
-                hist_value_at_percentile(h, 50), hist_value_at_percentile(h, 90),
-                hist_value_at_percentile(h, 99), hist_max(h));
-    else
-        fputs(",,,,,", f);
-}
-
-static void csv_record(struct timeline *t, const struct record *r)
-{
-    const struct stats *s = r->s;
-    const struct errors *e = &s->errors;
-    FILE *f = t->out;
-    fprintf(f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 ",%.3f,%" PRIu64, r->index,
-            r->start_us, r->length_us, r->length_us < t->cfg->interval_us, s->requests,
-            per_sec(s->requests, r->length_us), s->bytes);
-    for (int c = 1; c <= 5; c++)
-        fprintf(f, ",%" PRIu64, status_class(s, c));
-    fprintf(f, ",%" PRIu64, status_other(s));
-    fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, e->connect, e->read,
-            e->write, e->timeout, e->status);
-    fprintf(f, ",%" PRIu64 ",%" PRIu64, s->connects, s->reconnects);
-    csv_latency(f, s->latency);
-    if (t->cfg->rate)
-        fprintf(f, ",%.3f", per_sec(s->sent, r->length_us));
-    else
-        fputc(',', f);
-    csv_latency(f, t->cfg->rate ? s->u_latency : NULL);
-    if (isnan(r->server_s))
-        fputs(",\n", f);
-    else
-        fprintf(f, ",%.3f\n", r->server_s);
-}
-
-/* HdrHistogram's interval log (format 1.3, as its Java HistogramLogWriter
- * writes it): start and base time, then per interval its start relative to
- * the base time and its length in seconds, its largest value in ms (what
- * the tools read in that column) and the histogram, in microseconds. */
-static void hlog_header(struct timeline *t)
-{
-    char date[UNITS_BUF];
-    double start = (double)t->started.tv_sec + (double)t->started.tv_nsec / 1e9;
-    FILE *f = t->hlog;
-    fprintf(f, "#[Histogram log format version 1.3]\n");
-    fprintf(f, "#[StartTime: %.3f (seconds since epoch), %s]\n", start,
-            units_utc_time(&t->started, date));
-    /* the intervals' starts are relative to where they count from */
-    fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", (double)t->origin_us / 1e6);
-    fprintf(f, "#[volley %s: latency of %s in microseconds; Interval_Max in milliseconds]\n",
-            VOLLEY_VERSION, t->cfg->url_arg);
-    fprintf(f, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\","
-               "\"Interval_Compressed_Histogram\"\n");
-}
-
-static void hlog_record(struct timeline *t, const struct record *r)
-{
-    fprintf(t->hlog, "%.3f,%.3f,%.3f,%s\n", (double)r->start_us / 1e6, (double)r->length_us / 1e6,
-            (double)hist_max(r->s->latency) / 1e3, r->latency);
-}
-
 /* ---- the intervals ------------------------------------------------------- */
-
-static void remember(struct timeline *t, const struct record *r)
-{
-    const struct hist *latency = r->s->latency;
-    double rate = per_sec(r->s->requests, r->length_us);
-    t->count++;
-    t->requests += r->s->requests;
-    if (r->length_us >= t->cfg->interval_us) {
-        t->rps.min = t->rps.n == 0 || rate < t->rps.min ? rate : t->rps.min;
-        t->rps.max = t->rps.n == 0 || rate > t->rps.max ? rate : t->rps.max;
-        t->rps.sum += rate;
-        t->rps.sum_sq += rate * rate;
-        t->rps.n++;
-    }
-    t->last.known = true;
-    t->last.rate = rate;
-    t->last.has_p99 = hist_count(latency) > 0;
-    if (t->last.has_p99) {
-        uint64_t p99 = hist_value_at_percentile(latency, 99);
-        t->last.p99 = p99;
-        t->p99.min = t->p99.n == 0 || p99 < t->p99.min ? p99 : t->p99.min;
-        t->p99.max = t->p99.n == 0 || p99 > t->p99.max ? p99 : t->p99.max;
-        t->p99.n++;
-    }
-}
 
 /* A difference of CPU times, which are whole clock ticks, without the
  * rounding noise of the subtraction (0.01, not 0.009999999999999997). */
 static double cpu_between(double from, double to) { return round((to - from) * 1e6) / 1e6; }
 
 /* Writes the record to the files and notes it for the summary. */
-static void write_record(struct timeline *t, struct record *r)
+static void write_record(struct timeline *t, const struct timeline_record *r)
 {
     timeline_begin(t);
-    if ((t->out && !t->csv) || t->hlog)
-        r->latency = hist_encode(r->s->latency);
-    if (t->out) {
-        if (t->csv)
-            csv_record(t, r);
-        else
-            json_record(t, r);
-        check(t->out, &t->out_errno);
-    }
-    if (t->hlog) {
-        hlog_record(t, r);
-        check(t->hlog, &t->hlog_errno);
-    }
-    free(r->latency);
-    remember(t, r);
+    timeline_files_write(&t->files, r);
+    timeline_summary_add(&t->summary, r, t->spec->interval_us);
 }
 
 /* Writes interval index, of length_us, and gives its statistics back; the
  * server's CPU time in it is what it used since the last record. */
 static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t length_us)
 {
-    struct record r = {index, index * t->cfg->interval_us, length_us, s, NAN, NULL};
+    struct timeline_record r = {index, index * t->spec->interval_us, length_us, s, NAN};
     if (t->server) {
         struct server_times now;
         server_cpu_read(t->server, &now);
@@ -464,7 +103,7 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
 void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
                   double server_s)
 {
-    struct record r = {index, index * t->cfg->interval_us, length_us, s, server_s, NULL};
+    struct timeline_record r = {index, index * t->spec->interval_us, length_us, s, server_s};
     write_record(t, &r);
 }
 
@@ -476,7 +115,7 @@ static void drain(struct timeline *t)
     struct stats *s;
     while ((s = intervals_take(t->intervals, &index))) {
         if (t->held)
-            emit(t, t->held, t->held_index, t->cfg->interval_us);
+            emit(t, t->held, t->held_index, t->spec->interval_us);
         t->held = s;
         t->held_index = index;
     }
@@ -487,9 +126,9 @@ static void on_ready(struct ev_loop *loop, ev_async *a, int revents)
     (void)loop, (void)revents;
     struct timeline *t = a->data;
     drain(t);
-    uint64_t end = (t->held_index + 1) * t->cfg->interval_us;
+    uint64_t end = (t->held_index + 1) * t->spec->interval_us;
     if (t->held && clock_us() >= t->start + end) {
-        emit(t, t->held, t->held_index, t->cfg->interval_us);
+        emit(t, t->held, t->held_index, t->spec->interval_us);
         t->held = NULL;
     }
 }
@@ -511,22 +150,6 @@ void timeline_on_interval(struct timeline *t,
 {
     t->on_interval = fn;
     t->on_interval_arg = arg;
-}
-
-/* The first lines of the files: the run's parameters. */
-static void write_headers(struct timeline *t)
-{
-    if (t->out) {
-        if (t->csv)
-            csv_header(t);
-        else
-            json_run(t);
-        check(t->out, &t->out_errno);
-    }
-    if (t->hlog) {
-        hlog_header(t);
-        check(t->hlog, &t->hlog_errno);
-    }
 }
 
 /* A server process that exits and is not waited for by one measured counts
@@ -553,20 +176,10 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
         (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - ((int64_t)clock_us() - (int64_t)start);
 }
 
-/* A file written from its start: what it held before goes now. */
-static void truncate_output(FILE *f, int *err)
-{
-    struct stat st;
-    if (f && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && ftruncate(fileno(f), 0) != 0 &&
-        !*err)
-        *err = errno;
-}
-
 void timeline_begin(struct timeline *t)
 {
-    if (t->begun)
+    if (t->files.begun)
         return;
-    t->begun = true;
     /* the server's CPU time counts from here, as the intervals do: a
      * warm-up's is left out with everything else it did */
     if (t->server) {
@@ -576,9 +189,7 @@ void timeline_begin(struct timeline *t)
         t->server_sample.data = t;
         ev_timer_start(t->loop, &t->server_sample);
     }
-    truncate_output(t->out, &t->out_errno);
-    truncate_output(t->hlog, &t->hlog_errno);
-    write_headers(t);
+    timeline_files_begin(&t->files, &t->started, t->origin_us);
 }
 
 void timeline_start_merged(struct timeline *t, const struct timespec *started, int64_t origin_us)
@@ -588,73 +199,26 @@ void timeline_start_merged(struct timeline *t, const struct timespec *started, i
     timeline_begin(t);
 }
 
-static void close_output(FILE *f, int *err)
-{
-    if (f && fclose(f) != 0 && !*err)
-        *err = errno ? errno : EIO;
-}
+void timeline_check(const struct timeline *t) { timeline_files_check(&t->files); }
 
-void timeline_check(const struct timeline *t)
-{
-    if (t->out_errno)
-        output_failed("--timeline", t->cfg->timeline, t->out_errno);
-    if (t->hlog_errno)
-        output_failed("--hdr-log", t->cfg->hdr_log, t->hlog_errno);
-}
+void timeline_close(struct timeline *t) { timeline_files_close(&t->files); }
 
-void timeline_close(struct timeline *t)
-{
-    close_output(t->out, &t->out_errno);
-    close_output(t->hlog, &t->hlog_errno);
-    t->out = t->hlog = NULL;
-}
+void timeline_set_measured(struct timeline *t, uint32_t measured) { t->files.measured = measured; }
 
-/* The last record: how the run ended. A file without it was cut short (the
- * process was killed, or is still running). */
 void timeline_end(struct timeline *t, const struct run_end *end, uint64_t duration_us)
 {
-    const char *sig = end->reason == END_INTERRUPTED ? report_signal_name(end->signal) : NULL;
-    char status[16] = "";
-    if (end->reason == END_SCRIPT_EXIT)
-        snprintf(status, sizeof status, "%u", (unsigned)end->status & 0xff);
     timeline_begin(t);
-    if (t->out && t->csv) {
-        fprintf(t->out,
-                "# end: reason=%s signal=%s exit_status=%s duration_us=%" PRIu64
-                " intervals=%" PRIu64 " requests=%" PRIu64 "\n",
-                report_end_name(end->reason), sig ? sig : "", status, duration_us, t->count,
-                t->requests);
-    } else if (t->out) {
-        struct json j;
-        json_init_line(&j, t->out);
-        json_object_begin(&j, NULL);
-        json_string(&j, "type", "end");
-        report_json_end(&j, end);
-        json_uint(&j, "duration_us", duration_us);
-        json_uint(&j, "intervals", t->count);
-        json_uint(&j, "requests", t->requests);
-        json_object_end(&j);
-        json_finish(&j);
-    }
-    if (t->out)
-        check(t->out, &t->out_errno);
-    if (t->hlog) {
-        fprintf(t->hlog,
-                "#[volley end: reason=%s signal=%s exit_status=%s duration_us=%" PRIu64
-                " intervals=%" PRIu64 "]\n",
-                report_end_name(end->reason), sig ? sig : "", status, duration_us, t->count);
-        check(t->hlog, &t->hlog_errno);
-    }
+    timeline_files_end(&t->files, end, duration_us);
 }
 
 void timeline_finish(struct timeline *t, uint64_t runtime_us, const struct run_end *end)
 {
     ev_async_stop(t->loop, &t->ready);
-    if (t->server)
+    if (t->server && t->files.begun)
         ev_timer_stop(t->loop, &t->server_sample);
     drain(t);
     if (t->held) {
-        uint64_t start = t->held_index * t->cfg->interval_us;
+        uint64_t start = t->held_index * t->spec->interval_us;
         emit(t, t->held, t->held_index, runtime_us > start ? runtime_us - start : 0);
         t->held = NULL;
     }
@@ -665,24 +229,17 @@ void timeline_finish(struct timeline *t, uint64_t runtime_us, const struct run_e
 
 void timeline_abandon(struct timeline *t)
 {
-    if (t->begun) {
+    if (t->files.begun) {
         timeline_finish(t, 0, NULL);
         return;
     }
     ev_async_stop(t->loop, &t->ready);
-    timeline_close(t);
-    if (t->out_created)
-        unlink(t->cfg->timeline);
-    if (t->hlog_created)
-        unlink(t->cfg->hdr_log);
+    timeline_files_abandon(&t->files);
 }
 
 bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *has_p99)
 {
-    *rate = t->last.rate;
-    *p99 = t->last.p99;
-    *has_p99 = t->last.has_p99;
-    return t->last.known;
+    return timeline_summary_last(&t->summary, rate, p99, has_p99);
 }
 
 bool timeline_server_cpu(const struct timeline *t, struct server_times *cpu)
@@ -710,47 +267,6 @@ void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
 }
 
 /* ---- --json ----------------------------------------------------------------- */
-
-static void json_intervals(struct json *j, const struct timeline *t)
-{
-    const struct config *cfg = t->cfg;
-    /* volley merge of results without their timelines: no intervals known */
-    if (!cfg->interval_us) {
-        json_null(j, "intervals");
-        return;
-    }
-    json_object_begin(j, "intervals");
-    json_uint(j, "interval_us", cfg->interval_us);
-    json_uint(j, "count", t->count);
-    json_string(j, "timeline", cfg->timeline);
-    json_string(j, "hdr_log", cfg->hdr_log);
-    json_object_begin(j, "requests_per_sec");
-    json_uint(j, "count", t->rps.n);
-    if (t->rps.n) {
-        double n = (double)t->rps.n, mean = t->rps.sum / n;
-        double var = t->rps.n > 1 ? (t->rps.sum_sq - n * mean * mean) / (n - 1) : 0;
-        json_double(j, "min", t->rps.min);
-        json_double(j, "max", t->rps.max);
-        json_double(j, "mean", mean);
-        json_double(j, "stdev", var > 0 ? sqrt(var) : 0);
-    } else {
-        json_null(j, "min");
-        json_null(j, "max");
-        json_null(j, "mean");
-        json_null(j, "stdev");
-    }
-    json_object_end(j);
-    json_object_begin(j, "latency_p99");
-    if (t->p99.n) {
-        json_uint(j, "min", t->p99.min);
-        json_uint(j, "max", t->p99.max);
-    } else {
-        json_null(j, "min");
-        json_null(j, "max");
-    }
-    json_object_end(j);
-    json_object_end(j);
-}
 
 static void json_server(struct json *j, const struct timeline *t, uint64_t requests)
 {
@@ -783,6 +299,6 @@ static void json_server(struct json *j, const struct timeline *t, uint64_t reque
 
 void timeline_json(struct json *j, const struct timeline *t, uint64_t requests)
 {
-    json_intervals(j, t);
+    timeline_summary_json(j, &t->summary, t->spec);
     json_server(j, t, requests);
 }

@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "h1.h"
 #include "net.h"
 #include "stats.h"
 #include "xalloc.h"
@@ -38,10 +39,6 @@ struct tls_conn {
     bool failed;          /* a fatal error: no close_notify may follow */
     enum tls_failure why; /* why the last handshake failed */
 };
-
-/* ALPN protocol lists, length-prefixed names: one protocol, the one spoken. */
-static const unsigned char alpn_http11[] = "\x08http/1.1";
-static const unsigned char alpn_h2[] = "\x02h2";
 
 /* The reason OpenSSL gives for its last error, for one-line messages. */
 static const char *ssl_reason(void)
@@ -194,6 +191,22 @@ static void use_verification(SSL_CTX *ctx, const struct config *cfg, const char 
         die("--verify: cannot check the certificate against '%s'", name);
 }
 
+/* ALPN (RFC 7301): the protocols a connection may speak, in order, as a
+ * list of length-prefixed ids. */
+static void offer_alpn(SSL_CTX *ctx, const struct run_spec *spec)
+{
+    unsigned char list[256];
+    size_t len = 0;
+    for (size_t i = 0; i < spec->nprotocols; i++) {
+        size_t n = strlen(spec->protocols[i]->alpn);
+        list[len++] = (unsigned char)n;
+        memcpy(list + len, spec->protocols[i]->alpn, n);
+        len += n;
+    }
+    if (SSL_CTX_set_alpn_protos(ctx, list, (unsigned)len) != 0)
+        die("unable to initialize TLS: %s", ssl_reason());
+}
+
 void tls_setup(const struct config *cfg)
 {
     /* Held in tls at once: reachable, not leaked, if a check below exits. */
@@ -216,9 +229,7 @@ void tls_setup(const struct config *cfg)
      * read() instead of a header read and a body read for each. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(ctx, 1);
-    if (cfg->http2 ? SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof alpn_h2 - 1) != 0
-                   : SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1) != 0)
-        die("unable to initialize TLS: %s", ssl_reason());
+    offer_alpn(ctx, &cfg->spec);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
     SSL_CTX_set_default_passwd_cb(ctx, no_password);
@@ -256,22 +267,20 @@ static SSL *new_ssl(int fd)
 /* The start-up check                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* --http2: the server must have chosen h2 from the one protocol offered. */
-static void check_alpn(SSL *ssl, const char *host, const char *service)
+/* What the server chose: one of the protocols offered (OpenSSL refuses a
+ * handshake that chose another), or none, which is HTTP/1.1. Without
+ * HTTP/1.1 among them, none is a server that does not speak what --http2
+ * or --alpn asked for. */
+static void check_alpn(const struct config *cfg, SSL *ssl, const char *host, const char *service)
 {
     const unsigned char *chosen;
     unsigned int len;
+    char names[128];
     SSL_get0_alpn_selected(ssl, &chosen, &len);
-    if (len == 2 && memcmp(chosen, "h2", 2) == 0)
+    if (len || spec_offers(&cfg->spec, &proto_h1))
         return;
-    if (len == 0)
-        die("--http2: %s:%s does not speak HTTP/2 (it chose no protocol in ALPN)", host, service);
-    char name[256];
-    size_t n = 0;
-    for (unsigned int i = 0; i < len && n < sizeof name - 1; i++)
-        name[n++] = chosen[i] >= 0x20 && chosen[i] < 0x7f ? (char)chosen[i] : '?';
-    name[n] = '\0';
-    die("--http2: %s:%s does not speak HTTP/2 (it chose '%s' in ALPN)", host, service, name);
+    die("%s: %s:%s does not speak %s (it chose no protocol in ALPN)", cfg->protocol_option, host,
+        service, spec_protocols_text(&cfg->spec, false, " or ", names, sizeof names));
 }
 
 /* What the start-up check adds to OpenSSL's reason, for the failures a
@@ -348,7 +357,8 @@ static void await_verdict(SSL *ssl, int fd, const struct tls_conn *t, uint64_t d
 void tls_check(const struct config *cfg, const struct net_addr *addr)
 {
     const char *host = cfg->url.host, *service = cfg->url.service;
-    uint64_t deadline = clock_us() + cfg->timeout_us;
+    char names[128], ids[128];
+    uint64_t deadline = clock_us() + cfg->spec.timeout_us;
     struct tls_conn probe = {0};
     bool asked = false;
     bool in_progress;
@@ -368,15 +378,16 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
                 continue;
             die("TLS handshake with %s:%s failed: timed out", host, service);
         }
-        if (cfg->http2 && err == SSL_ERROR_SSL &&
+        if (cfg->protocol_option && err == SSL_ERROR_SSL &&
             ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
-            die("--http2: %s:%s does not speak HTTP/2 (it refused ALPN h2)", host, service);
+            die("%s: %s:%s does not speak %s (it refused ALPN %s)", cfg->protocol_option, host,
+                service, spec_protocols_text(&cfg->spec, false, " or ", names, sizeof names),
+                spec_protocols_text(&cfg->spec, true, ",", ids, sizeof ids));
         handshake_failed(ssl, host, service, err, saved, asked && !cfg->cert);
     }
     if (asked && SSL_version(ssl) >= TLS1_3_VERSION)
         await_verdict(ssl, fd, &probe, deadline, host, service, !cfg->cert);
-    if (cfg->http2)
-        check_alpn(ssl, host, service);
+    check_alpn(cfg, ssl, host, service);
     SSL_shutdown(ssl);
     SSL_free(ssl);
     SSL_SESSION_free(probe.session);
@@ -446,6 +457,17 @@ static bool tls_resumed(struct sock *s)
 {
     struct tls_conn *t = s->state;
     return t && t->ssl && SSL_session_reused(t->ssl);
+}
+
+static const char *tls_alpn(struct sock *s, size_t *len)
+{
+    struct tls_conn *t = s->state;
+    const unsigned char *chosen = NULL;
+    unsigned int n = 0;
+    if (t && t->ssl)
+        SSL_get0_alpn_selected(t->ssl, &chosen, &n);
+    *len = n;
+    return n ? (const char *)chosen : NULL;
 }
 
 static int clamp(size_t len) { return len > INT_MAX ? INT_MAX : (int)len; }
@@ -518,6 +540,7 @@ const struct transport transport_tls = {
     .secure = true,
     .handshake = tls_handshake,
     .resumed = tls_resumed,
+    .alpn = tls_alpn,
     .failure = tls_failure,
     .read = tls_read,
     .write = tls_write,

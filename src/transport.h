@@ -31,6 +31,10 @@ struct transport {
     int (*handshake)(struct sock *s);
     /* Whether the handshake just completed resumed an earlier session. */
     bool (*resumed)(struct sock *s);
+    /* The application protocol it negotiated (ALPN, RFC 7301): its id, *len
+     * bytes, or NULL when none was (plain sockets, or a TLS server that
+     * chose none). */
+    const char *(*alpn)(struct sock *s, size_t *len);
     /* After handshake() failed: why (an enum tls_failure), or NULL for a
      * transport whose handshake cannot fail. */
     int (*failure)(struct sock *s);

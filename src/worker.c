@@ -7,7 +7,9 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <ev.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,15 +17,71 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "budget.h"
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
-#include "h2req.h"
+#include "http.h"
 #include "interval.h"
+#include "net.h"
+#include "request.h"
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
 #include "xalloc.h"
+
+struct worker {
+    size_t index;
+    const struct config *cfg;
+    struct net_addr addr; /* every connection of this worker goes here */
+    struct ev_loop *loop;
+    pthread_t thread;
+    struct conn_config conn; /* what its connections see of it */
+    struct conn_live live;   /* and what changes while the run is on */
+    struct conn *conns;
+    size_t nconns;
+    char *buf;                                /* one receive buffer shared by all connections */
+    struct http_head_cache head_cache;        /* the last response head its parsers saw */
+    struct request requests[PROTOCOLS_COUNT]; /* the static batch, as each protocol sends it */
+    struct script *script;                    /* the thread's Lua state, or NULL */
+    struct script_thread view;                /* what that state sees of the thread */
+    size_t pipeline;                          /* responses per request() batch, from verification */
+    struct pace pace;                         /* -R */
+    /* What the connections record into: the current interval. At each
+     * interval boundary it is handed to main (intervals), added to total
+     * and emptied; at the end of the run total holds everything. */
+    struct stats stats;
+    struct stats total;
+    /* --warmup: what was recorded before run_start, left out of total and
+     * of the intervals; warming until then. */
+    struct stats warmup;
+    bool warming;
+    struct intervals *intervals;
+    ev_timer interval_timer;
+    /* clock_us of the start of what is measured (after any warm-up), and
+     * of the next interval boundary */
+    uint64_t run_start, next_cut;
+    uint64_t first_conn; /* global index of its first connection, over every shard */
+    ev_async stop_watcher;
+    ev_async start_watcher; /* the run starts at start_at */
+    _Atomic uint64_t start_at;
+    atomic_bool start_sends; /* false: the run was over before it started */
+    ev_timer sample_timer;   /* Req/Sec, every 100 ms as in wrk */
+    uint64_t sample_at, sample_requests;
+    /* Copies of the request count and of the error count (socket errors and
+     * status >= 400), published at every sample tick for main's progress
+     * line: the hot path keeps plain counters, and a display needs no
+     * ordering, so relaxed stores and loads suffice. */
+    _Atomic uint64_t live_requests, live_errors;
+    struct cpu_busy load; /* how busy the thread was while it ran */
+    bool running;         /* its thread has started (set and read on that thread) */
+    bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
+    char *failure;        /* a fatal error on its thread (a script error), or NULL */
+    char *exit_message;   /* the script called os.exit(exit_status) on its thread, or NULL */
+    int exit_status;
+    size_t retired;              /* connections that stopped sending: request() returned nil */
+    struct worker_events events; /* what it tells main */
+};
 
 /* Big enough that large bodies take few read() calls; shared by the
  * worker's connections, since a read is consumed before the next one. */
@@ -56,6 +114,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 /* Hands the interval recorded so far to main and starts the next one. */
 static void cut(struct worker *w)
 {
+    conn_record(&w->conn, &w->live);
     if (w->intervals)
         intervals_deliver(w->intervals, w->index, &w->stats);
     stats_merge(&w->total, &w->stats);
@@ -66,10 +125,11 @@ static void cut(struct worker *w)
  * first interval starts. The Req/Sec sampling starts over with it. */
 static void end_warmup(struct worker *w, uint64_t now)
 {
+    conn_record(&w->conn, &w->live);
     stats_merge(&w->warmup, &w->stats);
     stats_reset(&w->stats);
     w->warming = false;
-    w->next_cut = w->run_start + w->cfg->interval_us;
+    w->next_cut = w->run_start + w->cfg->spec.interval_us;
     w->sample_at = now;
     w->sample_requests = 0;
 }
@@ -78,13 +138,13 @@ static void end_warmup(struct worker *w, uint64_t now)
  * there the end of the run cuts the last interval. */
 static bool cut_due(const struct worker *w, uint64_t now)
 {
-    uint64_t limit = w->cfg->time_limit_us;
+    uint64_t limit = w->cfg->spec.time_limit_us;
     return now >= w->next_cut && !(limit && w->next_cut >= w->run_start + limit);
 }
 
 static void arm_cut(struct worker *w, uint64_t now)
 {
-    uint64_t limit = w->cfg->time_limit_us;
+    uint64_t limit = w->cfg->spec.time_limit_us;
     if (limit && w->next_cut >= w->run_start + limit)
         return;
     double after = w->next_cut > now ? (double)(w->next_cut - now) / 1e6 : 0;
@@ -107,7 +167,7 @@ static void on_interval(struct ev_loop *loop, ev_timer *t, int revents)
         end_warmup(w, now);
     while (!w->warming && cut_due(w, now)) {
         cut(w);
-        w->next_cut += w->cfg->interval_us;
+        w->next_cut += w->cfg->spec.interval_us;
     }
     arm_cut(w, now);
 }
@@ -116,7 +176,7 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)a, (void)revents;
     struct worker *w = a->data;
-    w->env.stopping = true;
+    w->live.stopping = true;
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -126,10 +186,11 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
 static void ramp_up(struct worker *w, uint64_t start)
 {
     const struct config *cfg = w->cfg;
-    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++) {
+    for (size_t i = 0; i < w->nconns && !w->live.stopping; i++) {
         double g = (double)(w->first_conn + i);
         struct conn *c = &w->conns[i];
-        c->retry_at = start + (uint64_t)(g * (double)cfg->ramp_up_us / (double)cfg->connections);
+        c->retry_at =
+            start + (uint64_t)(g * (double)cfg->spec.ramp_up_us / (double)cfg->spec.connections);
         conn_kick(c);
     }
 }
@@ -142,35 +203,71 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
     (void)revents;
     struct worker *w = a->data;
     uint64_t start = atomic_load_explicit(&w->start_at, memory_order_acquire);
-    w->run_start = start + w->cfg->warmup_us;
-    w->warming = w->cfg->warmup_us > 0;
-    w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->interval_us;
+    w->run_start = start + w->cfg->spec.warmup_us;
+    w->warming = w->cfg->spec.warmup_us > 0;
+    w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->spec.interval_us;
     ev_now_update(loop);
     /* Req/Sec is sampled from the start, not from the connections' opening */
     w->sample_at = clock_us();
     arm_cut(w, w->sample_at);
-    if (w->cfg->ramp_up_us)
+    if (w->cfg->spec.ramp_up_us)
         ramp_up(w, start);
     /* Connections opened first send from now, unless the run was over
      * before it started (Ctrl-C during a --start-at wait). */
-    if ((!w->env.pace && !w->env.held) ||
+    if ((!w->conn.pace && !w->live.held) ||
         !atomic_load_explicit(&w->start_sends, memory_order_relaxed))
         return;
-    w->env.held = false;
-    if (w->env.pace)
+    w->live.held = false;
+    if (w->conn.pace)
         w->pace.start = start;
-    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
+    for (size_t i = 0; i < w->nconns && !w->live.stopping; i++)
         conn_kick(&w->conns[i]);
+}
+
+/* thread:stop(): end this worker's run early, whether it is running (from
+ * its own thread) or not started yet (from setup()). Requests it had in
+ * flight go back to -n's budget. */
+static void finish(void *arg)
+{
+    struct worker *w = arg;
+    w->finished = w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+/* On the worker's thread: a fatal error (message) ends its run. It does not
+ * exit: main stops and joins the other workers, then reports the error, so
+ * that no thread is inside OpenSSL when the process exits. */
+static void fail(void *arg, const char *message)
+{
+    struct worker *w = arg;
+    if (!w->failure)
+        w->failure = xstrdup(message);
+    w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+/* On the worker's thread: the script called os.exit(status). The worker
+ * stops as on a failure, but the run ends in order, with its report; main
+ * then prints message and exits with status. */
+static void exit_run(void *arg, int status, const char *message)
+{
+    struct worker *w = arg;
+    if (!w->exit_message) {
+        w->exit_message = xstrdup(message);
+        w->exit_status = status;
+    }
+    w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
 }
 
 /* The script's hooks, as the connections call them. The script's globals
  * are looked up at every call (as wrk does): a hook defined, replaced or
  * removed by another hook during the run counts from its next use. */
-static const struct request *static_request(void *arg, struct request *own)
+static const struct request *static_request(void *arg, struct request *own, size_t protocol)
 {
     (void)own;
     struct worker *w = arg;
-    return &w->request;
+    return &w->requests[protocol];
 }
 
 static double hook_delay(void *arg)
@@ -178,31 +275,39 @@ static double hook_delay(void *arg)
     struct worker *w = arg;
     double ms = 0;
     if (script_delay(w->script, &ms) == SCRIPT_NONE)
-        w->env.delay = NULL; /* removed: no pause from the next batch on */
+        w->live.delay = false; /* removed: no pause from the next batch on */
     return ms;
+}
+
+/* Whether -m pipelines the static request over protocol p: over one that
+ * is not multiplexed (HTTP/1.1), -m asks for a batch that deep. */
+static bool pipelines(const struct worker *w, const struct proto_ops *p)
+{
+    return !p->multiplexed && w->cfg->spec.streams > 1;
 }
 
 /* -m over HTTP/1.1 is the static request's pipeline: a request() batch
  * pipelines by what it holds. */
 static void check_pipelining(const struct worker *w)
 {
-    if (!w->cfg->http2 && w->cfg->streams > 1)
-        die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
-            "pipelines by returning several requests at once");
+    for (size_t i = 0; i < w->conn.nprotocols; i++)
+        if (pipelines(w, w->conn.protocols[i]))
+            die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
+                "pipelines by returning several requests at once");
 }
 
 /* request() if the script defines it, else the static request; NULL when
  * request() returned nil: as in wrk that connection sends no more (main
  * says how many did, after the run), and when none of the worker's does,
  * it is done, as after thread:stop(). */
-static const struct request *hook_request(void *arg, struct request *own)
+static const struct request *hook_request(void *arg, struct request *own, size_t protocol)
 {
     struct worker *w = arg;
     const struct request *r = NULL;
     own->depth = w->pipeline;
     switch (script_request(w->script, own)) {
     case SCRIPT_NONE:
-        r = &w->request;
+        r = &w->requests[protocol];
         break;
     case SCRIPT_DONE:
         check_pipelining(w); /* request() may be defined during the run */
@@ -210,15 +315,15 @@ static const struct request *hook_request(void *arg, struct request *own)
         break;
     case SCRIPT_NIL:
         if (++w->retired == w->nconns)
-            worker_finish(w);
+            finish(w);
         break;
     case SCRIPT_FAILED:
         break;
     }
     /* Every batch asks for a request: a delay() a hook defined meanwhile
      * is noticed here, and pauses the batches after this one. */
-    if (!w->env.delay && script_has_delay(w->script))
-        w->env.delay = hook_delay;
+    if (!w->live.delay && script_has_delay(w->script))
+        w->live.delay = true;
     return r;
 }
 
@@ -226,21 +331,22 @@ static void hook_response(void *arg, const struct proto_response *r)
 {
     struct worker *w = arg;
     script_response(w->script, r);
-    script_response_wants(w->script, &w->env.want_head, &w->env.want_body);
+    script_response_wants(w->script, &w->live.wants.head, &w->live.wants.body);
 }
 
 static void settled(void *arg)
 {
     struct worker *w = arg;
-    if (w->on_settled)
-        w->on_settled(w->on_settled_arg);
+    if (w->events.settled)
+        w->events.settled(w->events.arg);
 }
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
-                          const struct net_addr *addr)
+                          const struct net_addr *addr, const struct worker_events *events)
 {
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
+    w->events = *events;
     w->cfg = cfg;
     w->addr = *addr;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
@@ -249,38 +355,45 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->buf = xmalloc(WORKER_BUF);
     stats_init(&w->stats);
     stats_init(&w->total);
-    if (cfg->warmup_us)
+    if (cfg->spec.warmup_us)
         stats_init(&w->warmup);
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
-    w->env = (struct conn_env){
+    w->live.unsettled = nconns;
+    w->conn = (struct conn_config){
         .loop = w->loop,
-        .transport = cfg->url.tls ? &transport_tls : &transport_plain,
-        .proto = cfg->http2 ? &proto_h2 : &proto_h1,
+        .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
         .addr = &w->addr,
-        .tls = cfg->url.tls,
-        .streams = (size_t)cfg->streams,
-        .timeout_us = cfg->timeout_us,
-        .no_keepalive = cfg->no_keepalive,
+        .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
         .rbuf = w->buf,
         .rbuf_len = WORKER_BUF,
-        .head_cache = &w->head_cache,
-        .request = static_request,
-        .arg = w,
-        .depth = 1,
-        .settled = settled,
-        .unsettled = nconns,
+        .hooks = {.request = static_request, .settled = settled, .arg = w},
     };
+    /* The protocols a connection may speak, each with what its sessions
+     * see of the run. */
+    for (size_t i = 0; i < cfg->spec.nprotocols; i++) {
+        w->conn.protocols[i] = cfg->spec.protocols[i];
+        w->conn.sessions[i] = (struct proto_conf){
+            .streams = (size_t)cfg->spec.streams,
+            .depth = 1,
+            .no_keepalive = cfg->spec.no_keepalive,
+            .tls = cfg->spec.tls,
+            .head_cache = &w->head_cache,
+            .stats = &w->stats,
+            .wants = &w->live.wants,
+        };
+    }
+    w->conn.nprotocols = cfg->spec.nprotocols;
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
-    w->first_conn = cfg->shard.first_conn;
+    w->first_conn = cfg->spec.shard.first_conn;
     for (size_t i = 0; i < index; i++)
-        w->first_conn += worker_share(cfg->shard.connections, cfg->threads, i);
+        w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
-        conn_init(&w->conns[i], &w->env, i);
+        conn_init(&w->conns[i], &w->conn, &w->live, i);
     ev_async_init(&w->stop_watcher, on_stop);
     w->stop_watcher.data = w;
     ev_async_start(w->loop, &w->stop_watcher);
@@ -297,56 +410,93 @@ void worker_set_request(struct worker *w, struct request *request)
 {
     const struct config *cfg = w->cfg;
     char err[256];
-    request_free(&w->request);
-    w->request = *request;
-    memset(request, 0, sizeof *request);
-    if (cfg->http2) {
+    for (size_t i = 0; i < w->conn.nprotocols; i++) {
+        const struct proto_ops *p = w->conn.protocols[i];
+        struct request *r = &w->requests[i];
+        request_free(r);
+        *r = request_copy(request);
         /* Checked once here, so that the run never starts with a request
          * it cannot send. */
-        struct h2req check = {0};
-        bool ok = h2req_build(&check, &w->request, cfg->url.tls, err, sizeof err) &&
-                  h2req_fits(&check, err, sizeof err);
-        h2req_free(&check);
-        if (!ok)
-            die("the request cannot be sent over HTTP/2: %s", err);
-    } else if (cfg->streams > 1) {
+        if (p->check && !p->check(r, cfg->spec.tls, err, sizeof err))
+            die("the request cannot be sent over %s: %s", p->name, err);
         /* -m over HTTP/1.1: the request pipelined that deep. */
-        request_repeat(&w->request, (size_t)cfg->streams);
+        if (pipelines(w, p))
+            request_repeat(r, (size_t)cfg->spec.streams);
+        if (w->conn.hooks.request == static_request)
+            w->conn.sessions[i].depth = r->depth;
     }
-    if (w->env.request == static_request)
-        w->env.depth = w->request.depth;
+    request_free(request);
 }
 
-void worker_set_budget(struct worker *w, struct budget *budget) { w->env.budget = budget; }
+size_t worker_depth(const struct worker *w)
+{
+    size_t depth = 1;
+    for (size_t i = 0; i < w->conn.nprotocols; i++)
+        if (w->conn.sessions[i].depth > depth)
+            depth = w->conn.sessions[i].depth;
+    return depth;
+}
+
+static void set_hooks(struct worker *w, size_t pipeline);
+
+void worker_script(struct worker *w, struct script *main_script, size_t *pipeline)
+{
+    struct request r = {0};
+    w->view = (struct script_thread){
+        .addr = &w->addr,
+        .stop = finish,
+        .fail = fail,
+        .exit = exit_run,
+        .running = &w->running,
+        .arg = w,
+    };
+    w->script = script_thread_new(w->cfg, &w->view);
+    script_setup(main_script, &w->view);
+    script_init(w->script, &r);
+    if (w->index == 0)
+        *pipeline = script_has_request(w->script) ? script_verify(w->script) : r.depth;
+    worker_set_request(w, &r);
+    set_hooks(w, *pipeline);
+}
+
+void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
 
 /* The target over time: the warm-up at the rate the run starts from, then
  * the stages, or -R to the end. */
 static void build_profile(struct profile *p, const struct config *cfg)
 {
-    double from = (double)(cfg->nstages ? cfg->stages_from : cfg->rate);
+    double from = (double)(cfg->spec.nstages ? cfg->spec.stages_from : cfg->spec.rate);
     profile_init(p, from);
-    if (cfg->warmup_us)
-        profile_add(p, (double)cfg->warmup_us, from);
-    for (size_t i = 0; i < cfg->nstages; i++)
-        profile_add(p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
-    if (!cfg->nstages)
-        profile_add(p, INFINITY, (double)cfg->rate);
+    if (cfg->spec.warmup_us)
+        profile_add(p, (double)cfg->spec.warmup_us, from);
+    for (size_t i = 0; i < cfg->spec.nstages; i++)
+        profile_add(p, (double)cfg->spec.stages[i].duration_us, (double)cfg->spec.stages[i].rate);
+    if (!cfg->spec.nstages)
+        profile_add(p, INFINITY, (double)cfg->spec.rate);
 }
 
 void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
     build_profile(&p->profile, w->cfg);
-    p->depth = w->env.depth;
-    p->total = w->cfg->connections;
+    p->depth = w->conn.sessions[0].depth;
+    /* Batch k of connection g goes when request (g + k C) depth is due:
+     * one depth for every connection. */
+    for (size_t i = 1; i < w->conn.nprotocols; i++)
+        if (w->conn.sessions[i].depth != p->depth)
+            die("-R with -m: -m pipelines the static request over HTTP/1.1 but opens streams "
+                "over HTTP/2, so %s offers batches of two sizes: leave out -m, or offer one "
+                "protocol",
+                w->cfg->protocol_option);
+    p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
-    schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
-    w->env.pace = p;
+    schedule_init(&p->schedule, w->loop, w->nconns, conn_turn);
+    w->conn.pace = p;
 }
 
 void worker_set_intervals(struct worker *w, struct intervals *iv) { w->intervals = iv; }
 
-void worker_hold(struct worker *w) { w->env.held = true; }
+void worker_hold(struct worker *w) { w->live.held = true; }
 
 void worker_go(struct worker *w, uint64_t start, bool sends)
 {
@@ -355,12 +505,16 @@ void worker_go(struct worker *w, uint64_t start, bool sends)
     ev_async_send(w->loop, &w->start_watcher);
 }
 
-void worker_set_hooks(struct worker *w, size_t pipeline)
+/* After init() in the worker's Lua state: how many responses each
+ * request() batch calls for, and the hooks its connections call. The
+ * script's globals are looked up on every call, so a hook it defines,
+ * replaces or removes during the run counts from then on. */
+static void set_hooks(struct worker *w, size_t pipeline)
 {
-    struct conn_env *env = &w->env;
+    struct conn_config *conn = &w->conn;
     w->pipeline = pipeline;
     bool request = script_has_request(w->script), delay = script_has_delay(w->script);
-    bool response = script_response_wants(w->script, &env->want_head, &env->want_body);
+    bool response = script_response_wants(w->script, &w->live.wants.head, &w->live.wants.body);
     if (request)
         check_pipelining(w);
     /* Only a hook can define another during the run: a script with none now
@@ -370,11 +524,12 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
     /* Otherwise every batch and every response asks the script, which may
      * define request() or response() later; the depth stays the static
      * request's until a request() is defined. */
-    env->request = hook_request;
-    if (request)
-        env->depth = pipeline;
-    env->delay = delay ? hook_delay : NULL;
-    env->response = hook_response;
+    conn->hooks.request = hook_request;
+    for (size_t i = 0; request && i < conn->nprotocols; i++)
+        conn->sessions[i].depth = pipeline;
+    conn->hooks.delay = hook_delay;
+    w->live.delay = delay;
+    conn->hooks.response = hook_response;
 }
 
 /* A run shorter than one sample interval (a quick -n) would have no Req/Sec
@@ -399,15 +554,15 @@ static void *run(void *arg)
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */
-    if (w->cfg->rate)
+    if (w->cfg->spec.rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     /* In the closed model each connection sends as soon as it is open (or,
      * with --ramp-up, opens in its turn once the run starts); with -R, and
      * held for --start-at, they are all opened first, and the run starts
      * once they are. */
-    for (size_t i = 0; i < w->nconns && !w->env.stopping && !w->cfg->ramp_up_us; i++)
-        conn_start(&w->conns[i], !w->env.pace && !w->env.held);
-    if (!w->env.stopping)
+    for (size_t i = 0; i < w->nconns && !w->live.stopping && !w->cfg->spec.ramp_up_us; i++)
+        conn_start(&w->conns[i], !w->conn.pace && !w->live.held);
+    if (!w->live.stopping)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);
     cpu_thread_since(&start, &end, &w->load);
@@ -421,8 +576,10 @@ static void *run(void *arg)
         cut(w); /* the last interval ends with the run */
     if (w->intervals)
         intervals_end(w->intervals, w->index);
-    if ((w->finished || w->failure || w->exit_message) && w->on_finish)
-        w->on_finish(w, w->on_finish_arg);
+    if ((w->finished || w->failure || w->exit_message) && w->events.finished)
+        w->events.finished(w->events.arg, w->failure        ? WORKER_FAILED
+                                          : w->exit_message ? WORKER_EXITED
+                                                            : WORKER_FINISHED);
     return NULL;
 }
 
@@ -442,28 +599,24 @@ void worker_stop(struct worker *w) { ev_async_send(w->loop, &w->stop_watcher); }
 
 void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
-void worker_finish(struct worker *w)
+void worker_result(const struct worker *w, struct worker_result *out)
 {
-    w->finished = w->env.stopping = true;
-    ev_break(w->loop, EVBREAK_ALL);
+    *out = (struct worker_result){
+        .total = &w->total,
+        .warmup = &w->warmup,
+        .load = w->load,
+        .retired = w->retired,
+        .failure = w->failure,
+        .exit_message = w->exit_message,
+        .exit_status = w->exit_status,
+        .profile = w->conn.pace ? &w->pace.profile : NULL,
+    };
 }
 
-void worker_fail(struct worker *w, const char *message)
+void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors)
 {
-    if (!w->failure)
-        w->failure = xstrdup(message);
-    w->env.stopping = true;
-    ev_break(w->loop, EVBREAK_ALL);
-}
-
-void worker_exit(struct worker *w, int status, const char *message)
-{
-    if (!w->exit_message) {
-        w->exit_message = xstrdup(message);
-        w->exit_status = status;
-    }
-    w->env.stopping = true;
-    ev_break(w->loop, EVBREAK_ALL);
+    *requests = atomic_load_explicit(&w->live_requests, memory_order_relaxed);
+    *errors = atomic_load_explicit(&w->live_errors, memory_order_relaxed);
 }
 
 void worker_free(struct worker *w)
@@ -472,7 +625,8 @@ void worker_free(struct worker *w)
         conn_free(&w->conns[i]);
     free(w->conns);
     free(w->buf);
-    request_free(&w->request);
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
     profile_free(&w->pace.profile);
     script_free(w->script);

@@ -43,6 +43,15 @@ char *xasprintf(const char *fmt, ...)
     return s;
 }
 
+bool xfail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
 /* die() may be called on any thread. exit() would run the atexit handlers,
  * OpenSSL's clean-up among them, while other threads may still be inside
  * OpenSSL (a crash, not an exit status); so the streams are flushed here and

@@ -92,6 +92,30 @@ def percentile_fields(latency):
 # The intervals add up to the run
 # --------------------------------------------------------------------------
 
+@pytest.mark.parametrize("rate", [None, "2000"])
+def test_pipelined_responses_read_at_once_are_each_in_their_interval(testd, tmp_path, rate):
+    """-m 16 over HTTP/1.1: a batch's responses come in one read, with one
+    time, and are recorded together; each is still a sample of latency and
+    of ttfb (with -R of their uncorrected figures too) in the interval it
+    ended in, and the intervals add up to the run's, slot for slot."""
+    srv = testd()
+    timeline = os.path.join(tmp_path, "t.jsonl")
+    run, doc = run_json(tmp_path, "-t1", "-c4", "-m", "16", "-d1s", "--interval", "200ms",
+                        *(["-R", rate] if rate else []), "--timeline", timeline, srv.url + "/")
+    _, records = read_timeline(timeline)
+    stats = srv.stop()
+    assert doc["options"]["pipeline"] == 16 and 16 < doc["requests"] <= stats["requests"], doc
+    keys = ["latency", "ttfb"] + (["latency_uncorrected", "ttfb_uncorrected"] if rate else [])
+    for key in keys:
+        added = new_hist()
+        for r in records:
+            assert r[key]["count"] == r["requests"], (key, r)
+            added.add(percentile_fields(r[key]))
+        final = HdrHistogram.decode(doc[key]["hdr_histogram"])
+        assert list(added.counts) == list(final.counts), key
+        assert doc[key]["count"] == doc["requests"], key
+
+
 def test_intervals_add_up_to_the_totals_and_the_final_histogram(testd, tmp_path):
     srv = testd("--status-every", "4:503")
     timeline, hlog = os.path.join(tmp_path, "t.jsonl"), os.path.join(tmp_path, "t.hlog")

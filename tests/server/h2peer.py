@@ -6,7 +6,7 @@ would, and records what it saw.
 
 usage: h2peer.py [--listen HOST:PORT] [--stats FILE] [--max-time S] [--mode MODE]
                  [--after N] [--code NAME] [--every K] [--count N] [--hold N]
-                 [--body-size N] [--kind KIND]
+                 [--body-size N] [--kind KIND] [--body-delay MS]
 
 Once listening it prints "port N" on stdout. SIGTERM or SIGINT (and
 --max-time, default 300) write the stats and exit 0. One thread per
@@ -61,6 +61,9 @@ Modes:
                         trailers-pseudo       trailers that carry a :status
                         interim-data DATA after a 103 interim head, before the
                                      final one
+  slow-body           each response's HEADERS frame, then its DATA frame
+                      --body-delay MS later (default 50): its first byte comes
+                      that long before its last.
   garbage             after the client's preface, bytes that are no frame
                       (binary junk; not an HTTP/1.1 response, which volley's
                       start-up check would refuse), then reads until the
@@ -93,6 +96,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import h2frames as h2  # noqa: E402
@@ -103,7 +107,7 @@ BODY = b"Hello world\n"
 GARBAGE = bytes(range(256)) * 4
 MODES = ("normal", "goaway", "rst", "zero-window", "max-streams-0", "no-settings-ack",
          "ping-flood", "continuation-flood", "goaway-at-start", "hpack-bomb", "big-body",
-         "malformed", "garbage")
+         "malformed", "garbage", "slow-body")
 KINDS = ("cl-more", "cl-less", "body-204", "pseudo-after-regular", "uppercase-name",
          "connection-field", "te", "status-101", "trailers-pseudo", "interim-data")
 
@@ -275,9 +279,15 @@ class Connection:
         self.stats.add("frames_sent", sub="DATA")
         self.stats.add("answered")
         self.answered += 1
+        head = h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, block)
+        data = h2.frame(h2.DATA, h2.END_STREAM, stream_id, BODY)
+        if self.opts.mode == "slow-body":
+            with self.send_lock:
+                self.sock.sendall(head)
+            time.sleep(self.opts.body_delay / 1000)
+            head = b""
         with self.send_lock:
-            self.sock.sendall(h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, block) +
-                              h2.frame(h2.DATA, h2.END_STREAM, stream_id, BODY))
+            self.sock.sendall(head + data)
 
     def respond(self, data, ftypes):
         """A response given whole: its frames' types counted, one answered."""
@@ -413,6 +423,7 @@ def main():
     ap.add_argument("--hold", type=int, default=1)
     ap.add_argument("--body-size", type=int, default=(64 << 20) + 1024)
     ap.add_argument("--kind", choices=KINDS, default="cl-more")
+    ap.add_argument("--body-delay", type=float, default=50)
     opts = ap.parse_args()
     if opts.code:
         try:
