@@ -23,7 +23,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from conftest import (VOLLEY, check_sanitizer, mutants, parse_report, read_timeline,
-                      sigint_default, tls_front, volley, volley_signalled)
+                      run_json, sigint_default, tls_front, volley, volley_signalled)
 
 
 def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
@@ -168,6 +168,38 @@ def test_results_without_ttfb_merge_into_a_whole_without_it(testd, tmp_path):
     total = hist_sum(d["ttfb"]["hdr_histogram"] for d in docs)
     assert buckets(hdr(m["ttfb"]["hdr_histogram"])) == buckets(total)
     assert m["ttfb"]["count"] == m["requests"] == total.get_total_count()
+
+
+def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tmp_path):
+    """data/earlier-*: a result and its timeline written by an earlier
+    volley 0.2.0, before the causes refused_stream and request_too_large,
+    ttfb, protocols, start_late_us and the timeline's end record. Merged
+    with today's, the causes it lacks count none, and every count adds up."""
+    srv = testd()
+    # Its URL made today's server's, as though both had run against it.
+    data = os.path.join(os.path.dirname(__file__), "data")
+    earlier, earlier_timeline = (os.path.join(tmp_path, f) for f in ("earlier-result.json",
+                                                                     "earlier-timeline.jsonl"))
+    for path in earlier, earlier_timeline:
+        with open(os.path.join(data, os.path.basename(path))) as f, open(path, "w") as out:
+            out.write(f.read().replace("http://127.0.0.1:18111/", srv.url))
+    with open(earlier) as f:
+        old = json.load(f)
+    assert "refused_stream" not in old["error_causes"] and "ttfb" not in old
+    _, new = run_json(tmp_path, "-t1", "-c2", "-d300ms", srv.url)
+    out = os.path.join(tmp_path, "m.json")
+    merge("--json", out, earlier, os.path.join(tmp_path, "result.json"))
+    with open(out) as f:
+        m = json.load(f)
+    assert m["requests"] == old["requests"] + new["requests"]
+    for cause, n in m["error_causes"].items():
+        assert n == old["error_causes"].get(cause, 0) + new["error_causes"][cause], cause
+    assert m["ttfb"] is None
+    # Its timeline, which ends without an end record, with its result.
+    merged_timeline = os.path.join(tmp_path, "m.jsonl")
+    merge("--json", out, "--timeline", merged_timeline, earlier, earlier_timeline)
+    _, intervals = read_timeline(merged_timeline)
+    assert sum(r["requests"] for r in intervals) == old["requests"]
 
 
 def test_merge_reads_stdin_writes_json_to_stdout_and_prints_latency(testd, tmp_path):
