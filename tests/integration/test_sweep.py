@@ -487,6 +487,10 @@ def test_every_field_of_a_dat_broken_in_turn(sweeps, tmp_path, monkeypatch, caps
             failures.append(f"{''.join(case)}: exit {code}: {out.err}")
     assert len(cases) > 200
     assert not failures, "\n".join(failures[:10])
+    # main() left this process's SIGPIPE as it was (ignored, as Python sets
+    # it): a server thread of a later test writing to a closed socket would
+    # otherwise kill the test process.
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
 
 
 def write_dat(path, header, rows):
