@@ -672,8 +672,11 @@ def test_rate_sweep(testd, tmp_path):
         assert doc["options"]["rate"] == rate and doc["options"]["connections"] == 4
         assert [t["expression"] for t in doc["thresholds"]] == ["p99 < 1s", "errors < 1%"]
         assert row["qps"] == round(doc["throughput"]["requests_per_sec"], 2)
-        held = doc["rate"]["sent"] >= 0.98 * rate and \
-            doc["scheduling_lag"]["percentiles"]["90"] <= 50000  # requests sent on time
+        # 98% sent or at most 3 requests short (a busy machine's pause at the
+        # end of a run), and sent on time
+        held = (doc["rate"]["sent"] >= 0.98 * rate or
+                (rate - doc["rate"]["sent"]) * doc["duration_us"] / 1e6 <= 3) and \
+            doc["scheduling_lag"]["percentiles"]["90"] <= 50000
         assert ("rate-short" in row["flags"]) is (not held)
         total += doc["requests"]
     rows = dat_rows(os.path.join(out, "rates.dat"))
