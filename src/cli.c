@@ -42,6 +42,7 @@ static const char usage_text[] =
     "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
     "                           or HTTP/1.1 pipelining (default 1)\n"
     "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
+    "        --http3            Speak HTTP/3 over QUIC (ALPN h3, https only)\n"
     "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
     "                           each stage ramps from the rate before it (-R or 0)\n"
     "                           to its own, and the run lasts their sum\n"
@@ -56,6 +57,7 @@ static const char usage_text[] =
     "        --cacert      <F>  Verify against the CA certificates in PEM file F\n"
     "        --cert        <F>  Client certificate, PEM\n"
     "        --key         <F>  Client private key, PEM (default: in the --cert file)\n"
+    "        --0rtt             HTTP/3: send requests as 0-RTT data when resuming\n"
     "\n"
     "  Distributed:\n"
     "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
@@ -91,6 +93,8 @@ static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:";
 enum {
     OPT_NO_KEEPALIVE = 256,
     OPT_HTTP2,
+    OPT_HTTP3,
+    OPT_EARLY_DATA,
     OPT_UNIX_SOCKET,
     OPT_SNI,
     OPT_VERIFY,
@@ -128,6 +132,8 @@ static const struct option long_options[] = {
     {"requests", required_argument, NULL, 'n'},
     {"streams", required_argument, NULL, 'm'},
     {"http2", no_argument, NULL, OPT_HTTP2},
+    {"http3", no_argument, NULL, OPT_HTTP3},
+    {"0rtt", no_argument, NULL, OPT_EARLY_DATA},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"sni", required_argument, NULL, OPT_SNI},
@@ -480,6 +486,16 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         case OPT_HTTP2:
             cfg->http2 = true;
             break;
+        case OPT_HTTP3:
+#ifndef VOLLEY_HTTP3
+            die("--http3: this volley was built without HTTP/3: install ngtcp2 >= 1.11 (with "
+                "its GnuTLS helper) and nghttp3 >= 1.8 (deps/install.sh does), then rebuild");
+#endif
+            cfg->http3 = true;
+            break;
+        case OPT_EARLY_DATA:
+            cfg->early_data = true;
+            break;
         case OPT_NO_KEEPALIVE:
             cfg->no_keepalive = true;
             break;
@@ -638,6 +654,14 @@ static void validate(struct config *cfg)
         usage_error("-U/--u_latency needs -R/--rate");
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
+    if (cfg->http3 && !cfg->url.tls)
+        usage_error("--http3 needs an https URL: QUIC is always encrypted");
+    if (cfg->http3 && cfg->http2)
+        usage_error("--http2 and --http3 exclude each other");
+    if (cfg->http3 && cfg->unix_socket)
+        usage_error("--http3 runs over UDP: it does not combine with --unix-socket");
+    if (cfg->early_data && !cfg->http3)
+        usage_error("--0rtt needs --http3");
     if (cfg->cacert)
         cfg->verify = true;
     /* wrk2: -U prints the latency distributions, as -L does. */

@@ -61,6 +61,8 @@ struct config {
     uint64_t requests; /* -n: stop after exactly this many responses, 0 = no limit */
     bool no_keepalive; /* a new connection for every request */
     bool http2;        /* speak HTTP/2: ALPN h2 over TLS, h2c with prior knowledge */
+    bool http3;        /* speak HTTP/3 over QUIC (ALPN h3) */
+    bool early_data;   /* --0rtt: HTTP/3 requests as 0-RTT data when resuming */
     uint64_t streams;  /* -m: requests in flight per connection (HTTP/2 streams,
                           HTTP/1.1 pipeline depth of the static request) */
     char *unix_socket; /* connect here instead of the URL's host and port */

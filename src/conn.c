@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -40,6 +41,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 static bool pump(struct conn *c);
 static void flush(struct conn *c);
 static void open_socket(struct conn *c);
+static void on_wake(struct sock *s);
 
 void conn_init(struct conn *c, struct conn_env *env, size_t index)
 {
@@ -52,6 +54,9 @@ void conn_init(struct conn *c, struct conn_env *env, size_t index)
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
+    c->sock.loop = env->loop;
+    c->sock.stats = env->stats;
+    c->sock.wake = on_wake;
     c->session = env->proto->new (c);
 }
 
@@ -201,12 +206,19 @@ static void failed(struct conn *c, uint64_t *class, enum cause cause)
     retry(c, backoff);
 }
 
+/* Why the transport failed: what it says (QUIC), or what errno says. */
+static enum cause transport_cause(struct conn *c, enum cause by_errno)
+{
+    const struct transport *t = c->env->transport;
+    return t->cause ? t->cause(&c->sock) : by_errno;
+}
+
 static void write_failed(struct conn *c, int err)
 {
     enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
                        : err == ECONNRESET ? CAUSE_RESET
                                            : CAUSE_WRITE_OTHER;
-    failed(c, &c->env->stats->errors.write, cause);
+    failed(c, &c->env->stats->errors.write, transport_cause(c, cause));
 }
 
 static enum cause connect_cause(int err)
@@ -310,7 +322,7 @@ static void handshake(struct conn *c)
         ev_io_start(loop, &c->wio);
         break;
     default:
-        connect_failed(c, CAUSE_TLS_HANDSHAKE);
+        connect_failed(c, transport_cause(c, CAUSE_TLS_HANDSHAKE));
         break;
     }
 }
@@ -327,7 +339,8 @@ static void open_socket(struct conn *c)
     struct conn_env *env = c->env;
     bool in_progress;
     c->connect_at = clock_us();
-    int fd = net_connect(env->addr, &in_progress);
+    int fd =
+        net_connect(env->addr, env->transport->datagram ? SOCK_DGRAM : SOCK_STREAM, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
@@ -635,7 +648,7 @@ static void read_ready(struct conn *c)
             return;
         } else {
             failed(c, &env->stats->errors.read,
-                   errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER);
+                   transport_cause(c, errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER));
             return;
         }
     }
@@ -700,6 +713,38 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
         break;
     default:
         ev_io_stop(loop, io);
+        break;
+    }
+}
+
+/* A timer of the transport's own fired (QUIC): during the handshake, it goes
+ * on or has failed; once open, the session says whether the connection goes
+ * on, and what recovery sends is written. */
+static void on_wake(struct sock *s)
+{
+    struct conn *c = (struct conn *)((char *)s - offsetof(struct conn, sock));
+    struct conn_env *env = c->env;
+    enum cause cause;
+    if (env->stopping)
+        return;
+    if (c->state == CONN_HANDSHAKE) {
+        handshake(c);
+        return;
+    }
+    if (c->state != CONN_OPEN)
+        return;
+    switch (env->proto->wake(c, clock_us(), &cause)) {
+    case PROTO_FAIL:
+        failed(c,
+               cause == CAUSE_QUIC_IDLE_TIMEOUT ? &env->stats->errors.timeout
+                                                : &env->stats->errors.read,
+               cause);
+        break;
+    case PROTO_CLOSE:
+        closed(c);
+        break;
+    case PROTO_OK:
+        reply(c);
         break;
     }
 }

@@ -37,7 +37,7 @@ enum proto_status {
 };
 
 struct proto_ops {
-    const char *name; /* "HTTP/1.1", "HTTP/2" */
+    const char *name; /* "HTTP/1.1", "HTTP/2", "HTTP/3" */
     void *(*new)(struct conn *c);
     void (*free)(void *session);
     /* The connection is (re)opened and ready: start afresh. What it has to
@@ -66,6 +66,11 @@ struct proto_ops {
     /* The peer closed the stream. PROTO_CLOSE when that is a normal end
      * (nothing was outstanding, or it ended a close-delimited body). */
     enum proto_status (*eof)(struct conn *c, uint64_t now, enum cause *cause);
+    /* A timer of the transport's own fired (QUIC's loss recovery or idle
+     * timeout): whether the connection goes on. What the session has to
+     * send then (recovery's packets) the connection writes after it. NULL
+     * over transports without timers. */
+    enum proto_status (*wake)(struct conn *c, uint64_t now, enum cause *cause);
     /* Requests in flight: sent, or being sent, and not answered. */
     size_t (*inflight)(const struct conn *c);
     /* Since when the oldest thing the connection waits for has been waited
@@ -80,5 +85,8 @@ struct proto_ops {
 
 extern const struct proto_ops proto_h1;
 extern const struct proto_ops proto_h2;
+#ifdef VOLLEY_HTTP3
+extern const struct proto_ops proto_h3;
+#endif
 
 #endif

@@ -32,7 +32,7 @@ void report_header(FILE *f, const struct config *cfg)
 {
     char d[UNITS_BUF];
     /* wrk's line, naming the protocol when it is not wrk's. */
-    const char *proto = cfg->http2 ? " over HTTP/2" : "";
+    const char *proto = cfg->http3 ? " over HTTP/3" : cfg->http2 ? " over HTTP/2" : "";
     if (cfg->requests && !cfg->time_limit_us)
         fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", cfg->requests, cfg->url_arg,
                 proto);

@@ -55,7 +55,7 @@ static void options(struct json *j, const struct result *r)
     json_uint_or_null(j, "ramp_up_us", cfg->ramp_up_us);
     json_uint_or_null(j, "warmup_us", cfg->warmup_us);
     json_uint(j, "pipeline", r->pipeline);
-    json_string(j, "protocol", cfg->http2 ? "HTTP/2" : "HTTP/1.1");
+    json_string(j, "protocol", cfg->http3 ? "HTTP/3" : cfg->http2 ? "HTTP/2" : "HTTP/1.1");
     json_uint(j, "streams", cfg->streams);
     json_bool(j, "keepalive", !cfg->no_keepalive);
     json_string(j, "unix_socket", cfg->unix_socket);

@@ -28,6 +28,12 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_FLOW_CONTROL] = "flow_control",
     [CAUSE_SETTINGS_TIMEOUT] = "settings_timeout",
     [CAUSE_STREAM_LIMIT] = "stream_limit",
+    [CAUSE_QUIC_CLOSE] = "connection_close",
+    [CAUSE_QUIC_IDLE_TIMEOUT] = "idle_timeout",
+    [CAUSE_QUIC_STATELESS_RESET] = "stateless_reset",
+    [CAUSE_QUIC_VERSION] = "version_negotiation",
+    [CAUSE_QUIC_PROTOCOL] = "quic_protocol",
+    [CAUSE_H3_PROTOCOL] = "http3_protocol",
 };
 
 static const char *const h2_code_names[STATS_H2_CODES] = {
@@ -68,6 +74,40 @@ void stats_free(struct stats *s)
     memset(s, 0, sizeof *s);
 }
 
+static void add(uint64_t *dst, const uint64_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] += src[i];
+}
+
+static void h3_merge(struct h3_stats *dst, const struct h3_stats *src)
+{
+    if (src->settings && (!dst->settings || src->streams < dst->streams))
+        dst->streams = src->streams;
+    if (src->min_rtt_us && (!dst->min_rtt_us || src->min_rtt_us < dst->min_rtt_us))
+        dst->min_rtt_us = src->min_rtt_us;
+    dst->settings += src->settings;
+    dst->refused += src->refused;
+    dst->goaways += src->goaways;
+    dst->packets_sent += src->packets_sent;
+    dst->packets_received += src->packets_received;
+    dst->lost += src->lost;
+    dst->ended += src->ended;
+    dst->rtt_us += src->rtt_us;
+    dst->cwnd += src->cwnd;
+    dst->early_attempts += src->early_attempts;
+    dst->early_accepted += src->early_accepted;
+    dst->early_rejected += src->early_rejected;
+    dst->early_requests += src->early_requests;
+    dst->stateless_resets += src->stateless_resets;
+    dst->version_negotiations += src->version_negotiations;
+    dst->idle_timeouts += src->idle_timeouts;
+    add(dst->alerts, src->alerts, 256);
+    add(dst->close_transport, src->close_transport, STATS_QUIC_CODES);
+    add(dst->close_application, src->close_application, STATS_H3_CODES);
+    add(dst->resets, src->resets, STATS_H3_CODES);
+}
+
 void stats_merge(struct stats *dst, const struct stats *src)
 {
     dst->requests += src->requests;
@@ -93,6 +133,7 @@ void stats_merge(struct stats *dst, const struct stats *src)
     if (src->h2.settings && (!dst->h2.settings || src->h2.streams < dst->h2.streams))
         dst->h2.streams = src->h2.streams;
     dst->h2.settings += src->h2.settings;
+    h3_merge(&dst->h3, &src->h3);
     hist_merge(dst->latency, src->latency);
     hist_merge(dst->u_latency, src->u_latency);
     hist_merge(dst->lag, src->lag);
@@ -127,4 +168,56 @@ const char *stats_cause_name(enum cause c) { return cause_names[c]; }
 const char *stats_h2_code_name(unsigned code)
 {
     return h2_code_names[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1];
+}
+
+static const char *const h3_code_names[STATS_H3_CODES] = {
+    "H3_NO_ERROR",
+    "H3_GENERAL_PROTOCOL_ERROR",
+    "H3_INTERNAL_ERROR",
+    "H3_STREAM_CREATION_ERROR",
+    "H3_CLOSED_CRITICAL_STREAM",
+    "H3_FRAME_UNEXPECTED",
+    "H3_FRAME_ERROR",
+    "H3_EXCESSIVE_LOAD",
+    "H3_ID_ERROR",
+    "H3_SETTINGS_ERROR",
+    "H3_MISSING_SETTINGS",
+    "H3_REQUEST_REJECTED",
+    "H3_REQUEST_CANCELLED",
+    "H3_REQUEST_INCOMPLETE",
+    "H3_MESSAGE_ERROR",
+    "H3_CONNECT_ERROR",
+    "H3_VERSION_FALLBACK",
+    "OTHER",
+};
+
+static const char *const quic_code_names[STATS_QUIC_CODES] = {
+    "NO_ERROR",
+    "INTERNAL_ERROR",
+    "CONNECTION_REFUSED",
+    "FLOW_CONTROL_ERROR",
+    "STREAM_LIMIT_ERROR",
+    "STREAM_STATE_ERROR",
+    "FINAL_SIZE_ERROR",
+    "FRAME_ENCODING_ERROR",
+    "TRANSPORT_PARAMETER_ERROR",
+    "CONNECTION_ID_LIMIT_ERROR",
+    "PROTOCOL_VIOLATION",
+    "INVALID_TOKEN",
+    "APPLICATION_ERROR",
+    "CRYPTO_BUFFER_EXCEEDED",
+    "KEY_UPDATE_ERROR",
+    "AEAD_LIMIT_REACHED",
+    "NO_VIABLE_PATH",
+    "OTHER",
+};
+
+const char *stats_h3_code_name(unsigned i)
+{
+    return h3_code_names[i < STATS_H3_CODES ? i : STATS_H3_CODES - 1];
+}
+
+const char *stats_quic_code_name(unsigned i)
+{
+    return quic_code_names[i < STATS_QUIC_CODES ? i : STATS_QUIC_CODES - 1];
 }

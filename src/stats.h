@@ -42,6 +42,13 @@ enum cause {
     CAUSE_FLOW_CONTROL,     /* read: a flow-control error; timeout: a stalled body */
     CAUSE_SETTINGS_TIMEOUT, /* timeout: SETTINGS never acknowledged */
     CAUSE_STREAM_LIMIT,     /* timeout: no stream allowed to open */
+    /* HTTP/3 and QUIC */
+    CAUSE_QUIC_CLOSE,           /* read: CONNECTION_CLOSE with an error code */
+    CAUSE_QUIC_IDLE_TIMEOUT,    /* read: no packet from the server for the idle timeout */
+    CAUSE_QUIC_STATELESS_RESET, /* read: the server no longer knew the connection */
+    CAUSE_QUIC_VERSION,         /* connect: version negotiation to no version volley has */
+    CAUSE_QUIC_PROTOCOL,        /* read: the server broke QUIC */
+    CAUSE_H3_PROTOCOL,          /* read: the server broke HTTP/3 */
     CAUSE_COUNT
 };
 
@@ -72,6 +79,36 @@ struct h2_stats {
                                          capped by the server's SETTINGS) */
 };
 
+/* QUIC transport error codes 0x0..0x10 (RFC 9000 §20.1) are counted one by
+ * one, others as the last; so are HTTP/3's 0x100..0x110 (RFC 9114 §8.1). */
+#define STATS_QUIC_CODES 18
+#define STATS_H3_CODES 18
+
+/* What an HTTP/3 run saw of the protocol and of QUIC. */
+struct h3_stats {
+    uint64_t settings;     /* connections that learnt the server's stream limit */
+    uint64_t streams;      /* with settings: the fewest streams a connection
+                                could open at once (-m capped by the server) */
+    uint64_t refused;      /* requests the server did not process, sent again */
+    uint64_t goaways;      /* GOAWAY frames received */
+    uint64_t packets_sent; /* UDP datagrams */
+    uint64_t packets_received;
+    uint64_t lost;           /* packets of request streams declared lost (and
+                                so sent again), counted once per stream */
+    uint64_t ended;          /* connections whose end figures follow */
+    uint64_t rtt_us;         /* sum of their smoothed RTT at their end */
+    uint64_t min_rtt_us;     /* the least RTT any connection saw, 0 if none */
+    uint64_t cwnd;           /* sum of their congestion windows at their end */
+    uint64_t early_attempts; /* handshakes that sent 0-RTT requests */
+    uint64_t early_accepted, early_rejected;
+    uint64_t early_requests; /* requests sent as 0-RTT data */
+    uint64_t stateless_resets, version_negotiations, idle_timeouts;
+    uint64_t alerts[256]; /* TLS alerts that ended a handshake, sent or received */
+    uint64_t close_transport[STATS_QUIC_CODES]; /* CONNECTION_CLOSE received, by code */
+    uint64_t close_application[STATS_H3_CODES];
+    uint64_t resets[STATS_H3_CODES]; /* request streams the server reset, by code */
+};
+
 struct stats {
     uint64_t requests;     /* complete responses */
     uint64_t sent;         /* requests whose batch went out */
@@ -88,6 +125,7 @@ struct stats {
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
     struct h2_stats h2;
+    struct h3_stats h3;
     struct hist *latency;   /* with -R, from each request's intended send time */
     struct hist *u_latency; /* -R: from the actual send (uncorrected) */
     struct hist *lag;       /* -R: actual minus intended send time of each batch */
@@ -108,5 +146,11 @@ uint64_t stats_errors(const struct stats *s);
 const char *stats_cause_name(enum cause c);
 /* An HTTP/2 error code's name ("CANCEL"), "OTHER" past the known ones. */
 const char *stats_h2_code_name(unsigned code);
+/* The name of the HTTP/3 error code counted at index i of STATS_H3_CODES
+ * ("H3_REQUEST_CANCELLED"), and of the QUIC transport error code counted
+ * at index i of STATS_QUIC_CODES ("PROTOCOL_VIOLATION"); "OTHER" for the
+ * last. */
+const char *stats_h3_code_name(unsigned i);
+const char *stats_quic_code_name(unsigned i);
 
 #endif

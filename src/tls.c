@@ -244,7 +244,7 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
     const char *host = cfg->url.host, *service = cfg->url.service;
     uint64_t deadline = clock_us() + cfg->timeout_us;
     bool in_progress;
-    int fd = net_connect(addr, &in_progress);
+    int fd = net_connect(addr, SOCK_STREAM, &in_progress);
     if (fd < 0)
         die("unable to connect to %s:%s: %s", host, service, strerror(errno));
     if (in_progress && !wait_fd(fd, POLLOUT, deadline))

@@ -22,6 +22,9 @@
 #include "interval.h"
 #include "script.h"
 #include "tls.h"
+#ifdef VOLLEY_HTTP3
+#include "quic.h"
+#endif
 #include "transport.h"
 #include "xalloc.h"
 
@@ -179,7 +182,7 @@ static double hook_delay(void *arg)
  * pipelines by what it holds. */
 static void check_pipelining(const struct worker *w)
 {
-    if (!w->cfg->http2 && w->cfg->streams > 1)
+    if (!w->cfg->http2 && !w->cfg->http3 && w->cfg->streams > 1)
         die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
             "pipelines by returning several requests at once");
 }
@@ -229,6 +232,24 @@ static void settled(void *arg)
         w->on_settled(w->on_settled_arg);
 }
 
+static const struct transport *transport_of(const struct config *cfg)
+{
+#ifdef VOLLEY_HTTP3
+    if (cfg->http3)
+        return &transport_quic;
+#endif
+    return cfg->url.tls ? &transport_tls : &transport_plain;
+}
+
+static const struct proto_ops *proto_of(const struct config *cfg)
+{
+#ifdef VOLLEY_HTTP3
+    if (cfg->http3)
+        return &proto_h3;
+#endif
+    return cfg->http2 ? &proto_h2 : &proto_h1;
+}
+
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
                           const struct net_addr *addr)
 {
@@ -248,8 +269,8 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->interval_timer.data = w;
     w->env = (struct conn_env){
         .loop = w->loop,
-        .transport = cfg->url.tls ? &transport_tls : &transport_plain,
-        .proto = cfg->http2 ? &proto_h2 : &proto_h1,
+        .transport = transport_of(cfg),
+        .proto = proto_of(cfg),
         .addr = &w->addr,
         .tls = cfg->url.tls,
         .streams = (size_t)cfg->streams,
@@ -293,14 +314,15 @@ void worker_set_request(struct worker *w, struct request *request)
     request_free(&w->request);
     w->request = *request;
     memset(request, 0, sizeof *request);
-    if (cfg->http2) {
+    if (cfg->http2 || cfg->http3) {
         /* Checked once here, so that the run never starts with a request
          * it cannot send. */
+        const char *proto = cfg->http3 ? "HTTP/3" : "HTTP/2";
         struct h2req check = {0};
-        bool ok = h2req_build(&check, &w->request, cfg->url.tls, err, sizeof err);
+        bool ok = h2req_build_for(&check, &w->request, cfg->url.tls, proto, err, sizeof err);
         h2req_free(&check);
         if (!ok)
-            die("the request cannot be sent over HTTP/2: %s", err);
+            die("the request cannot be sent over %s: %s", proto, err);
     } else if (cfg->streams > 1) {
         /* -m over HTTP/1.1: the request pipelined that deep. */
         request_repeat(&w->request, (size_t)cfg->streams);

@@ -1,0 +1,870 @@
+/* The HTTP/3 session (RFC 9114) over nghttp3, above the QUIC transport
+ * (quic.c): one client session per connection. What the connection reads
+ * are datagrams, which quic_input() decrypts and whose stream data it hands
+ * to nghttp3 here; what the connection writes is the batch of packets
+ * quic_output() packs, pulling the streams' data from nghttp3. Each request
+ * is a bidirectional stream with a record of its own (when it was submitted
+ * and sent, its status, what the response() hook asks for), kept in
+ * submission order: the oldest gives the response timeout. A request waits
+ * for a stream while the server's stream limit allows none. Header lists
+ * and bodies come from the batch's request bytes through h2req, as for
+ * HTTP/2 (RFC 9114 §4.2: HTTP/3's fields are HTTP/2's).
+ *
+ * Every request ends once: answered (its stream's end after a final
+ * response), failed (a stream the server reset, a malformed response, or the
+ * connection's end), or handed back to -n's budget to be sent again when the
+ * server did not process it (H3_REQUEST_REJECTED, at or above a GOAWAY's
+ * stream id, or 0-RTT data the server refused).
+ * SPDX-License-Identifier: MIT */
+#include <nghttp3/nghttp3.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "clock.h"
+#include "conn.h"
+#include "h2req.h"
+#include "proto.h"
+#include "quic.h"
+#include "request.h"
+#include "xalloc.h"
+
+/* What a stream's response buffers may keep once it is done. */
+#define H3_KEEP (16 * 1024)
+
+/* A batch's requests as nghttp3 takes them: the header lists of h2req's
+ * conversion, as nghttp3_nv. */
+struct h3_msgs {
+    nghttp3_nv *nv; /* every message's, one after the other */
+    size_t cap;
+    size_t *first; /* where message i's start in nv */
+    size_t first_cap;
+};
+
+/* The bytes of a batch request() returned, copied: the connection's own
+ * buffer is refilled by the next batch while this one is in flight. */
+struct h3_batch {
+    struct h3_batch *next_free;
+    struct h2req_batch copy;
+    struct h3_msgs msgs;
+    size_t open; /* its streams QUIC may still read the bytes of */
+};
+
+struct h3_stream {
+    struct h3_stream *prev, *next; /* in flight, oldest first; next: the free list */
+    struct h3_batch *batch;        /* NULL for the static request */
+    const struct h2req_msg *msg;
+    const nghttp3_nv *nv;
+    int64_t id;         /* -1 until it has a stream */
+    uint64_t queued_at; /* submitted: --timeout counts from here */
+    uint64_t start_at;  /* where latency counts from under -R, else 0 */
+    uint64_t sent_at;   /* it got its stream, 0 until then */
+    int status;
+    bool final;   /* its final (non-1xx) response head has come */
+    bool ended;   /* answered, failed or handed back */
+    bool reset;   /* the server reset it */
+    bool blocked; /* its body waits for the server's window */
+    bool used;    /* not on the free list */
+    struct buf fields, body;
+};
+
+struct h3 {
+    struct conn *c;
+    struct quic *q;
+    nghttp3_conn *ng; /* while the connection is open */
+    struct quic_app app;
+    struct h3_stream *head, *tail; /* in flight */
+    struct h3_stream *waiting;     /* the first of them that has no stream yet */
+    size_t inflight;
+    size_t limit;   /* streams it may have open: -m, capped by the server */
+    uint64_t now;   /* of the input being handled */
+    size_t batches; /* sent on this connection */
+    bool draining;  /* no new stream: GOAWAY */
+    bool failed;    /* the connection failed, for the reason in why */
+    enum cause why;
+    struct h2req_static static_copy;
+    struct h3_msgs static_msgs;
+    /* Every record ever made, and those free to reuse. */
+    struct h3_stream **streams, *free_streams;
+    size_t nstreams;
+    struct h3_batch **all_batches, *free_batches;
+    size_t nbatches;
+};
+
+static struct h3 *session_of(struct conn *c) { return c->session; }
+
+static void fail(struct h3 *s, enum cause why, uint64_t code)
+{
+    if (!s->failed) {
+        s->failed = true;
+        s->why = why;
+        if (s->q)
+            quic_fail(s->q, code);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Records                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static struct h3_stream *stream_take(struct h3 *s)
+{
+    struct h3_stream *st = s->free_streams;
+    if (st) {
+        s->free_streams = st->next;
+    } else {
+        st = xcalloc(1, sizeof *st);
+        s->streams = xrealloc(s->streams, (s->nstreams + 1) * sizeof *s->streams);
+        s->streams[s->nstreams++] = st;
+    }
+    st->used = true;
+    return st;
+}
+
+static void batch_put(struct h3 *s, struct h3_batch *b)
+{
+    b->next_free = s->free_batches;
+    s->free_batches = b;
+}
+
+/* QUIC is done with the stream: its record, and its batch once every
+ * stream of it is done, can be reused. */
+static void stream_put(struct h3 *s, struct h3_stream *st)
+{
+    if (st->batch && --st->batch->open == 0)
+        batch_put(s, st->batch);
+    st->batch = NULL;
+    buf_reset(&st->fields, H3_KEEP);
+    buf_reset(&st->body, H3_KEEP);
+    st->used = false;
+    st->next = s->free_streams;
+    s->free_streams = st;
+}
+
+static void unlink_stream(struct h3 *s, struct h3_stream *st)
+{
+    if (s->waiting == st)
+        s->waiting = st->next;
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        s->head = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    else
+        s->tail = st->prev;
+    st->prev = st->next = NULL;
+    st->ended = true;
+    s->inflight--;
+}
+
+/* A record that never got a stream is QUIC's no more: it goes back now. */
+static void settle(struct h3 *s, struct h3_stream *st)
+{
+    if (st->id < 0)
+        stream_put(s, st);
+}
+
+/* The record of a request stream in flight, by id (rare events only: most
+ * callbacks carry the record). */
+static struct h3_stream *find(struct h3 *s, int64_t id)
+{
+    for (struct h3_stream *st = s->head; st && st != s->waiting; st = st->next)
+        if (st->id == id)
+            return st;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Outcomes                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void answered(struct conn *c, struct h3_stream *st)
+{
+    struct h3 *s = session_of(c);
+    struct proto_response r = {.status = st->status, .lower_case = true};
+    unlink_stream(s, st);
+    if (c->env->response) {
+        r.fields = st->fields.data;
+        r.fields_len = st->fields.len;
+        r.body = st->body.data;
+        r.body_len = st->body.len;
+    }
+    uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
+    conn_response(c, &r, st->start_at ? st->start_at : sent, sent, s->now ? s->now : clock_us());
+}
+
+/* The server did not process it: -n sends it again. */
+static void refused(struct conn *c, struct h3_stream *st)
+{
+    struct h3 *s = session_of(c);
+    unlink_stream(s, st);
+    c->env->stats->h3.refused++;
+    conn_requests_returned(c, 1);
+    settle(s, st);
+}
+
+static void stream_failed(struct conn *c, struct h3_stream *st, enum cause why)
+{
+    unlink_stream(session_of(c), st);
+    conn_request_failed(c, why);
+}
+
+/* ------------------------------------------------------------------------ */
+/* nghttp3's callbacks (conn_user_data is the connection, stream_user_data   */
+/* the request's record)                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* :status is three digits (RFC 9114 §4.3.2); anything else is 0. */
+static int status_of(const uint8_t *v, size_t n)
+{
+    int status = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (n != 3 || v[i] < '0' || v[i] > '9')
+            return 0;
+        status = status * 10 + (v[i] - '0');
+    }
+    return status;
+}
+
+static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf *name,
+                     nghttp3_rcbuf *value, uint8_t flags, void *user, void *sd)
+{
+    (void)ng, (void)id, (void)flags;
+    struct conn *c = user;
+    struct h3_stream *st = sd;
+    if (!st || st->final || st->ended)
+        return 0;
+    nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
+    if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
+        st->status = status_of(v.base, v.len);
+        return 0;
+    }
+    if (!c->env->want_head)
+        return 0;
+    /* nghttp3 checked the fields (RFC 9114 §4.2): names are lower case,
+     * with no CR, LF or NUL in them or in the values. */
+    nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
+    if (n.len && n.base[0] == ':')
+        return 0;
+    buf_append(&st->fields, n.base, n.len);
+    buf_append(&st->fields, ": ", 2);
+    buf_append(&st->fields, v.base, v.len);
+    buf_append(&st->fields, "\r\n", 2);
+    return 0;
+}
+
+static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, void *sd)
+{
+    (void)ng, (void)id, (void)fin, (void)user;
+    struct h3_stream *st = sd;
+    if (!st || st->final || st->ended)
+        return 0;
+    if (st->status >= 200) {
+        st->final = true; /* trailers after it are not the hook's */
+    } else {
+        /* A 1xx interim head: the final one starts afresh. */
+        st->status = 0;
+        buf_clear(&st->fields);
+    }
+    return 0;
+}
+
+static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *data, size_t len, void *user,
+                   void *sd)
+{
+    (void)ng;
+    struct conn *c = user;
+    struct h3_stream *st = sd;
+    quic_consumed(session_of(c)->q, id, len);
+    if (c->env->want_body && st && !st->ended)
+        buf_append(&st->body, data, len);
+    return 0;
+}
+
+static int on_deferred_consume(nghttp3_conn *ng, int64_t id, size_t n, void *user, void *sd)
+{
+    (void)ng, (void)sd;
+    struct conn *c = user;
+    quic_consumed(session_of(c)->q, id, n);
+    return 0;
+}
+
+/* The response's end: answered after a final head; else malformed (no
+ * :status, or only a 1xx one). */
+static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *sd)
+{
+    (void)ng, (void)id;
+    struct conn *c = user;
+    struct h3_stream *st = sd;
+    if (!st || st->ended || c->env->stopping)
+        return 0;
+    if (st->final)
+        answered(c, st);
+    else
+        stream_failed(c, st, CAUSE_H3_PROTOCOL);
+    return 0;
+}
+
+static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *sd)
+{
+    (void)ng, (void)id;
+    struct conn *c = user;
+    struct h3_stream *st = sd;
+    if (!st)
+        return 0;
+    if (!st->ended && !c->env->stopping) {
+        if (code == NGHTTP3_H3_REQUEST_REJECTED)
+            refused(c, st);
+        else if (st->reset)
+            stream_failed(c, st, CAUSE_STREAM_RESET);
+        else /* nghttp3 reset it: the response broke the protocol */
+            stream_failed(c, st, CAUSE_H3_PROTOCOL);
+    }
+    if (st->ended) /* stopping: the connection hands it back */
+        stream_put(session_of(c), st);
+    return 0;
+}
+
+/* nghttp3 asks for the stream to be reset, or for the server to stop
+ * sending on it (a malformed response). */
+static int on_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *sd)
+{
+    (void)ng, (void)sd;
+    quic_shutdown_write(session_of(user)->q, id, code);
+    return 0;
+}
+
+static int on_stop_sending(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *sd)
+{
+    (void)ng, (void)sd;
+    quic_shutdown_read(session_of(user)->q, id, code);
+    return 0;
+}
+
+/* GOAWAY: no new request on this connection; those on streams at or above
+ * id were not processed (RFC 9114 §5.2) and go back to be sent again. */
+static int on_shutdown(nghttp3_conn *ng, int64_t id, void *user)
+{
+    (void)ng;
+    struct conn *c = user;
+    struct h3 *s = session_of(c);
+    c->env->stats->h3.goaways++;
+    s->draining = true;
+    for (struct h3_stream *st = s->head, *next; st; st = next) {
+        next = st->next;
+        if (st->id >= 0 && st->id < id)
+            continue;
+        if (st->id >= 0) {
+            quic_shutdown_write(s->q, st->id, NGHTTP3_H3_REQUEST_CANCELLED);
+            quic_shutdown_read(s->q, st->id, NGHTTP3_H3_REQUEST_CANCELLED);
+        }
+        refused(c, st);
+    }
+    return 0;
+}
+
+/* A request body: nghttp3 frames it as DATA straight from the request's
+ * bytes, which stay alive until the stream closes. */
+static nghttp3_ssize read_body(nghttp3_conn *ng, int64_t id, nghttp3_vec *v, size_t n,
+                               uint32_t *flags, void *user, void *sd)
+{
+    (void)ng, (void)id, (void)n, (void)user;
+    struct h3_stream *st = sd;
+    v[0].base = (uint8_t *)st->msg->body;
+    v[0].len = st->msg->body_len;
+    *flags |= NGHTTP3_DATA_FLAG_EOF;
+    return 1;
+}
+
+static const nghttp3_callbacks callbacks = {
+    .stream_close = on_stream_close,
+    .recv_data = on_data,
+    .deferred_consume = on_deferred_consume,
+    .recv_header = on_header,
+    .end_headers = on_end_headers,
+    .stop_sending = on_stop_sending,
+    .end_stream = on_end_stream,
+    .reset_stream = on_reset_stream,
+    .shutdown = on_shutdown,
+};
+
+/* ------------------------------------------------------------------------ */
+/* QUIC's events (arg is the connection)                                      */
+/* ------------------------------------------------------------------------ */
+
+/* nghttp3's error, for the connection: its cause and the code QUIC's
+ * CONNECTION_CLOSE carries. */
+static int h3_error(struct h3 *s, long rv)
+{
+    fail(s, CAUSE_H3_PROTOCOL, nghttp3_err_infer_quic_app_error_code((int)rv));
+    return -1;
+}
+
+static int app_recv(void *arg, int64_t id, const uint8_t *data, size_t len, bool fin)
+{
+    struct conn *c = arg;
+    struct h3 *s = session_of(c);
+    nghttp3_ssize n = nghttp3_conn_read_stream(s->ng, id, data, len, fin);
+    if (n < 0)
+        return h3_error(s, n);
+    quic_consumed(s->q, id, (size_t)n);
+    return 0;
+}
+
+static int app_acked(void *arg, int64_t id, uint64_t len)
+{
+    struct h3 *s = session_of(arg);
+    int rv = nghttp3_conn_add_ack_offset(s->ng, id, len);
+    return rv ? h3_error(s, rv) : 0;
+}
+
+static int app_closed(void *arg, int64_t id, uint64_t code)
+{
+    struct h3 *s = session_of(arg);
+    int rv = nghttp3_conn_close_stream(s->ng, id, code);
+    /* A stream opened that carried nothing nghttp3 saw is none of its. */
+    if (rv == NGHTTP3_ERR_STREAM_NOT_FOUND)
+        return 0;
+    return rv ? h3_error(s, rv) : 0;
+}
+
+/* The server reset a request stream (RESET_STREAM) or asked it to stop
+ * sending (STOP_SENDING): counted by code; the stream's close says the rest. */
+static int app_reset(void *arg, int64_t id, uint64_t code)
+{
+    struct conn *c = arg;
+    struct h3 *s = session_of(c);
+    struct h3_stream *st = find(s, id);
+    if (st && !st->reset) {
+        uint64_t i = code - NGHTTP3_H3_NO_ERROR;
+        c->env->stats->h3
+            .resets[code >= NGHTTP3_H3_NO_ERROR && i < STATS_H3_CODES - 1 ? i
+                                                                          : STATS_H3_CODES - 1]++;
+        st->reset = code != NGHTTP3_H3_REQUEST_REJECTED;
+    }
+    int rv = nghttp3_conn_shutdown_stream_read(s->ng, id);
+    return rv ? h3_error(s, rv) : 0;
+}
+
+static void open_streams(struct conn *c);
+
+static int app_streams(void *arg)
+{
+    open_streams(arg);
+    return 0;
+}
+
+static int app_unblocked(void *arg, int64_t id)
+{
+    struct h3 *s = session_of(arg);
+    struct h3_stream *st = find(s, id);
+    if (st)
+        st->blocked = false;
+    int rv = nghttp3_conn_unblock_stream(s->ng, id);
+    return rv ? h3_error(s, rv) : 0;
+}
+
+static long app_pull(void *arg, int64_t *id, int *fin, ngtcp2_vec *v, size_t n)
+{
+    struct h3 *s = session_of(arg);
+    nghttp3_vec vec[16];
+    if (n > sizeof vec / sizeof vec[0])
+        n = sizeof vec / sizeof vec[0];
+    nghttp3_ssize k = nghttp3_conn_writev_stream(s->ng, id, fin, vec, n);
+    if (k < 0)
+        return h3_error(s, k);
+    for (nghttp3_ssize i = 0; i < k; i++)
+        v[i] = (ngtcp2_vec){.base = vec[i].base, .len = vec[i].len};
+    return (long)k;
+}
+
+static int app_pushed(void *arg, int64_t id, size_t n)
+{
+    struct h3 *s = session_of(arg);
+    int rv = nghttp3_conn_add_write_offset(s->ng, id, n);
+    return rv ? h3_error(s, rv) : 0;
+}
+
+static void app_blocked(void *arg, int64_t id)
+{
+    struct h3 *s = session_of(arg);
+    struct h3_stream *st = find(s, id);
+    if (st)
+        st->blocked = true;
+    nghttp3_conn_block_stream(s->ng, id);
+}
+
+static void app_shut(void *arg, int64_t id)
+{
+    nghttp3_conn_shutdown_stream_write(session_of(arg)->ng, id);
+}
+
+static bool start_session(struct conn *c);
+
+/* The server refused the 0-RTT data: every request it carried goes back to
+ * be sent again, on a session started afresh. */
+static int app_early_rejected(void *arg)
+{
+    struct conn *c = arg;
+    struct h3 *s = session_of(c);
+    for (struct h3_stream *st = s->head, *next; st; st = next) {
+        next = st->next;
+        refused(c, st);
+        if (st->id >= 0)
+            stream_put(s, st);
+    }
+    nghttp3_conn_del(s->ng);
+    s->ng = NULL;
+    return start_session(c) ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* nghttp3's header lists for a conversion (nghttp3 copies what it sends). */
+static void msgs_build(struct h3_msgs *m, const struct h2req *conv)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < conv->count; i++)
+        total += conv->msgs[i].nvlen;
+    if (total > m->cap) {
+        m->cap = total;
+        m->nv = xrealloc(m->nv, total * sizeof *m->nv);
+    }
+    if (conv->count > m->first_cap) {
+        m->first_cap = conv->count;
+        m->first = xrealloc(m->first, conv->count * sizeof *m->first);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < conv->count; i++) {
+        const struct h2req_msg *msg = &conv->msgs[i];
+        m->first[i] = k;
+        for (size_t j = 0; j < msg->nvlen; j++, k++)
+            m->nv[k] = (nghttp3_nv){.name = msg->nv[j].name,
+                                    .value = msg->nv[j].value,
+                                    .namelen = msg->nv[j].namelen,
+                                    .valuelen = msg->nv[j].valuelen};
+    }
+}
+
+static void msgs_free(struct h3_msgs *m)
+{
+    free(m->nv);
+    free(m->first);
+}
+
+static struct h3_batch *batch_take(struct h3 *s)
+{
+    struct h3_batch *b = s->free_batches;
+    if (b) {
+        s->free_batches = b->next_free;
+    } else {
+        b = xcalloc(1, sizeof *b);
+        s->all_batches = xrealloc(s->all_batches, (s->nbatches + 1) * sizeof *s->all_batches);
+        s->all_batches[s->nbatches++] = b;
+    }
+    b->open = 0;
+    return b;
+}
+
+/* Give the requests that wait a stream each, as far as the server's limit
+ * allows; nghttp3 frames their HEADERS (and DATA) for the next output. */
+static void open_streams(struct conn *c)
+{
+    struct h3 *s = session_of(c);
+    while (s->waiting && !s->failed && s->ng) {
+        struct h3_stream *st = s->waiting;
+        if (quic_streams_left(s->q) == 0 || quic_open_bidi(s->q, &st->id, st) != 0)
+            break;
+        nghttp3_data_reader body = {.read_data = read_body};
+        int rv = nghttp3_conn_submit_request(s->ng, st->id, st->nv, st->msg->nvlen,
+                                             st->msg->body_len ? &body : NULL, st);
+        if (rv != 0) {
+            h3_error(s, rv);
+            break;
+        }
+        st->sent_at = clock_us();
+        if (quic_early(s->q) && !quic_over(s->q))
+            c->env->stats->h3.early_requests++;
+        s->waiting = st->next;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The operations                                                             */
+/* ------------------------------------------------------------------------ */
+
+static void *h3_new(struct conn *c)
+{
+    struct h3 *s = xcalloc(1, sizeof *s);
+    s->c = c;
+    s->app = (struct quic_app){
+        .arg = c,
+        .recv = app_recv,
+        .acked = app_acked,
+        .closed = app_closed,
+        .reset = app_reset,
+        .streams = app_streams,
+        .unblocked = app_unblocked,
+        .pull = app_pull,
+        .pushed = app_pushed,
+        .blocked = app_blocked,
+        .shut = app_shut,
+        .early_rejected = app_early_rejected,
+        .no_error = NGHTTP3_H3_NO_ERROR,
+    };
+    return s;
+}
+
+static void h3_free(void *session)
+{
+    struct h3 *s = session;
+    if (s->ng)
+        nghttp3_conn_del(s->ng);
+    for (size_t i = 0; i < s->nstreams; i++) {
+        buf_free(&s->streams[i]->fields);
+        buf_free(&s->streams[i]->body);
+        free(s->streams[i]);
+    }
+    for (size_t i = 0; i < s->nbatches; i++) {
+        h2req_batch_free(&s->all_batches[i]->copy);
+        msgs_free(&s->all_batches[i]->msgs);
+        free(s->all_batches[i]);
+    }
+    free(s->streams);
+    free(s->all_batches);
+    h2req_static_free(&s->static_copy);
+    msgs_free(&s->static_msgs);
+    free(s);
+}
+
+/* nghttp3's client session and its three streams: control and QPACK's. */
+static bool start_session(struct conn *c)
+{
+    struct h3 *s = session_of(c);
+    nghttp3_settings settings;
+    nghttp3_settings_default(&settings);
+    int64_t control, encoder, decoder;
+    if (nghttp3_conn_client_new(&s->ng, &callbacks, &settings, nghttp3_mem_default(), c) != 0)
+        die("HTTP/3: out of memory");
+    if (quic_open_uni(s->q, &control) != 0 || quic_open_uni(s->q, &encoder) != 0 ||
+        quic_open_uni(s->q, &decoder) != 0) {
+        /* RFC 9114 §6.2: a server must allow the three. */
+        fail(s, CAUSE_H3_PROTOCOL, NGHTTP3_H3_STREAM_CREATION_ERROR);
+        return false;
+    }
+    if (nghttp3_conn_bind_control_stream(s->ng, control) != 0 ||
+        nghttp3_conn_bind_qpack_streams(s->ng, encoder, decoder) != 0)
+        die("HTTP/3: out of memory");
+    return true;
+}
+
+static void h3_open(struct conn *c)
+{
+    struct h3 *s = session_of(c);
+    s->q = quic_of(&c->sock);
+    s->limit = c->env->streams;
+    s->batches = 0;
+    s->draining = s->failed = false;
+    s->now = 0;
+    if (!start_session(c))
+        return;
+    /* The server's limit on the streams open at once (its transport
+     * parameter; MAX_STREAMS raises the total as streams close). */
+    uint64_t most = quic_streams_left(s->q);
+    struct h3_stats *h3 = &c->env->stats->h3;
+    if (most < s->limit)
+        s->limit = (size_t)most;
+    if (!h3->settings || s->limit < h3->streams)
+        h3->streams = s->limit;
+    h3->settings++;
+    quic_attach(s->q, &s->app);
+}
+
+static bool h3_ready(const struct conn *c)
+{
+    const struct h3 *s = c->session;
+    if (!s->ng || s->draining || s->failed || (c->env->no_keepalive && s->batches))
+        return false;
+    return s->inflight == 0 || s->inflight + c->env->depth <= s->limit;
+}
+
+static void h3_submit(struct conn *c, const struct request *r, size_t n, uint64_t now,
+                      uint64_t start_at)
+{
+    struct h3 *s = session_of(c);
+    struct h3_batch *b = NULL;
+    const struct h2req *conv;
+    const struct h3_msgs *msgs;
+    if (r == &c->own) {
+        b = batch_take(s);
+        if (h2req_batch_set(&b->copy, r, c->env->tls, "HTTP/3"))
+            msgs_build(&b->msgs, &b->copy.conv);
+        conv = &b->copy.conv;
+        msgs = &b->msgs;
+    } else {
+        const struct request *was = s->static_copy.req;
+        const char *data = s->static_copy.data;
+        conv = h2req_static(&s->static_copy, r, c->env->tls, "HTTP/3");
+        if (was != r || data != r->data || s->static_msgs.first_cap == 0)
+            msgs_build(&s->static_msgs, conv);
+        msgs = &s->static_msgs;
+    }
+    s->batches++;
+    for (size_t i = 0; i < n; i++) {
+        struct h3_stream *st = stream_take(s);
+        st->batch = b;
+        st->msg = &conv->msgs[i];
+        st->nv = msgs->nv + msgs->first[i];
+        st->id = -1;
+        st->queued_at = now;
+        st->start_at = start_at;
+        st->sent_at = 0;
+        st->status = 0;
+        st->final = st->ended = st->reset = st->blocked = false;
+        if (b)
+            b->open++;
+        st->prev = s->tail;
+        st->next = NULL;
+        if (s->tail)
+            s->tail->next = st;
+        else
+            s->head = st;
+        s->tail = st;
+        if (!s->waiting)
+            s->waiting = st;
+        s->inflight++;
+    }
+    open_streams(c);
+}
+
+static size_t h3_output(struct conn *c, const char **data)
+{
+    struct h3 *s = session_of(c);
+    return s->q ? quic_output(s->q, data) : 0;
+}
+
+static void h3_wrote(struct conn *c, size_t n) { quic_wrote(session_of(c)->q, n); }
+
+/* After input, or QUIC's timer: whether the connection goes on. */
+static enum proto_status verdict(struct conn *c, enum cause *cause)
+{
+    struct h3 *s = session_of(c);
+    if (s->failed) {
+        *cause = s->why;
+        return PROTO_FAIL;
+    }
+    if (quic_over(s->q)) {
+        /* The server closed without an error, or went quiet for the idle
+         * timeout: a normal end while nothing was outstanding. */
+        enum cause why = quic_cause(s->q);
+        if (s->inflight == 0 && (why == CAUSE_CLOSED || why == CAUSE_QUIC_IDLE_TIMEOUT))
+            return PROTO_CLOSE;
+        *cause = why;
+        return PROTO_FAIL;
+    }
+    if (s->inflight == 0 && (s->draining || (c->env->no_keepalive && s->batches)))
+        return PROTO_CLOSE;
+    return PROTO_OK;
+}
+
+static enum proto_status h3_input(struct conn *c, const char *buf, size_t len, uint64_t now,
+                                  enum cause *cause)
+{
+    struct h3 *s = session_of(c);
+    s->now = now;
+    quic_input(s->q, buf, len);
+    s->now = 0;
+    if (c->env->stopping)
+        return PROTO_OK;
+    return verdict(c, cause);
+}
+
+static enum proto_status h3_wake(struct conn *c, uint64_t now, enum cause *cause)
+{
+    (void)now;
+    return verdict(c, cause);
+}
+
+/* QUIC has no end of stream: the connection's end comes as a cause. */
+static enum proto_status h3_eof(struct conn *c, uint64_t now, enum cause *cause)
+{
+    (void)now;
+    enum proto_status st = verdict(c, cause);
+    if (st == PROTO_OK) {
+        *cause = CAUSE_CLOSED;
+        return session_of(c)->inflight ? PROTO_FAIL : PROTO_CLOSE;
+    }
+    return st;
+}
+
+static size_t h3_inflight(const struct conn *c)
+{
+    const struct h3 *s = c->session;
+    return s->inflight;
+}
+
+static uint64_t h3_oldest(const struct conn *c)
+{
+    const struct h3 *s = c->session;
+    return s->head ? s->head->queued_at : 0;
+}
+
+static enum cause h3_expired(const struct conn *c)
+{
+    const struct h3 *s = c->session;
+    const struct h3_stream *st = s->head;
+    if (st && st->id < 0) /* the oldest never got a stream */
+        return CAUSE_STREAM_LIMIT;
+    if (st && st->blocked) /* its body waits for a window */
+        return CAUSE_FLOW_CONTROL;
+    return CAUSE_RESPONSE_TIMEOUT;
+}
+
+/* The connection is going: every record goes back, whatever its state
+ * (nghttp3_conn_del calls no callback). */
+static void h3_abort(struct conn *c)
+{
+    struct h3 *s = session_of(c);
+    if (s->ng) {
+        nghttp3_conn_del(s->ng);
+        s->ng = NULL;
+    }
+    s->head = s->tail = s->waiting = NULL;
+    s->inflight = 0;
+    s->free_streams = NULL;
+    for (size_t i = 0; i < s->nstreams; i++) {
+        struct h3_stream *st = s->streams[i];
+        if (st->used) {
+            st->batch = NULL;
+            stream_put(s, st);
+        } else {
+            st->next = s->free_streams;
+            s->free_streams = st;
+        }
+    }
+    s->free_batches = NULL;
+    for (size_t i = 0; i < s->nbatches; i++)
+        batch_put(s, s->all_batches[i]);
+    s->q = NULL;
+}
+
+const struct proto_ops proto_h3 = {
+    .name = "HTTP/3",
+    .new = h3_new,
+    .free = h3_free,
+    .open = h3_open,
+    .ready = h3_ready,
+    .submit = h3_submit,
+    .output = h3_output,
+    .wrote = h3_wrote,
+    .input = h3_input,
+    .eof = h3_eof,
+    .wake = h3_wake,
+    .inflight = h3_inflight,
+    .oldest = h3_oldest,
+    .expired = h3_expired,
+    .abort = h3_abort,
+};
