@@ -582,27 +582,32 @@ def find_go():
                   f"(found: {', '.join(found) or 'none'}); run deps/install.sh --test")
 
 
-@pytest.fixture(scope="session")
-def go_h2c_binary():
-    """build/tests/volley-h2c, built from tests/server/h2c with the Go on this
-    machine (again only when a source is newer)."""
-    sources = [os.path.join(GO_H2C_SRC, f) for f in os.listdir(GO_H2C_SRC)]
-    if os.path.exists(GO_H2C) and \
-            os.path.getmtime(GO_H2C) >= max(os.path.getmtime(f) for f in sources):
-        return GO_H2C
+def go_build(src, out):
+    """out, built from the Go module in src with the Go on this machine
+    (again only when a source is newer); its modules, pinned in its go.sum,
+    come from the Go module proxy the first time."""
+    sources = [os.path.join(src, f) for f in os.listdir(src)]
+    if os.path.exists(out) and \
+            os.path.getmtime(out) >= max(os.path.getmtime(f) for f in sources):
+        return out
     go, why = find_go()
     if not go:
         pytest.fail(why, pytrace=False)
-    env = dict(os.environ, GOTOOLCHAIN="local")
+    env = dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=readonly -buildvcs=false")
     if not env.get("HOME") and not env.get("XDG_CACHE_HOME") and not env.get("GOCACHE"):
         env["GOCACHE"] = os.path.join(ROOT, "build", "go-cache")
-    os.makedirs(os.path.dirname(GO_H2C), exist_ok=True)
-    cmd = [go, "build", "-o", GO_H2C, "."]
-    p = subprocess.run(cmd, cwd=GO_H2C_SRC, env=env, capture_output=True, text=True,
-                       timeout=600)
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    cmd = [go, "build", "-o", out, "."]
+    p = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         pytest.fail(f"{shlex.join(cmd)} failed:\n{p.stdout}{p.stderr}", pytrace=False)
-    return GO_H2C
+    return out
+
+
+@pytest.fixture(scope="session")
+def go_h2c_binary():
+    """build/tests/volley-h2c, built from tests/server/h2c."""
+    return go_build(GO_H2C_SRC, GO_H2C)
 
 
 class GoH2c(StatsServer):
