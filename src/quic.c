@@ -58,6 +58,10 @@
 #define QUIC_BATCH_BYTES (64 * 1024 - 512)
 /* Datagrams one recvmmsg() takes where there is no GRO. */
 #define QUIC_RX_SLOTS 32
+/* The least RTT a handshake assumes before it has measured one: the
+ * start-up check's measure, but no less than this, so that a server slow to
+ * answer a handshake gets no spurious retransmissions. */
+#define QUIC_MIN_INITIAL_RTT (50 * NGTCP2_MILLISECONDS)
 /* The flow-control windows volley opens to the server: a response never
  * waits for a window update, and the windows move as the session consumes
  * what arrives. The socket's receive buffer is sized to hold a burst of
@@ -86,6 +90,7 @@ static struct {
     char *sni;         /* the server name to send, or NULL (IP literals get none) */
     char *verify_name; /* with --verify: the name the certificate must carry */
     bool early_data;
+    ngtcp2_duration initial_rtt; /* from the start-up check, or 0 */
 } run;
 
 /* Whether sendmsg() takes UDP_SEGMENT and the socket UDP_GRO: learnt from the
@@ -582,8 +587,10 @@ static struct quic *state_of(struct sock *s)
 
 static bool new_tls(struct quic *q)
 {
-    if (gnutls_init(&q->tls, GNUTLS_CLIENT | GNUTLS_ENABLE_EARLY_DATA |
-                                 GNUTLS_NO_END_OF_EARLY_DATA | GNUTLS_NONBLOCK) != 0)
+    /* Early data only with --0rtt: GnuTLS would otherwise offer it on every
+     * resumption, and servers would take 0-RTT that never comes. */
+    unsigned flags = GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA | GNUTLS_NONBLOCK;
+    if (gnutls_init(&q->tls, flags | (run.early_data ? GNUTLS_ENABLE_EARLY_DATA : 0)) != 0)
         return false;
     if (ngtcp2_crypto_gnutls_configure_client_session(q->tls) != 0 ||
         gnutls_priority_set(q->tls, run.priority) != 0 ||
@@ -609,6 +616,10 @@ static void new_settings(struct quic *q, ngtcp2_settings *settings, ngtcp2_trans
 {
     ngtcp2_settings_default(settings);
     settings->initial_ts = now_ns();
+    /* A lost Initial is sent again after three RTTs (RFC 9002 §6.2): from
+     * the RTT the start-up check measured, not the default 333 ms. */
+    if (run.initial_rtt)
+        settings->initial_rtt = run.initial_rtt;
     settings->max_tx_udp_payload_size = QUIC_TX_PAYLOAD;
     /* Every packet of a batch must have the size of its first (GSO):
      * probes for a larger MTU would break that. */
@@ -1275,8 +1286,14 @@ bool quic_probe(const struct net_addr *addr, int timeout_ms, char *why, size_t w
         }
     }
     bool ok = rv == IO_OK;
-    if (!ok)
+    if (ok) {
+        ngtcp2_conn_info info;
+        ngtcp2_conn_get_conn_info(((struct quic *)s.state)->conn, &info);
+        run.initial_rtt =
+            info.smoothed_rtt > QUIC_MIN_INITIAL_RTT ? info.smoothed_rtt : QUIC_MIN_INITIAL_RTT;
+    } else {
         describe(s.state, why, why_len);
+    }
     quic_release(&s);
     close(fd);
     return ok;

@@ -232,24 +232,34 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
     load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
 }
 
-size_t report_inflight(const struct result *r)
+/* HTTP/2 and HTTP/3: the streams a connection could open at once, -m
+ * capped by the server's limit; 0 when no server said. */
+static uint64_t streams_allowed(const struct result *r)
 {
-    const struct h2_stats *h2 = &r->stats.h2;
-    if (!r->cfg->http2)
-        return r->pipeline;
-    return h2->settings && h2->streams < r->cfg->streams ? (size_t)h2->streams
-                                                         : (size_t)r->cfg->streams;
+    if (r->cfg->http2 && r->stats.h2.settings)
+        return r->stats.h2.streams;
+    if (r->cfg->http3 && r->stats.h3.settings)
+        return r->stats.h3.streams;
+    return 0;
 }
 
-/* HTTP/2: -m asked for more streams than the server lets a connection open. */
+size_t report_inflight(const struct result *r)
+{
+    uint64_t allowed = streams_allowed(r);
+    if (!r->cfg->http2 && !r->cfg->http3)
+        return r->pipeline;
+    return allowed && allowed < r->cfg->streams ? (size_t)allowed : (size_t)r->cfg->streams;
+}
+
+/* -m asked for more streams than the server lets a connection open. */
 static void streams_capped(FILE *f, const struct result *r)
 {
-    const struct h2_stats *h2 = &r->stats.h2;
-    if (r->cfg->http2 && h2->settings && h2->streams < r->cfg->streams)
+    uint64_t allowed = streams_allowed(r);
+    if (allowed && allowed < r->cfg->streams)
         fprintf(f,
                 "Note: the server allows %" PRIu64 " concurrent streams per connection: "
                 "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
-                h2->streams, r->cfg->streams, h2->streams);
+                allowed, r->cfg->streams, allowed);
 }
 
 void report_warnings(FILE *f, const struct result *r)

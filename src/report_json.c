@@ -282,6 +282,91 @@ static void http2(struct json *j, const struct result *r)
     json_object_end(j);
 }
 
+/* Counters by code name, those that are not 0. */
+static void codes(struct json *j, const char *key, const uint64_t *counts, unsigned n,
+                  const char *(*name)(unsigned))
+{
+    json_object_begin(j, key);
+    for (unsigned i = 0; i < n; i++)
+        if (counts[i])
+            json_uint(j, name(i), counts[i]);
+    json_object_end(j);
+}
+
+static void early_data(struct json *j, const struct h3_stats *h3)
+{
+    json_object_begin(j, "early_data");
+    json_uint(j, "attempted", h3->early_attempts);
+    json_uint(j, "accepted", h3->early_accepted);
+    json_uint(j, "rejected", h3->early_rejected);
+    json_uint(j, "requests", h3->early_requests);
+    json_object_end(j);
+}
+
+/* QUIC's figures at the end of each connection: its RTT and congestion
+ * window, as means over the connections. */
+static void quic_ends(struct json *j, const struct h3_stats *h3)
+{
+    json_uint(j, "connections_measured", h3->ended);
+    json_object_begin(j, "rtt_us");
+    if (h3->ended)
+        json_double(j, "smoothed_mean", (double)h3->rtt_us / (double)h3->ended);
+    else
+        json_null(j, "smoothed_mean");
+    json_uint_or_null(j, "min", h3->min_rtt_us);
+    json_object_end(j);
+    if (h3->ended)
+        json_double(j, "cwnd_mean_bytes", (double)h3->cwnd / (double)h3->ended);
+    else
+        json_null(j, "cwnd_mean_bytes");
+}
+
+/* By alert number (RFC 8446 §6), as status codes are keyed. */
+static void alerts(struct json *j, const uint64_t *counts)
+{
+    json_object_begin(j, "handshake_alerts");
+    for (unsigned alert = 0; alert < 256; alert++) {
+        char key[4];
+        if (!counts[alert])
+            continue;
+        snprintf(key, sizeof key, "%u", alert);
+        json_uint(j, key, counts[alert]);
+    }
+    json_object_end(j);
+}
+
+/* What an HTTP/3 run saw of the protocol and of QUIC. */
+static void http3(struct json *j, const struct result *r)
+{
+    const struct h3_stats *h3 = &r->stats.h3;
+    if (!r->cfg->http3) {
+        json_null(j, "http3");
+        return;
+    }
+    json_object_begin(j, "http3");
+    if (h3->settings)
+        json_uint(j, "streams", h3->streams);
+    else
+        json_null(j, "streams");
+    json_uint(j, "goaway_received", h3->goaways);
+    json_uint(j, "refused", h3->refused);
+    codes(j, "stream_reset_received", h3->resets, STATS_H3_CODES, stats_h3_code_name);
+    json_uint(j, "packets_sent", h3->packets_sent);
+    json_uint(j, "packets_received", h3->packets_received);
+    json_uint(j, "packets_lost", h3->lost);
+    quic_ends(j, h3);
+    early_data(j, h3);
+    json_uint(j, "stateless_resets", h3->stateless_resets);
+    json_uint(j, "idle_timeouts", h3->idle_timeouts);
+    json_uint(j, "version_negotiations", h3->version_negotiations);
+    alerts(j, h3->alerts);
+    json_object_begin(j, "connection_close_received");
+    codes(j, "transport", h3->close_transport, STATS_QUIC_CODES, stats_quic_code_name);
+    codes(j, "application", h3->close_application, STATS_H3_CODES, stats_h3_code_name);
+    json_object_end(j);
+    json_object_end(j);
+}
+
 static void cpu(struct json *j, const struct result *r)
 {
     struct cpu_load load;
@@ -354,6 +439,7 @@ bool report_json(FILE *f, const struct result *r)
     json_uint(&j, "reconnects", s->reconnects);
     tls(&j, r);
     http2(&j, r);
+    http3(&j, r);
     distribution(&j, "connect_time", s->connect);
 
     distribution(&j, "latency", s->latency);

@@ -668,3 +668,119 @@ def h2peer(tmp_path):
     yield start
     for s in servers:
         s.kill()
+
+
+# --------------------------------------------------------------------------
+# HTTP/3 servers: quic-go, aioquic (and its hostile modes), a lossy relay
+# --------------------------------------------------------------------------
+
+GO_H3_SRC = os.path.join(ROOT, "tests", "server", "h3")
+GO_H3 = os.path.join(ROOT, "build", "tests", "volley-h3")
+H3PEER = os.path.join(ROOT, "tests", "server", "h3peer.py")
+UDPRELAY = os.path.join(ROOT, "tests", "server", "udprelay.py")
+
+
+@pytest.fixture(scope="session")
+def go_h3_binary():
+    """build/tests/volley-h3, built from tests/server/h3 (quic-go, from the Go
+    module proxy the first time)."""
+    return go_build(GO_H3_SRC, GO_H3)
+
+
+class GoH3(StatsServer):
+    """tests/server/h3: quic-go's HTTP/3 server, logging every request."""
+
+    name = "volley-h3"
+
+    def __init__(self, binary, tmp_path, cert, *options):
+        stats_file = os.path.join(tmp_path, f"h3-{id(self)}.stats.json")
+        self.log_file = os.path.join(tmp_path, f"h3-{id(self)}.log")
+        cmd = [binary, "--cert", cert["cert"], "--key", cert["key"], "--stats", stats_file,
+               "--log", self.log_file, "--max-time", "300"] + [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+    def log(self, stop=True):
+        """Every request the server answered, as dicts (volley-testd's log
+        format); stop=False reads it as it is (a server killed mid-run)."""
+        if stop:
+            self.stop()
+        with open(self.log_file) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture
+def go_h3(go_h3_binary, tmp_path, server_cert):
+    """Factory: go_h3("--max-streams", 8) starts quic-go's HTTP/3 server;
+    .stats() stops it and returns what it saw, .log() what it answered."""
+    servers = []
+
+    def start(*options):
+        s = GoH3(go_h3_binary, str(tmp_path), server_cert, *options)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.kill()
+
+
+class H3Peer(StatsServer):
+    """tests/server/h3peer.py: aioquic's HTTP/3, misbehaving as its mode says."""
+
+    name = "volley-h3peer"
+
+    def __init__(self, tmp_path, cert, mode, *options):
+        stats_file = os.path.join(tmp_path, f"h3peer-{id(self)}.stats.json")
+        cmd = [sys.executable, H3PEER, "--cert", cert["cert"], "--key", cert["key"],
+               "--stats", stats_file, "--max-time", "300", "--mode", mode] + \
+            [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def h3peer(tmp_path, server_cert):
+    """Factory: h3peer("close", "--after", 5) starts the aioquic server in
+    that mode ("normal": a working one); .stats() stops it and returns what
+    it saw."""
+    servers = []
+
+    def start(mode="normal", *options):
+        s = H3Peer(str(tmp_path), server_cert, mode, *options)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        s.kill()
+
+
+class UdpRelay(StatsServer):
+    """tests/server/udprelay.py in front of a UDP port: https URL to it."""
+
+    name = "volley-udprelay"
+
+    def __init__(self, tmp_path, port, *options):
+        stats_file = os.path.join(tmp_path, f"relay-{id(self)}.stats.json")
+        cmd = [sys.executable, UDPRELAY, "--to", str(port), "--stats", stats_file,
+               "--max-time", "300"] + [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def udp_relay(tmp_path):
+    """Factory: udp_relay(server.port, "--drop", 0.03) relays to a server's
+    port, losing and reordering as told; .stats() stops it and returns the
+    datagrams it relayed and dropped each way."""
+    relays = []
+
+    def start(port, *options):
+        r = UdpRelay(str(tmp_path), port, *options)
+        relays.append(r)
+        return r
+
+    yield start
+    for r in relays:
+        r.kill()

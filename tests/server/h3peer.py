@@ -31,8 +31,9 @@ Modes:
   version-negotiation  after --after N handshakes (default 1), answers every
                        Initial of a new connection with a Version Negotiation
                        packet that offers only an unknown version
-  no-alpn              offers ALPN h3-29 only: every handshake fails on TLS
-                       alert 120 (no_application_protocol)
+  no-alpn              after --after N handshakes (default 0), offers ALPN
+                       h3-29 only: every handshake fails on TLS alert 120
+                       (no_application_protocol)
 
 The stats JSON: connections (handshakes completed), requests (request heads
 received), answered (complete responses sent), and what the mode sent:
@@ -118,9 +119,10 @@ class Peer(QuicConnectionProtocol):
 class Server(QuicServer):
     """aioquic's server, with the modes that act below a connection."""
 
-    def __init__(self, *args, options, **kwargs):
+    def __init__(self, *args, options, other_alpn=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.options = options
+        self.other_alpn = other_alpn  # no-alpn: the configuration of late handshakes
         self.tokens = {}  # connection ID -> stateless reset token, once forgotten
         self.serving = set()  # destination CIDs of connections served normally
         self.forgetting = False
@@ -171,6 +173,8 @@ class Server(QuicServer):
 
     def datagram_received(self, data, addr):
         mode = self.options.mode
+        if mode == "no-alpn" and stats["connections"] >= self.options.after:
+            self._configuration = self.other_alpn
         try:
             if mode == "stateless-reset" and self.stateless_reset(data, addr):
                 return
@@ -225,10 +229,10 @@ def write_stats(path):
 
 
 async def main(options):
-    config = QuicConfiguration(is_client=False,
-                               alpn_protocols=["h3-29"] if options.mode == "no-alpn" else H3_ALPN,
-                               max_datagram_frame_size=None)
+    config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN)
     config.load_cert_chain(options.cert, options.key)
+    other_alpn = QuicConfiguration(is_client=False, alpn_protocols=["h3-29"])
+    other_alpn.load_cert_chain(options.cert, options.key)
     if options.mode == "tiny-window":
         tiny_windows(options.window)
     if options.mode == "max-streams-0":
@@ -242,7 +246,8 @@ async def main(options):
         return p
 
     _, server = await loop.create_datagram_endpoint(
-        lambda: Server(configuration=config, create_protocol=create_protocol, options=options),
+        lambda: Server(configuration=config, create_protocol=create_protocol, options=options,
+                       other_alpn=other_alpn),
         local_addr=("127.0.0.1", 0))
     holder["server"] = server
     print("port", server._transport.get_extra_info("sockname")[1], flush=True)
@@ -271,7 +276,7 @@ def parse():
     p.add_argument("--max-time", type=float, default=300)
     o = p.parse_args()
     if o.after is None:
-        o.after = 25 if o.mode == "stateless-reset" else 1
+        o.after = {"stateless-reset": 25, "no-alpn": 0}.get(o.mode, 1)
     return o
 
 
