@@ -1,15 +1,15 @@
 #!/bin/sh
 # Installs the system packages volley builds against: LuaJIT, OpenSSL, libev
 # and libnghttp2 (with a C compiler and the C library's headers, make and
-# pkg-config), and for HTTP/3 ngtcp2 (>= 1.11, with its GnuTLS helper),
-# nghttp3 (>= 1.8) and GnuTLS: on Debian 12 those two come from
-# bookworm-backports, which it enables for them alone. With --test, also what the tests and `make bench` use: Python 3
-# with pytest, hdrhistogram and hpack, nginx, wrk, nghttp2's h2load and
-# nghttpd, Go >= 1.24, gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua
-# 5.1 and a few tools, make lint's clang-format, cppcheck, shellcheck and
-# pyflakes, and on Debian and Ubuntu what builds and checks the packages under
-# packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to parse the spec
-# and formula).
+# pkg-config), and for HTTP/3 ngtcp2 >= 1.11 (with its GnuTLS helper), nghttp3
+# >= 1.8 and GnuTLS: on Debian 12 those two come from bookworm-backports,
+# which it enables for them alone. With --test, also what the tests and
+# `make bench` use: Python 3 with pytest, hdrhistogram, hpack and aioquic,
+# nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang
+# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
+# clang-format, cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu
+# what builds and checks the packages under packaging/ (debhelper, lintian,
+# autopkgtest, rpm and ruby to parse the spec and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -184,14 +184,15 @@ fi
 
 # The test suite decodes volley's HdrHistogram output with an independent
 # implementation, the hdrhistogram package from PyPI; its HTTP/2 test peer
-# encodes and decodes header blocks with hpack; pytest-xdist runs test files
-# side by side (tests/run.py).
+# encodes and decodes header blocks with hpack; its second HTTP/3 server and
+# hostile QUIC peer are aioquic's; pytest-xdist runs test files side by side
+# (tests/run.py).
 if [ "$test" = 1 ]; then
     py=${PYTHON:-python3}
-    if ! "$py" -c 'import hdrh, hpack, pytest, xdist' >/dev/null 2>&1; then
-        run "$py" -m pip install --quiet hdrhistogram hpack pytest pytest-xdist ||
-            run "$py" -m pip install --quiet --break-system-packages hdrhistogram hpack pytest \
-                pytest-xdist
+    if ! "$py" -c 'import aioquic, hdrh, hpack, pytest, xdist' >/dev/null 2>&1; then
+        run "$py" -m pip install --quiet aioquic hdrhistogram hpack pytest pytest-xdist ||
+            run "$py" -m pip install --quiet --break-system-packages aioquic hdrhistogram hpack \
+                pytest pytest-xdist
     fi
 fi
 
