@@ -354,3 +354,15 @@ def test_hostile_quic_peer(h3peer, tmp_path, mode, peer_options, options, allowe
         assert set(h3["handshake_alerts"]) == {"120"}, h3
     if mode in ("tiny-window", "max-streams-0", "garbage", "version-negotiation", "no-alpn"):
         assert n == 0
+
+
+def test_docs_json_names_every_http3_field(go_h3, tmp_path):
+    from test_json import field_names
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "json.md")) as f:
+        doc_text = f.read()
+    _, doc = run_json(tmp_path, "--http3", "--0rtt", "--no-keepalive", "-t1", "-c1", "-n", "5",
+                      go_h3().url)
+    names = field_names(doc["http3"], skip=("stream_reset_received", "handshake_alerts",
+                                            "transport", "application"))
+    missing = sorted(n for n in names if f"`{n}`" not in doc_text)
+    assert not missing, f"fields docs/json.md does not name: {missing}"

@@ -9,12 +9,14 @@
 // Usage: volley-h3 --cert FILE --key FILE [--listen 127.0.0.1:0]
 //
 //	[--stats FILE] [--log FILE] [--max-streams N] [--delay MS]
-//	[--body-size N] [--max-time SECONDS]
+//	[--body-size N] [--max-time SECONDS] [--tcp]
 //
 // Once listening it prints "port N" on stdout. SIGTERM or SIGINT (and
 // --max-time, default 300) write the stats and exit 0. --max-streams N: the
 // bidirectional streams a connection may have open at once (quic-go's
-// default is 100; 0 allows none). --log FILE: one JSON object per line for
+// default is 100; 0 allows none). --tcp: the same server over TLS on TCP
+// too, at the same port (Go's net/http: HTTP/2, or HTTP/1.1), to measure
+// other protocols against one server. --log FILE: one JSON object per line for
 // every request answered, written before the response goes out and flushed
 // at once (a server killed mid-run leaves the requests it answered):
 //
@@ -219,6 +221,7 @@ func main() {
 	delayMs := flag.Float64("delay", 0, "milliseconds before each response")
 	bodySize := flag.Int("body-size", 12, "response body bytes")
 	maxTime := flag.Float64("max-time", 300, "seconds before exiting")
+	tcp := flag.Bool("tcp", false, "serve HTTPS (HTTP/2, HTTP/1.1) on TCP at the same port too")
 	flag.Parse()
 	if *certFile == "" || *keyFile == "" {
 		fail("--cert and --key are needed")
@@ -255,6 +258,15 @@ func main() {
 		},
 	}
 	addr := udp.LocalAddr().String()
+	if *tcp {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			fail("--tcp: %v", err)
+		}
+		https := &http.Server{Handler: server.Handler, TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}}
+		go https.ServeTLS(ln, "", "")
+	}
 	fmt.Printf("port %s\n", addr[strings.LastIndex(addr, ":")+1:])
 	os.Stdout.Sync()
 
