@@ -11,7 +11,8 @@ import re
 import subprocess
 import sys
 
-from conftest import ROOT, VOLLEY, find_go, parse_report
+from conftest import ROOT, VOLLEY, parse_report
+from gobuild import find_go
 
 KUBE_DIR = os.path.join(ROOT, "tests", "kube")
 VOLLEY_KUBE = os.path.join(ROOT, "scripts", "volley-kube")
