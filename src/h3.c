@@ -818,7 +818,8 @@ static enum cause h3_expired(const struct conn *c)
     const struct h3_stream *st = s->head;
     if (st && st->id < 0) /* the oldest never got a stream */
         return CAUSE_STREAM_LIMIT;
-    if (st && st->blocked) /* its body waits for a window */
+    /* Its body waits for a window: the stream's, or the connection's. */
+    if (st && (st->blocked || (s->q && quic_window_full(s->q))))
         return CAUSE_FLOW_CONTROL;
     return CAUSE_RESPONSE_TIMEOUT;
 }

@@ -1203,9 +1203,9 @@ void quic_shutdown_write(struct quic *q, int64_t id, uint64_t code)
     ngtcp2_conn_shutdown_stream_write(q->conn, 0, id, code);
 }
 
-uint64_t quic_stream_lost(struct quic *q, int64_t id)
+bool quic_window_full(struct quic *q)
 {
-    return q->conn ? ngtcp2_conn_get_stream_loss_count(q->conn, id) : 0;
+    return q->conn && ngtcp2_conn_get_max_data_left(q->conn) == 0;
 }
 
 /* ------------------------------------------------------------------------ */

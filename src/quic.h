@@ -114,7 +114,8 @@ void quic_wrote(struct quic *q, size_t n);
 enum cause quic_cause(struct quic *q);
 /* Whether the connection is over (it can send no more). */
 bool quic_over(struct quic *q);
-/* Packets of stream id declared lost so far (each sent again). */
-uint64_t quic_stream_lost(struct quic *q, int64_t id);
+/* Whether the server's window on the connection is full: no stream may
+ * send until it opens. */
+bool quic_window_full(struct quic *q);
 
 #endif
