@@ -262,10 +262,34 @@ static void streams_capped(FILE *f, const struct result *r)
                 allowed, r->cfg->streams, allowed);
 }
 
+/* HTTP/3: the causes of the socket errors (the text report has wrk's
+ * classes only), and the packets QUIC lost and sent again. */
+static void quic_events(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    const char *sep = "";
+    if (!r->cfg->http3)
+        return;
+    if (s->errors.connect + s->errors.read + s->errors.write + s->errors.timeout) {
+        fputs("Note: HTTP/3 errors by cause:", f);
+        for (int c = 0; c < CAUSE_COUNT; c++) {
+            if (!s->causes[c])
+                continue;
+            fprintf(f, "%s %s %" PRIu64, sep, stats_cause_name((enum cause)c), s->causes[c]);
+            sep = ",";
+        }
+        fputc('\n', f);
+    }
+    if (s->h3.lost)
+        fprintf(f, "Note: QUIC declared %" PRIu64 " packets of requests lost and sent them again\n",
+                s->h3.lost);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
     streams_capped(f, r);
+    quic_events(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)
         fprintf(f,

@@ -50,8 +50,12 @@ def go_build(src, out):
     if not env.get("HOME") and not env.get("XDG_CACHE_HOME") and not env.get("GOCACHE"):
         env["GOCACHE"] = os.path.join(ROOT, "build", "go-cache")
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    cmd = [go, "build", "-o", out, "."]
+    # Built aside and renamed: test processes running side by side may
+    # build the same program at once, and start it meanwhile.
+    tmp = f"{out}.{os.getpid()}.tmp"
+    cmd = [go, "build", "-o", tmp, "."]
     p = subprocess.run(cmd, cwd=src, env=env, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"{shlex.join(cmd)} failed:\n{p.stdout}{p.stderr}")
+    os.replace(tmp, out)
     return out

@@ -224,6 +224,8 @@ def test_n_is_exact_through_a_lossy_path(go_h3, udp_relay, tmp_path, path):
     # lost (counted once for each stream they carried; a packet held back
     # long enough is declared lost too)
     assert doc["http3"]["packets_lost"] > 0, doc["http3"]
+    assert f"Note: QUIC declared {doc['http3']['packets_lost']} packets of requests lost and " \
+           "sent them again\n" in run.stderr, run
 
 
 def test_a_server_killed_mid_run_ends_the_run_with_every_request_counted_once(go_h3, tmp_path):
@@ -336,6 +338,9 @@ def test_hostile_quic_peer(h3peer, tmp_path, mode, peer_options, options, allowe
     assert set(found) - late == allowed, (found, run)
     n = doc["requests"]
     assert n <= stats["answered"], (n, stats)
+    # the report's note has the causes too
+    note = re.search(r"^Note: HTTP/3 errors by cause: (.*)$", run.stderr, re.M)
+    assert note and note.group(1) == ", ".join(f"{c} {k}" for c, k in causes(doc).items()), run
     h3 = doc["http3"]
     if "-n" in options:
         # Every request ended, as a response or an error (a connection reset
