@@ -426,15 +426,6 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
 /* The operations                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* nghttp2's allocator: the session's pool. */
-static void *mem_malloc(size_t size, void *pool) { return pool_alloc(pool, size); }
-static void mem_free(void *ptr, void *pool) { pool_put(pool, ptr); }
-static void *mem_calloc(size_t n, size_t size, void *pool) { return pool_calloc(pool, n, size); }
-static void *mem_realloc(void *ptr, size_t size, void *pool)
-{
-    return pool_realloc(pool, ptr, size);
-}
-
 static void *h2_new(struct conn *c)
 {
     (void)c;
@@ -452,7 +443,9 @@ static void *h2_new(struct conn *c)
     /* Closed streams are not kept for a priority tree volley never uses. */
     nghttp2_option_set_no_closed_streams(s->option, 1);
     nghttp2_option_set_no_http_messaging(s->option, 1);
-    s->mem = (nghttp2_mem){&s->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    /* nghttp2's allocator: the session's pool. */
+    s->mem =
+        (nghttp2_mem){&s->pool, pool_mem_malloc, pool_mem_free, pool_mem_calloc, pool_mem_realloc};
     return s;
 }
 

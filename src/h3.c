@@ -24,6 +24,7 @@
 #include "clock.h"
 #include "conn.h"
 #include "h2req.h"
+#include "pool.h"
 #include "proto.h"
 #include "quic.h"
 #include "request.h"
@@ -72,6 +73,8 @@ struct h3 {
     struct conn *c;
     struct quic *q;
     nghttp3_conn *ng; /* while the connection is open */
+    struct pool pool; /* nghttp3's memory, reused across streams and reconnects */
+    nghttp3_mem mem;
     struct quic_app app;
     struct h3_stream *head, *tail; /* in flight */
     struct h3_stream *waiting;     /* the first of them that has no stream yet */
@@ -615,6 +618,9 @@ static void *h3_new(struct conn *c)
         .early_rejected = app_early_rejected,
         .no_error = NGHTTP3_H3_NO_ERROR,
     };
+    /* nghttp3 allocates and frees the same few sizes for every stream. */
+    s->mem =
+        (nghttp3_mem){&s->pool, pool_mem_malloc, pool_mem_free, pool_mem_calloc, pool_mem_realloc};
     return s;
 }
 
@@ -637,6 +643,7 @@ static void h3_free(void *session)
     free(s->all_batches);
     h2req_static_free(&s->static_copy);
     msgs_free(&s->static_msgs);
+    pool_clear(&s->pool);
     free(s);
 }
 
@@ -647,7 +654,7 @@ static bool start_session(struct conn *c)
     nghttp3_settings settings;
     nghttp3_settings_default(&settings);
     int64_t control, encoder, decoder;
-    if (nghttp3_conn_client_new(&s->ng, &callbacks, &settings, nghttp3_mem_default(), c) != 0)
+    if (nghttp3_conn_client_new(&s->ng, &callbacks, &settings, &s->mem, c) != 0)
         die("HTTP/3: out of memory");
     if (quic_open_uni(s->q, &control) != 0 || quic_open_uni(s->q, &encoder) != 0 ||
         quic_open_uni(s->q, &decoder) != 0) {

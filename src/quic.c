@@ -38,6 +38,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "net.h"
+#include "pool.h"
 #include "xalloc.h"
 
 #ifndef UDP_SEGMENT
@@ -113,6 +114,8 @@ struct quic {
     size_t params_len;
     uint8_t *token; /* NEW_TOKEN, for address validation */
     size_t token_len;
+    struct pool pool; /* ngtcp2's memory, reused across packets and reconnects */
+    ngtcp2_mem mem;
     /* The current connection. */
     ngtcp2_conn *conn;
     gnutls_session_t tls;
@@ -580,6 +583,8 @@ static struct quic *state_of(struct sock *s)
         ev_init(&q->timer, on_timer);
         q->timer.data = q;
         q->armed = UINT64_MAX;
+        q->mem = (ngtcp2_mem){&q->pool, pool_mem_malloc, pool_mem_free, pool_mem_calloc,
+                              pool_mem_realloc};
     }
     q->sock = s;
     return q;
@@ -659,7 +664,7 @@ static bool start(struct quic *q)
     on_rand(dcid.data, dcid.datalen, NULL);
     on_rand(scid.data, scid.datalen, NULL);
     if (!new_tls(q) || ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &q->path, NGTCP2_PROTO_VER_V1,
-                                              &callbacks, &settings, &params, NULL, q) != 0)
+                                              &callbacks, &settings, &params, &q->mem, q) != 0)
         die("HTTP/3: out of memory");
     ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
     ngtcp2_ccerr_default(&q->ccerr);
@@ -1129,6 +1134,7 @@ static void quic_release(struct sock *s)
     free(q->token);
     buf_free(&q->tx);
     buf_free(&q->stash);
+    pool_clear(&q->pool);
     free(q);
     s->state = NULL;
 }
