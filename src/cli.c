@@ -43,6 +43,7 @@ static const char usage_text[] =
     "                           or HTTP/1.1 pipelining (default 1)\n"
     "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
     "        --http3            Speak HTTP/3 over QUIC (ALPN h3, https only)\n"
+    "        --ecn              HTTP/3: send ECN-capable packets, count the marks received\n"
     "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
     "                           each stage ramps from the rate before it (-R or 0)\n"
     "                           to its own, and the run lasts their sum\n"
@@ -95,6 +96,7 @@ enum {
     OPT_HTTP2,
     OPT_HTTP3,
     OPT_EARLY_DATA,
+    OPT_ECN,
     OPT_UNIX_SOCKET,
     OPT_SNI,
     OPT_VERIFY,
@@ -134,6 +136,7 @@ static const struct option long_options[] = {
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"http3", no_argument, NULL, OPT_HTTP3},
     {"0rtt", no_argument, NULL, OPT_EARLY_DATA},
+    {"ecn", no_argument, NULL, OPT_ECN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"sni", required_argument, NULL, OPT_SNI},
@@ -496,6 +499,9 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         case OPT_EARLY_DATA:
             cfg->early_data = true;
             break;
+        case OPT_ECN:
+            cfg->ecn = true;
+            break;
         case OPT_NO_KEEPALIVE:
             cfg->no_keepalive = true;
             break;
@@ -662,6 +668,8 @@ static void validate(struct config *cfg)
         usage_error("--http3 runs over UDP: it does not combine with --unix-socket");
     if (cfg->early_data && !cfg->http3)
         usage_error("--0rtt needs --http3");
+    if (cfg->ecn && !cfg->http3)
+        usage_error("--ecn needs --http3");
     if (cfg->cacert)
         cfg->verify = true;
     /* wrk2: -U prints the latency distributions, as -L does. */

@@ -63,6 +63,7 @@ struct config {
     bool http2;        /* speak HTTP/2: ALPN h2 over TLS, h2c with prior knowledge */
     bool http3;        /* speak HTTP/3 over QUIC (ALPN h3) */
     bool early_data;   /* --0rtt: HTTP/3 requests as 0-RTT data when resuming */
+    bool ecn;          /* --ecn: HTTP/3 packets ECN-capable, marks received counted */
     uint64_t streams;  /* -m: requests in flight per connection (HTTP/2 streams,
                           HTTP/1.1 pipeline depth of the static request) */
     char *unix_socket; /* connect here instead of the URL's host and port */

@@ -529,7 +529,8 @@ int main(int argc, char **argv)
                                           .cacert = cfg.cacert,
                                           .cert = cfg.cert,
                                           .key = cfg.key,
-                                          .early_data = cfg.early_data});
+                                          .early_data = cfg.early_data,
+                                          .ecn = cfg.ecn});
 #endif
     signal(SIGPIPE, SIG_IGN);
     if (cfg.json)

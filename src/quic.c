@@ -91,6 +91,7 @@ static struct {
     char *sni;         /* the server name to send, or NULL (IP literals get none) */
     char *verify_name; /* with --verify: the name the certificate must carry */
     bool early_data;
+    bool ecn;                    /* --ecn: packets marked as ngtcp2 says, marks received read */
     ngtcp2_duration initial_rtt; /* from the start-up check, or 0 */
 } run;
 
@@ -131,10 +132,14 @@ struct quic {
     bool closed_by_peer;
     bool stateless_reset;
     bool version_negotiation;
-    bool early;       /* 0-RTT was attempted */
-    bool completed;   /* the handshake completed */
-    bool gro;         /* the socket coalesces datagrams */
-    enum cause cause; /* why it is over */
+    bool early;        /* 0-RTT was attempted */
+    bool completed;    /* the handshake completed */
+    bool gro;          /* the socket coalesces datagrams */
+    uint8_t rx_ecn;    /* --ecn: the ECN marks of the last read's datagrams */
+    uint8_t tx_ecn;    /* --ecn: the marks of the batch to send */
+    uint8_t carry_ecn; /* --ecn: those of the packet kept for the next batch */
+    int tos;           /* --ecn: the marks the socket sends with, -1 unset */
+    enum cause cause;  /* why it is over */
     /* The datagrams of the last read: each rx_seg bytes long but the last
      * (GRO), or rx_lens[i] each (recvmmsg). */
     size_t rx_seg, rx_n;
@@ -201,6 +206,7 @@ void quic_setup(const struct quic_options *o)
                     : "no PEM certificate and unencrypted private key in it");
     }
     run.early_data = o->early_data;
+    run.ecn = o->ecn;
 }
 
 void quic_cleanup(void)
@@ -563,13 +569,19 @@ static void set_socket_options(struct quic *q, int fd)
     if (!q->gro)
         atomic_store(&no_gro, true);
     /* QUIC needs the Don't Fragment bit (RFC 9000 §14): a datagram too large
-     * for the path is lost, not cut into fragments. ECN stays off: volley
-     * marks no packet ECN-capable. */
+     * for the path is lost, not cut into fragments. ECN stays off unless
+     * asked for (--ecn): then the marks of what comes in are read, for
+     * ngtcp2's ECN validation and the figures. */
     int pmtu = IP_PMTUDISC_DO;
-    if (q->remote.ss_family == AF_INET6)
+    bool v6 = q->remote.ss_family == AF_INET6;
+    if (v6)
         setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
     else
         setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
+    q->tos = -1;
+    if (run.ecn)
+        setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_RECVTCLASS : IP_RECVTOS, &one,
+                   sizeof one);
 }
 
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
@@ -746,13 +758,27 @@ static int read_error(struct quic *q, int err)
     return IO_ERROR;
 }
 
+/* --ecn: the marks of a datagram, from IP_TOS or IPV6_TCLASS. A GRO batch
+ * holds only datagrams of the same marks. */
+static void read_tos(struct quic *q, const struct cmsghdr *c)
+{
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
+        q->rx_ecn = *(const uint8_t *)CMSG_DATA(c) & NGTCP2_ECN_MASK;
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS &&
+               c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+        int tclass;
+        memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
+        q->rx_ecn = (uint8_t)(tclass & NGTCP2_ECN_MASK);
+    }
+}
+
 /* One GRO batch: datagrams of one size (the last maybe shorter), their
  * size in the control message. */
 static ssize_t read_gro(struct quic *q, char *buf, size_t len)
 {
     struct iovec iov = {.iov_base = buf, .iov_len = len};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(sizeof(int)) * 2];
         struct cmsghdr align;
     } control;
     struct msghdr msg = {.msg_iov = &iov,
@@ -763,12 +789,15 @@ static ssize_t read_gro(struct quic *q, char *buf, size_t len)
     if (n < 0)
         return read_error(q, errno);
     q->rx_seg = (size_t)n;
+    q->rx_ecn = NGTCP2_ECN_NOT_ECT;
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
             int seg;
             memcpy(&seg, CMSG_DATA(c), sizeof seg);
             if (seg > 0)
                 q->rx_seg = (size_t)seg;
+        } else {
+            read_tos(q, c);
         }
     }
     q->rx_n = 0;
@@ -804,6 +833,7 @@ static ssize_t read_mmsg(struct quic *q, char *buf, size_t len)
     }
     q->rx_n = (size_t)got;
     q->rx_seg = 0;
+    q->rx_ecn = NGTCP2_ECN_NOT_ECT; /* --ecn reads the marks of GRO batches only */
     return (ssize_t)n;
 }
 
@@ -823,7 +853,10 @@ static bool feed(struct quic *q, const char *data, size_t len, ngtcp2_tstamp ts)
     /* Fewer than 21 bytes are never a QUIC packet (RFC 9000 §10.3). */
     if (len < 21)
         return true;
-    int rv = ngtcp2_conn_read_pkt(q->conn, &q->path, NULL, (const uint8_t *)data, len, ts);
+    ngtcp2_pkt_info pi = {.ecn = q->rx_ecn};
+    if (h3 && run.ecn)
+        h3->ecn_received[q->rx_ecn]++;
+    int rv = ngtcp2_conn_read_pkt(q->conn, &q->path, &pi, (const uint8_t *)data, len, ts);
     if (rv != 0) {
         failed(q, rv);
         return false;
@@ -857,7 +890,8 @@ bool quic_input(struct quic *q, const char *buf, size_t len)
 /* One packet, written into dest (at most len bytes), with what stream data
  * the session has; its size, 0 when nothing is to be sent, < 0 on a
  * fatal error. */
-static ngtcp2_ssize pack(struct quic *q, uint8_t *dest, size_t len, ngtcp2_tstamp ts)
+static ngtcp2_ssize pack(struct quic *q, uint8_t *dest, size_t len, ngtcp2_pkt_info *pi,
+                         ngtcp2_tstamp ts)
 {
     for (;;) {
         int64_t id = -1;
@@ -871,8 +905,8 @@ static ngtcp2_ssize pack(struct quic *q, uint8_t *dest, size_t len, ngtcp2_tstam
         }
         uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_MORE | (fin ? NGTCP2_WRITE_STREAM_FLAG_FIN : 0);
         ngtcp2_ssize taken = -1;
-        ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, NULL, NULL, dest, len, &taken, flags,
-                                                   id, v, (size_t)nv, ts);
+        ngtcp2_ssize n = ngtcp2_conn_writev_stream(q->conn, NULL, pi, dest, len, &taken, flags, id,
+                                                   v, (size_t)nv, ts);
         if (taken >= 0 && q->app && q->app->pushed(q->app->arg, id, (size_t)taken))
             return NGTCP2_ERR_CALLBACK_FAILURE;
         switch (n) {
@@ -903,25 +937,33 @@ static void fill(struct quic *q)
     if (limit > QUIC_BATCH_BYTES)
         limit = QUIC_BATCH_BYTES;
     size_t len = q->tx.len - q->tx_end, seg = len, count = len ? 1 : 0;
-    if (len)
+    if (len) {
         memmove(q->tx.data, q->tx.data + q->tx_end, len);
+        q->tx_ecn = q->carry_ecn;
+    }
     q->tx.len = q->tx_end = len;
     buf_reserve(&q->tx, limit + max);
     while (count < QUIC_BATCH_SEGMENTS && (count == 0 || len + seg <= limit) &&
            (count == 0 || len == count * seg)) {
-        ngtcp2_ssize n = pack(q, (uint8_t *)q->tx.data + len, max, ts);
+        ngtcp2_pkt_info pi = {0};
+        ngtcp2_ssize n = pack(q, (uint8_t *)q->tx.data + len, max, &pi, ts);
         if (n < 0)
             failed(q, (int)n);
         if (n <= 0)
             break;
         if (h3)
             h3->packets_sent++;
-        if (count && (size_t)n > seg) {
+        /* With --ecn every packet of a batch carries the same marks. */
+        uint8_t ecn = run.ecn ? pi.ecn : NGTCP2_ECN_NOT_ECT;
+        if (count && ((size_t)n > seg || ecn != q->tx_ecn)) {
             q->tx.len = len + (size_t)n; /* the next batch's first */
+            q->carry_ecn = ecn;
             break;
         }
-        if (count++ == 0)
+        if (count++ == 0) {
             seg = (size_t)n;
+            q->tx_ecn = ecn;
+        }
         len += (size_t)n;
         q->tx.len = len;
     }
@@ -1007,9 +1049,24 @@ static ssize_t send_gso(struct quic *q, const char *data, size_t len, size_t seg
     return write_error(q, errno);
 }
 
+/* --ecn: the socket sends with the batch's marks (one system call when
+ * they change: ngtcp2 marks every packet alike once the path is validated). */
+static void mark(struct quic *q)
+{
+    if (!run.ecn || q->tos == q->tx_ecn)
+        return;
+    int tos = q->tx_ecn;
+    if (q->remote.ss_family == AF_INET6)
+        setsockopt(q->sock->fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof tos);
+    else
+        setsockopt(q->sock->fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
+    q->tos = tos;
+}
+
 static ssize_t quic_write(struct sock *s, const char *buf, size_t len)
 {
     struct quic *q = s->state;
+    mark(q);
     /* What is left of the batch starts on a datagram's boundary. */
     size_t seg = q->tx_seg ? q->tx_seg : len;
     return atomic_load(&no_gso) ? send_mmsg(q, buf, len, seg) : send_gso(q, buf, len, seg);

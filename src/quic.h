@@ -32,6 +32,7 @@ struct quic_options {
     const char *cacert; /* --cacert, or NULL */
     const char *cert, *key;
     bool early_data; /* --0rtt */
+    bool ecn;        /* --ecn */
 };
 
 /* Builds the run's GnuTLS credentials. Exits with a one-line message when a

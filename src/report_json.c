@@ -321,6 +321,20 @@ static void quic_ends(struct json *j, const struct h3_stats *h3)
         json_null(j, "cwnd_mean_bytes");
 }
 
+/* --ecn: the datagrams received, by their ECN marks. */
+static void ecn(struct json *j, const struct result *r)
+{
+    static const char *const names[4] = {"not_ect", "ect1", "ect0", "ce"};
+    if (!r->cfg->ecn) {
+        json_null(j, "ecn_received");
+        return;
+    }
+    json_object_begin(j, "ecn_received");
+    for (int i = 0; i < 4; i++)
+        json_uint(j, names[i], r->stats.h3.ecn_received[i]);
+    json_object_end(j);
+}
+
 /* By alert number (RFC 8446 §6), as status codes are keyed. */
 static void alerts(struct json *j, const uint64_t *counts)
 {
@@ -356,6 +370,7 @@ static void http3(struct json *j, const struct result *r)
     json_uint(j, "packets_lost", h3->lost);
     quic_ends(j, h3);
     early_data(j, h3);
+    ecn(j, r);
     json_uint(j, "stateless_resets", h3->stateless_resets);
     json_uint(j, "idle_timeouts", h3->idle_timeouts);
     json_uint(j, "version_negotiations", h3->version_negotiations);

@@ -102,6 +102,7 @@ static void h3_merge(struct h3_stats *dst, const struct h3_stats *src)
     dst->stateless_resets += src->stateless_resets;
     dst->version_negotiations += src->version_negotiations;
     dst->idle_timeouts += src->idle_timeouts;
+    add(dst->ecn_received, src->ecn_received, 4);
     add(dst->alerts, src->alerts, 256);
     add(dst->close_transport, src->close_transport, STATS_QUIC_CODES);
     add(dst->close_application, src->close_application, STATS_H3_CODES);

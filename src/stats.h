@@ -103,7 +103,8 @@ struct h3_stats {
     uint64_t early_accepted, early_rejected;
     uint64_t early_requests; /* requests sent as 0-RTT data */
     uint64_t stateless_resets, version_negotiations, idle_timeouts;
-    uint64_t alerts[256]; /* TLS alerts that ended a handshake, sent or received */
+    uint64_t ecn_received[4]; /* --ecn: datagrams by their marks (RFC 3168 codepoint) */
+    uint64_t alerts[256];     /* TLS alerts that ended a handshake, sent or received */
     uint64_t close_transport[STATS_QUIC_CODES]; /* CONNECTION_CLOSE received, by code */
     uint64_t close_application[STATS_H3_CODES];
     uint64_t resets[STATS_H3_CODES]; /* request streams the server reset, by code */

@@ -291,6 +291,7 @@ def test_verify_over_http3(go_h3, certs):
     (["--http3", "http://127.0.0.1:1/"], "--http3 needs an https URL: QUIC is always encrypted"),
     (["--http3", "--http2", "https://127.0.0.1:1/"], "--http2 and --http3 exclude each other"),
     (["--0rtt", "https://127.0.0.1:1/"], "--0rtt needs --http3"),
+    (["--ecn", "https://127.0.0.1:1/"], "--ecn needs --http3"),
     (["--http3", "--unix-socket", "/tmp/x", "https://localhost/"],
      "--http3 runs over UDP: it does not combine with --unix-socket"),
 ])
@@ -365,9 +366,27 @@ def test_docs_json_names_every_http3_field(go_h3, tmp_path):
     from test_json import field_names
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "json.md")) as f:
         doc_text = f.read()
-    _, doc = run_json(tmp_path, "--http3", "--0rtt", "--no-keepalive", "-t1", "-c1", "-n", "5",
+    _, doc = run_json(tmp_path, "--http3", "--0rtt", "--ecn", "--no-keepalive", "-t1", "-c1", "-n", "5",
                       go_h3().url)
+    assert doc["http3"]["ecn_received"] is not None
     names = field_names(doc["http3"], skip=("stream_reset_received", "handshake_alerts",
                                             "transport", "application"))
     missing = sorted(n for n in names if f"`{n}`" not in doc_text)
     assert not missing, f"fields docs/json.md does not name: {missing}"
+
+
+def test_ecn_is_off_unless_asked_for(go_h3, udp_relay, tmp_path):
+    srv = go_h3()
+    for ecn in ([], ["--ecn"]):
+        relay = udp_relay(srv.port)
+        _, doc = run_json(tmp_path, "--http3", *ecn, "-t1", "-c2", "-n", "500", relay.url)
+        marked = relay.stats()["to_server"]["ecn_marked"]
+        if ecn:
+            # ngtcp2 marks its first packets ECT(0) to validate the path; the
+            # relay sends on unmarked, so validation fails and marking stops
+            assert marked > 0 and doc["http3"]["ecn_received"]["not_ect"] > 0, doc["http3"]
+        else:
+            assert marked == 0 and doc["http3"]["ecn_received"] is None, doc["http3"]
+    # straight to quic-go, which marks its packets ECT(0): volley reads the marks
+    _, doc = run_json(tmp_path, "--http3", "--ecn", "-t1", "-c2", "-n", "500", srv.url)
+    assert doc["http3"]["ecn_received"]["ect0"] > 0, doc["http3"]

@@ -11,9 +11,12 @@ socket of its own towards 127.0.0.1:PORT. Every datagram, either way, is
 dropped with probability --drop, else held back with probability --reorder
 and sent after the next datagram that flow sends the same way (or 2 ms
 later); with --garbage, a datagram of random bytes follows one with that
-probability. SIGTERM or SIGINT (and --max-time, default 300) write the
-stats and exit 0:
-  {"to_server": {"relayed": n, "dropped": n, "reordered": n, "garbage": n},
+probability. It relays payloads only: what it sends carries no ECN mark,
+but it counts the datagrams that came marked ECN-capable (ECT(0), ECT(1)
+or CE). SIGTERM or SIGINT (and --max-time, default 300) write the stats
+and exit 0:
+  {"to_server": {"relayed": n, "dropped": n, "reordered": n, "garbage": n,
+                 "ecn_marked": n},
    "to_client": {...}}
 SPDX-License-Identifier: MIT
 """
@@ -31,12 +34,14 @@ HOLD = 0.002  # seconds a held-back datagram waits at most
 
 class Direction:
     def __init__(self, name, options, rng):
-        self.stats = {"relayed": 0, "dropped": 0, "reordered": 0, "garbage": 0}
+        self.stats = {"relayed": 0, "dropped": 0, "reordered": 0, "garbage": 0, "ecn_marked": 0}
         self.name, self.options, self.rng = name, options, rng
 
-    def pass_on(self, data, send, flow):
+    def pass_on(self, data, send, flow, tos):
         """Relay data with send(bytes), losing or holding it back."""
         o = self.options
+        if tos & 3:
+            self.stats["ecn_marked"] += 1
         if self.rng.random() < o.drop:
             self.stats["dropped"] += 1
             return
@@ -75,6 +80,7 @@ def main():
     rng = random.Random(o.seed)
     up, down = Direction("to_server", o, rng), Direction("to_client", o, rng)
     listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     listener.bind(("127.0.0.1", 0))
     listener.setblocking(False)
     sel = selectors.DefaultSelector()
@@ -90,21 +96,24 @@ def main():
             sock, flow = key.fileobj, key.data
             while True:
                 try:
-                    data, addr = sock.recvfrom(65536)
+                    data, ancillary, _, addr = sock.recvmsg(65536, socket.CMSG_SPACE(4))
                 except (BlockingIOError, ConnectionRefusedError):
                     break
+                tos = next((d[0] for level, kind, d in ancillary
+                            if level == socket.IPPROTO_IP and kind == socket.IP_TOS and d), 0)
                 if flow is None:  # from a client
                     f = flows.get(addr)
                     if f is None:
                         u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                        u.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
                         u.connect(("127.0.0.1", o.to))
                         u.setblocking(False)
                         f = flows[addr] = Flow(addr, u)
                         sel.register(u, selectors.EVENT_READ, f)
-                    up.pass_on(data, lambda d, u=f.upstream: send(u.send, d), f)
+                    up.pass_on(data, lambda d, u=f.upstream: send(u.send, d), f, tos)
                 else:  # from the server
                     down.pass_on(data, lambda d, c=flow.client: send(
-                        lambda b: listener.sendto(b, c), d), flow)
+                        lambda b: listener.sendto(b, c), d), flow, tos)
         now = time.monotonic()
         for f in flows.values():
             for name, (data, sender, due) in list(f.held.items()):
