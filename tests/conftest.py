@@ -287,19 +287,27 @@ class Testd(StatsServer):
             return [json.loads(line) for line in f if line.strip()]
 
 
+def started(make, end="kill"):
+    """The body of a server fixture: yields start(...), which starts a
+    server with make(...) and returns it; at the end each is ended (its
+    kill() or stop())."""
+    servers = []
+
+    def start(*args, **kw):
+        server = make(*args, **kw)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        getattr(server, end)()
+
+
 @pytest.fixture
 def testd(tmp_path):
     """Factory: testd("--delay", 20) starts a server; all are stopped at the end."""
-    servers = []
-
-    def start(*options, listen="127.0.0.1:0"):
-        s = Testd(str(tmp_path), *options, listen=listen)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda *options, listen="127.0.0.1:0":
+                       Testd(str(tmp_path), *options, listen=listen))
 
 
 # --------------------------------------------------------------------------
@@ -442,16 +450,7 @@ def tls_front(nginx, certs, upstream_port):
 @pytest.fixture
 def nginx(tmp_path):
     """Factory: nginx(server='location / { return 200 "x"; }') starts one."""
-    servers = []
-
-    def start(**kw):
-        n = Nginx(str(tmp_path), **kw)
-        servers.append(n)
-        return n
-
-    yield start
-    for n in servers:
-        n.stop()
+    yield from started(lambda **kw: Nginx(str(tmp_path), **kw), end="stop")
 
 
 # --------------------------------------------------------------------------
@@ -544,16 +543,9 @@ class Nghttpd:
 def nghttpd(tmp_path, server_cert):
     """Factory: nghttpd(tls=False, max_streams=None) starts one (-m sets its
     SETTINGS_MAX_CONCURRENT_STREAMS, 100 by default)."""
-    servers = []
-
-    def start(tls=False, max_streams=None):
-        s = Nghttpd(str(tmp_path), tls=tls, cert=server_cert, max_streams=max_streams)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
+    yield from started(lambda tls=False, max_streams=None:
+                       Nghttpd(str(tmp_path), tls=tls, cert=server_cert, max_streams=max_streams),
+                       end="stop")
 
 
 GO_H2C_SRC = os.path.join(ROOT, "tests", "server", "h2c")
@@ -591,16 +583,8 @@ class GoH2c(StatsServer):
 def go_h2c(go_h2c_binary, tmp_path):
     """Factory: go_h2c(max_streams=None) starts the Go h2c server; .stats()
     stops it and returns what it saw (see tests/server/h2c/main.go)."""
-    servers = []
-
-    def start(max_streams=None):
-        s = GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda max_streams=None:
+                       GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams))
 
 
 H2PEER = os.path.join(ROOT, "tests", "server", "h2peer.py")
@@ -622,16 +606,7 @@ class H2Peer(StatsServer):
 def h2peer(tmp_path):
     """Factory: h2peer("goaway", "--after", 5) starts the hostile HTTP/2 peer
     in that mode; .stats() stops it and returns what it saw."""
-    servers = []
-
-    def start(mode="normal", *options):
-        s = H2Peer(str(tmp_path), mode, *options)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda mode="normal", *options: H2Peer(str(tmp_path), mode, *options))
 
 
 # --------------------------------------------------------------------------
@@ -677,16 +652,7 @@ class GoH3(StatsServer):
 def go_h3(go_h3_binary, tmp_path, server_cert):
     """Factory: go_h3("--max-streams", 8) starts quic-go's HTTP/3 server;
     .stats() stops it and returns what it saw, .log() what it answered."""
-    servers = []
-
-    def start(*options):
-        s = GoH3(go_h3_binary, str(tmp_path), server_cert, *options)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda *options: GoH3(go_h3_binary, str(tmp_path), server_cert, *options))
 
 
 class H3Peer(StatsServer):
@@ -708,16 +674,8 @@ def h3peer(tmp_path, server_cert):
     """Factory: h3peer("close", "--after", 5) starts the aioquic server in
     that mode ("normal": a working one); .stats() stops it and returns what
     it saw."""
-    servers = []
-
-    def start(mode="normal", *options):
-        s = H3Peer(str(tmp_path), server_cert, mode, *options)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda mode="normal", *options:
+                       H3Peer(str(tmp_path), server_cert, mode, *options))
 
 
 class UdpRelay(StatsServer):
@@ -738,13 +696,4 @@ def udp_relay(tmp_path):
     """Factory: udp_relay(server.port, "--drop", 0.03) relays to a server's
     port, losing and reordering as told; .stats() stops it and returns the
     datagrams it relayed and dropped each way."""
-    relays = []
-
-    def start(port, *options):
-        r = UdpRelay(str(tmp_path), port, *options)
-        relays.append(r)
-        return r
-
-    yield start
-    for r in relays:
-        r.kill()
+    yield from started(lambda port, *options: UdpRelay(str(tmp_path), port, *options))
