@@ -6,14 +6,13 @@
 
 #include <getopt.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "profile.h"
+#include "stats.h"
 #include "threshold.h"
 #include "units.h"
 #include "version.h"
@@ -117,6 +116,7 @@ enum {
     OPT_THRESHOLD,
     OPT_ABORT_ON_FAIL,
     OPT_ABORT_AFTER,
+    OPT_LIST_FIELDS,
 };
 
 static const struct option long_options[] = {
@@ -158,6 +158,9 @@ static const struct option long_options[] = {
     {"threshold", required_argument, NULL, OPT_THRESHOLD},
     {"abort-on-fail", no_argument, NULL, OPT_ABORT_ON_FAIL},
     {"abort-after", required_argument, NULL, OPT_ABORT_AFTER},
+    /* Not in --help: the table of figures, for the tests of the docs and
+     * of volley merge (stats.h). */
+    {"list-fields", no_argument, NULL, OPT_LIST_FIELDS},
     {NULL, 0, NULL, 0},
 };
 
@@ -264,17 +267,7 @@ static void add_header(struct config *cfg, const char *arg)
         if (value[i] == '\r' || value[i] == '\n')
             usage_error("invalid header '%s': line breaks are not allowed", arg);
 
-    char *name = xstrndup(arg, name_len);
-    struct header *h = (struct header *)cli_header(cfg, name);
-    if (h) {
-        free(h->name);
-        free(h->value);
-    } else {
-        cfg->headers = xrealloc(cfg->headers, (cfg->nheaders + 1) * sizeof *cfg->headers);
-        h = &cfg->headers[cfg->nheaders++];
-    }
-    h->name = name;
-    h->value = xstrndup(value, value_len);
+    spec_set_header(&cfg->spec, arg, name_len, value, value_len);
 }
 
 /* A plain decimal number, nothing else. */
@@ -296,10 +289,10 @@ static bool decimal(const char *s, const char *end, uint64_t *out)
 static void shard_arg(struct config *cfg, const char *what, const char *arg, bool index_only)
 {
     const char *slash = strchr(arg, '/'), *end = arg + strlen(arg);
-    if (!decimal(arg, slash ? slash : end, &cfg->shard.index) ||
-        (slash ? !decimal(slash + 1, end, &cfg->shard.count) : !index_only))
+    if (!decimal(arg, slash ? slash : end, &cfg->spec.shard.index) ||
+        (slash ? !decimal(slash + 1, end, &cfg->spec.shard.count) : !index_only))
         usage_error("invalid %s '%s': expected I/N, shard I of N counting from 0", what, arg);
-    if (slash && cfg->shard.count == 0)
+    if (slash && cfg->spec.shard.count == 0)
         usage_error("invalid %s '%s': there must be at least one shard", what, arg);
 }
 
@@ -317,42 +310,19 @@ static void shard_env(struct config *cfg)
     else if (shards && *shards)
         usage_error("VOLLEY_SHARDS is set, but neither VOLLEY_SHARD nor JOB_COMPLETION_INDEX "
                     "says which shard this is");
-    if (cfg->shard.count == 0 && shards && *shards) {
+    if (cfg->spec.shard.count == 0 && shards && *shards) {
         const char *end = shards + strlen(shards);
-        if (!decimal(shards, end, &cfg->shard.count) || cfg->shard.count == 0)
+        if (!decimal(shards, end, &cfg->spec.shard.count) || cfg->spec.shard.count == 0)
             usage_error("invalid VOLLEY_SHARDS '%s': expected the number of shards", shards);
     }
-}
-
-/* Share i of n of total: total / n each, the first total % n one more. */
-static uint64_t share(uint64_t total, uint64_t n, uint64_t i)
-{
-    return total / n + (i < total % n ? 1 : 0);
 }
 
 /* The whole run is the one part there is unless --shard says otherwise. */
 static void shard_shares(struct config *cfg)
 {
-    struct shard *s = &cfg->shard;
-    uint64_t n = s->count ? s->count : 1, i = s->index;
-    if (s->count && i >= n)
-        usage_error("invalid shard %" PRIu64 "/%" PRIu64 ": shards count from 0 to %" PRIu64, i, n,
-                    n - 1);
-    if (n > cfg->connections)
-        usage_error("%" PRIu64 " shards need at least as many connections (-c %" PRIu64 ")", n,
-                    cfg->connections);
-    if (cfg->requests && n > cfg->requests)
-        usage_error("%" PRIu64 " shards need at least as many requests (-n %" PRIu64 ")", n,
-                    cfg->requests);
-    s->connections = share(cfg->connections, n, i);
-    s->first_conn =
-        i * (cfg->connections / n) + (i < cfg->connections % n ? i : cfg->connections % n);
-    s->requests = cfg->requests ? share(cfg->requests, n, i) : 0;
-    /* Every connection sends at the same pace, so the rate divides as they do. */
-    s->rate = (double)cfg->rate * (double)s->connections / (double)cfg->connections;
-    /* A shard may have fewer connections than -t threads: a thread needs one. */
-    if (cfg->threads > s->connections)
-        cfg->threads = s->connections;
+    char why[160];
+    if (!spec_shard_shares(&cfg->spec, why, sizeof why))
+        usage_error("%s", why);
 }
 
 static void set_string(char **field, const char *arg)
@@ -364,7 +334,7 @@ static void set_string(char **field, const char *arg)
 /* -d: 0 and "inf" mean no time limit (the run ends with Ctrl-C). */
 static void set_duration(struct config *cfg, const char *arg)
 {
-    cfg->duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg);
+    cfg->spec.duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg);
     cfg->duration_set = true;
 }
 
@@ -385,13 +355,14 @@ static struct stage stage_arg(const char *item, size_t len, const char *arg)
 /* "30s:1000,1m:1000,30s:0". */
 static void set_stages(struct config *cfg, const char *arg)
 {
-    free(cfg->stages);
-    cfg->stages = NULL;
-    cfg->nstages = 0;
+    free(cfg->spec.stages);
+    cfg->spec.stages = NULL;
+    cfg->spec.nstages = 0;
     for (const char *item = arg;; item++) {
         size_t len = strcspn(item, ",");
-        cfg->stages = xrealloc(cfg->stages, (cfg->nstages + 1) * sizeof *cfg->stages);
-        cfg->stages[cfg->nstages++] = stage_arg(item, len, arg);
+        cfg->spec.stages =
+            xrealloc(cfg->spec.stages, (cfg->spec.nstages + 1) * sizeof *cfg->spec.stages);
+        cfg->spec.stages[cfg->spec.nstages++] = stage_arg(item, len, arg);
         item += len;
         if (!*item)
             break;
@@ -427,13 +398,13 @@ static void add_server_pid(struct config *cfg, const char *arg)
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->connections = 10;
-    cfg->threads = 2;
-    cfg->duration_us = 10 * 1000000ULL;
-    cfg->timeout_us = 2 * 1000000ULL;
-    cfg->streams = 1;
+    cfg->spec.connections = 10;
+    cfg->spec.threads = 2;
+    cfg->spec.duration_us = 10 * 1000000ULL;
+    cfg->spec.timeout_us = 2 * 1000000ULL;
+    cfg->spec.streams = 1;
     cfg->progress = true;
-    cfg->interval_us = 1000000;
+    cfg->spec.interval_us = 1000000;
 }
 
 static void parse_options(int argc, char **argv, struct config *cfg)
@@ -447,54 +418,54 @@ static void parse_options(int argc, char **argv, struct config *cfg)
     while ((c = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
         switch (c) {
         case 'c':
-            cfg->connections = metric_arg("number of connections", optarg);
+            cfg->spec.connections = metric_arg("number of connections", optarg);
             break;
         case 'd':
             set_duration(cfg, optarg);
             break;
         case 't':
-            cfg->threads = metric_arg("number of threads", optarg);
+            cfg->spec.threads = metric_arg("number of threads", optarg);
             cfg->threads_set = true;
             break;
         case 's':
-            set_string(&cfg->script, optarg);
+            set_string(&cfg->spec.script, optarg);
             break;
         case 'H':
             add_header(cfg, optarg);
             break;
         case 'L':
-            cfg->latency = true;
+            cfg->spec.latency = true;
             break;
         case 'T':
-            cfg->timeout_us = time_arg("timeout", optarg);
+            cfg->spec.timeout_us = time_arg("timeout", optarg);
             break;
         case 'R':
-            cfg->rate = metric_arg("rate", optarg);
-            if (cfg->rate == 0)
+            cfg->spec.rate = metric_arg("rate", optarg);
+            if (cfg->spec.rate == 0)
                 usage_error("rate must be at least 1 request/sec");
             break;
         case 'U':
-            cfg->u_latency = true;
+            cfg->spec.u_latency = true;
             break;
         case 'n':
-            cfg->requests = metric_arg("number of requests", optarg);
-            if (cfg->requests == 0)
+            cfg->spec.requests = metric_arg("number of requests", optarg);
+            if (cfg->spec.requests == 0)
                 usage_error("number of requests must be at least 1");
             break;
         case 'm':
-            cfg->streams = metric_arg("number of streams", optarg);
-            if (cfg->streams == 0 || cfg->streams > CLI_STREAMS_MAX)
+            cfg->spec.streams = metric_arg("number of streams", optarg);
+            if (cfg->spec.streams == 0 || cfg->spec.streams > CLI_STREAMS_MAX)
                 usage_error("number of streams must be 1 to %d", CLI_STREAMS_MAX);
             break;
         case OPT_HTTP2:
-            cfg->http2 = true;
+            cfg->spec.http2 = true;
             break;
         case OPT_HTTP3:
 #ifndef VOLLEY_HTTP3
             die("--http3: this volley was built without HTTP/3: install ngtcp2 >= 1.11 (with "
                 "its GnuTLS helper) and nghttp3 >= 1.8 (deps/install.sh does), then rebuild");
 #endif
-            cfg->http3 = true;
+            cfg->spec.http3 = true;
             break;
         case OPT_EARLY_DATA:
             cfg->early_data = true;
@@ -503,12 +474,12 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->ecn = true;
             break;
         case OPT_NO_KEEPALIVE:
-            cfg->no_keepalive = true;
+            cfg->spec.no_keepalive = true;
             break;
         case OPT_UNIX_SOCKET:
             if (!*optarg)
                 usage_error("invalid Unix socket path: empty");
-            set_string(&cfg->unix_socket, optarg);
+            set_string(&cfg->spec.unix_socket, optarg);
             break;
         case OPT_SNI:
             set_string(&cfg->sni, optarg);
@@ -532,13 +503,13 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->progress = false;
             break;
         case OPT_TIMELINE:
-            set_string(&cfg->timeline, optarg);
+            set_string(&cfg->spec.timeline, optarg);
             break;
         case OPT_INTERVAL:
-            cfg->interval_us = time_arg("interval", optarg);
+            cfg->spec.interval_us = time_arg("interval", optarg);
             break;
         case OPT_HDR_LOG:
-            set_string(&cfg->hdr_log, optarg);
+            set_string(&cfg->spec.hdr_log, optarg);
             break;
         case OPT_SERVER_PID:
             add_server_pid(cfg, optarg);
@@ -557,10 +528,10 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             set_stages(cfg, optarg);
             break;
         case OPT_RAMP_UP:
-            cfg->ramp_up_us = time_arg("ramp-up", optarg);
+            cfg->spec.ramp_up_us = time_arg("ramp-up", optarg);
             break;
         case OPT_WARMUP:
-            cfg->warmup_us = time_arg("warm-up", optarg);
+            cfg->spec.warmup_us = time_arg("warm-up", optarg);
             break;
         case OPT_THRESHOLD:
             add_threshold(&cfg->thresholds, &cfg->nthresholds, optarg, usage_error);
@@ -574,6 +545,9 @@ static void parse_options(int argc, char **argv, struct config *cfg)
                 usage_error("--abort-after must be at least 1 interval");
             abort_after_set = true;
             break;
+        case OPT_LIST_FIELDS:
+            stats_list_fields(stdout);
+            exit(0);
         case 'v':
             puts(version_line());
             exit(0);
@@ -597,41 +571,24 @@ static void parse_options(int argc, char **argv, struct config *cfg)
  * wherever one rate is reported; the profile starts from -R. */
 static void stage_rates(struct config *cfg)
 {
-    struct profile p;
-    uint64_t total_us = 0;
+    char why[160];
     if (cfg->duration_set)
         usage_error("--stages sets the duration (the sum of the stages): leave out -d");
-    profile_init(&p, (double)cfg->rate);
-    for (size_t i = 0; i < cfg->nstages; i++) {
-        if (cfg->stages[i].duration_us > UINT64_MAX - total_us)
-            usage_error("--stages: too long");
-        total_us += cfg->stages[i].duration_us;
-        profile_add(&p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
-    }
-    double requests = profile_requests(&p, (double)total_us);
-    profile_free(&p);
-    if (total_us == 0)
-        usage_error("--stages: the stages last no time");
-    if (requests < 1)
-        usage_error("--stages: the stages send no request");
-    cfg->stages_from = cfg->rate;
-    cfg->rate = (uint64_t)llround(requests * 1e6 / (double)total_us);
-    if (cfg->rate == 0)
-        cfg->rate = 1;
-    cfg->duration_us = total_us;
+    if (!spec_stage_rates(&cfg->spec, why, sizeof why))
+        usage_error("%s", why);
     cfg->duration_set = true;
 }
 
 /* The options of this change, against each other and the load model. */
 static void validate_phases(struct config *cfg)
 {
-    if (cfg->nstages)
+    if (cfg->spec.nstages)
         stage_rates(cfg);
-    if (cfg->ramp_up_us && cfg->rate)
+    if (cfg->spec.ramp_up_us && cfg->spec.rate)
         usage_error("--ramp-up is the closed model's ramp: with -R, ramp the rate with --stages");
-    if (cfg->warmup_us && cfg->requests)
+    if (cfg->spec.warmup_us && cfg->spec.requests)
         usage_error("--warmup does not combine with -n (-n counts every request sent)");
-    if (cfg->warmup_us && cfg->nstages && !cfg->stages_from)
+    if (cfg->spec.warmup_us && cfg->spec.nstages && !cfg->spec.stages_from)
         usage_error("--warmup with --stages needs -R: the rate to warm up at");
 }
 
@@ -639,55 +596,56 @@ static int to_stdout(const char *path) { return path && strcmp(path, "-") == 0; 
 
 static void validate(struct config *cfg)
 {
-    if (cfg->threads == 0)
+    if (cfg->spec.threads == 0)
         usage_error("number of threads must be at least 1");
-    if (cfg->timeout_us == 0)
+    if (cfg->spec.timeout_us == 0)
         usage_error("timeout must be greater than 0");
-    if (cfg->connections == 0)
+    if (cfg->spec.connections == 0)
         usage_error("number of connections must be at least 1");
     /* The default of 2 threads gives way to fewer connections (-c1 -n 1000,
      * an ab habit); an explicit -t does not. */
-    if (!cfg->threads_set && cfg->connections < cfg->threads)
-        cfg->threads = cfg->connections;
-    if (cfg->connections < cfg->threads)
+    if (!cfg->threads_set && cfg->spec.connections < cfg->spec.threads)
+        cfg->spec.threads = cfg->spec.connections;
+    if (cfg->spec.connections < cfg->spec.threads)
         usage_error("number of connections must be >= threads");
     /* Without a script a request has no body, so nothing to encode. */
-    if (!cfg->script && cli_header(cfg, "Transfer-Encoding"))
+    if (!cfg->spec.script && spec_header(&cfg->spec, "Transfer-Encoding"))
         usage_error("-H 'Transfer-Encoding: ...' needs a script that sends a body in that coding");
     validate_phases(cfg);
     shard_shares(cfg);
-    if (cfg->u_latency && !cfg->rate)
+    if (cfg->spec.u_latency && !cfg->spec.rate)
         usage_error("-U/--u_latency needs -R/--rate");
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
-    if (cfg->http3 && !cfg->url.tls)
+    if (cfg->spec.http3 && !cfg->url.tls)
         usage_error("--http3 needs an https URL: QUIC is always encrypted");
-    if (cfg->http3 && cfg->http2)
+    if (cfg->spec.http3 && cfg->spec.http2)
         usage_error("--http2 and --http3 exclude each other");
-    if (cfg->http3 && cfg->unix_socket)
+    if (cfg->spec.http3 && cfg->spec.unix_socket)
         usage_error("--http3 runs over UDP: it does not combine with --unix-socket");
-    if (cfg->early_data && !cfg->http3)
+    if (cfg->early_data && !cfg->spec.http3)
         usage_error("--0rtt needs --http3");
-    if (cfg->ecn && !cfg->http3)
+    if (cfg->ecn && !cfg->spec.http3)
         usage_error("--ecn needs --http3");
     if (cfg->cacert)
         cfg->verify = true;
     /* wrk2: -U prints the latency distributions, as -L does. */
-    if (cfg->u_latency)
-        cfg->latency = true;
+    if (cfg->spec.u_latency)
+        cfg->spec.latency = true;
     /* Asking the server to close is what makes it one request per
      * connection; it also reaches scripts through wrk.headers. */
-    if (cfg->no_keepalive)
+    if (cfg->spec.no_keepalive)
         add_header(cfg, "Connection: close");
     if (cfg->key && !cfg->cert)
         usage_error("--key needs --cert");
     /* Shorter intervals would cost more in writing records than they show. */
-    if (cfg->interval_us < CLI_INTERVAL_MIN_US)
+    if (cfg->spec.interval_us < SPEC_INTERVAL_MIN_US)
         usage_error("interval must be at least 10ms");
-    if (to_stdout(cfg->json) + to_stdout(cfg->timeline) + to_stdout(cfg->hdr_log) > 1)
+    if (to_stdout(cfg->json) + to_stdout(cfg->spec.timeline) + to_stdout(cfg->spec.hdr_log) > 1)
         usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
-    cfg->time_limit_us = cfg->requests && !cfg->duration_set ? 0 : cfg->duration_us;
-    if (cfg->time_limit_us && cfg->ramp_up_us > cfg->warmup_us + cfg->time_limit_us)
+    cfg->spec.time_limit_us = cfg->spec.requests && !cfg->duration_set ? 0 : cfg->spec.duration_us;
+    if (cfg->spec.time_limit_us &&
+        cfg->spec.ramp_up_us > cfg->spec.warmup_us + cfg->spec.time_limit_us)
         usage_error("--ramp-up is longer than the run: the last connections would never open");
 }
 
@@ -700,45 +658,33 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     parse_options(argc, argv, cfg);
     if (optind >= argc)
         usage_error("missing URL");
-    cfg->url_arg = xstrdup(argv[optind]);
-    if (!url_parse(cfg->url_arg, &cfg->url, &why))
-        usage_error("invalid URL '%s': %s", cfg->url_arg, why);
-    cfg->nscript_args = (size_t)(argc - optind - 1);
-    if (cfg->nscript_args && !cfg->script)
+    cfg->spec.url = xstrdup(argv[optind]);
+    if (!url_parse(cfg->spec.url, &cfg->url, &why))
+        usage_error("invalid URL '%s': %s", cfg->spec.url, why);
+    cfg->spec.tls = cfg->url.tls;
+    cfg->spec.nscript_args = (size_t)(argc - optind - 1);
+    if (cfg->spec.nscript_args && !cfg->spec.script)
         usage_error("unexpected argument '%s' after the URL (script arguments need -s)",
                     argv[optind + 1]);
-    cfg->script_args = xcalloc(cfg->nscript_args + 1, sizeof *cfg->script_args);
-    for (size_t i = 0; i < cfg->nscript_args; i++)
-        cfg->script_args[i] = xstrdup(argv[optind + 1 + (int)i]);
+    cfg->spec.script_args = xcalloc(cfg->spec.nscript_args + 1, sizeof *cfg->spec.script_args);
+    for (size_t i = 0; i < cfg->spec.nscript_args; i++)
+        cfg->spec.script_args[i] = xstrdup(argv[optind + 1 + (int)i]);
     validate(cfg);
 }
 
 void cli_free(struct config *cfg)
 {
-    for (size_t i = 0; i < cfg->nheaders; i++) {
-        free(cfg->headers[i].name);
-        free(cfg->headers[i].value);
-    }
-    free(cfg->headers);
-    for (size_t i = 0; i < cfg->nscript_args; i++)
-        free(cfg->script_args[i]);
-    free(cfg->script_args);
-    free(cfg->script);
-    free(cfg->unix_socket);
+    spec_free(&cfg->spec);
     free(cfg->sni);
     free(cfg->cacert);
     free(cfg->cert);
     free(cfg->key);
     free(cfg->json);
-    free(cfg->timeline);
-    free(cfg->hdr_log);
     for (size_t i = 0; i < cfg->nserver_pids; i++)
         free(cfg->server_pids[i]);
     free(cfg->server_pids);
     free(cfg->start_at);
-    free(cfg->stages);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
-    free(cfg->url_arg);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)
         free(expanded[i]);
@@ -746,14 +692,6 @@ void cli_free(struct config *cfg)
     expanded = NULL;
     nexpanded = 0;
     memset(cfg, 0, sizeof *cfg);
-}
-
-const struct header *cli_header(const struct config *cfg, const char *name)
-{
-    for (size_t i = 0; i < cfg->nheaders; i++)
-        if (strcasecmp(cfg->headers[i].name, name) == 0)
-            return &cfg->headers[i];
-    return NULL;
 }
 
 /* ---- volley merge -------------------------------------------------------- */

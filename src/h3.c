@@ -22,7 +22,6 @@
 
 #include "buf.h"
 #include "clock.h"
-#include "conn.h"
 #include "h2req.h"
 #include "pool.h"
 #include "proto.h"
@@ -60,6 +59,7 @@ struct h3_stream {
     uint64_t queued_at; /* submitted: --timeout counts from here */
     uint64_t start_at;  /* where latency counts from under -R, else 0 */
     uint64_t sent_at;   /* it got its stream, 0 until then */
+    uint64_t first_at;  /* its response's first head began, 0 until then */
     int status;
     bool final;   /* its final (non-1xx) response head has come */
     bool ended;   /* answered, failed or handed back */
@@ -70,7 +70,8 @@ struct h3_stream {
 };
 
 struct h3 {
-    struct conn *c;
+    const struct proto_conf *conf;
+    struct proto_sink sink;
     struct quic *q;
     nghttp3_conn *ng; /* while the connection is open */
     struct pool pool; /* nghttp3's memory, reused across streams and reconnects */
@@ -84,6 +85,7 @@ struct h3 {
     size_t batches; /* sent on this connection */
     bool draining;  /* no new stream: GOAWAY */
     bool failed;    /* the connection failed, for the reason in why */
+    bool stopped;   /* a response() hook ended the run: count nothing more */
     enum cause why;
     struct h2req_static static_copy;
     struct h3_msgs static_msgs;
@@ -94,7 +96,7 @@ struct h3 {
     size_t nbatches;
 };
 
-static struct h3 *session_of(struct conn *c) { return c->session; }
+static struct h3 *session_of(struct proto_session *session) { return (struct h3 *)(void *)session; }
 
 static void fail(struct h3 *s, enum cause why, uint64_t code)
 {
@@ -182,40 +184,45 @@ static struct h3_stream *find(struct h3 *s, int64_t id)
 /* Outcomes                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static void answered(struct conn *c, struct h3_stream *st)
+static void answered(struct h3 *s, struct h3_stream *st)
 {
-    struct h3 *s = session_of(c);
-    struct proto_response r = {.status = st->status, .lower_case = true};
-    unlink_stream(s, st);
-    if (c->env->response) {
-        r.fields = st->fields.data;
-        r.fields_len = st->fields.len;
-        r.body = st->body.data;
-        r.body_len = st->body.len;
-    }
     uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
-    conn_response(c, &r, st->start_at ? st->start_at : sent, sent, s->now ? s->now : clock_us());
+    uint64_t now = s->now ? s->now : clock_us();
+    struct proto_response r = {
+        .status = st->status,
+        .lower_case = true,
+        .fields = st->fields.data,
+        .fields_len = st->fields.len,
+        .body = st->body.data,
+        .body_len = st->body.len,
+        .start_at = st->start_at ? st->start_at : sent,
+        .sent_at = sent,
+        .first_at = st->first_at ? st->first_at : now,
+        .done_at = now,
+    };
+    unlink_stream(s, st);
+    if (!s->sink.response(s->sink.arg, &r))
+        s->stopped = true;
 }
 
 /* The server did not process it: -n sends it again. */
-static void refused(struct conn *c, struct h3_stream *st)
+static void refused(struct h3 *s, struct h3_stream *st)
 {
-    struct h3 *s = session_of(c);
     unlink_stream(s, st);
-    c->env->stats->h3.refused++;
-    conn_requests_returned(c, 1);
+    s->conf->stats->h3_refused++;
+    s->sink.returned(s->sink.arg, 1);
     settle(s, st);
 }
 
-static void stream_failed(struct conn *c, struct h3_stream *st, enum cause why)
+static void stream_failed(struct h3 *s, struct h3_stream *st, enum cause why)
 {
-    unlink_stream(session_of(c), st);
-    conn_request_failed(c, why);
+    unlink_stream(s, st);
+    s->sink.failed(s->sink.arg, why);
 }
 
 /* ------------------------------------------------------------------------ */
-/* nghttp3's callbacks (conn_user_data is the connection, stream_user_data   */
-/* the request's record)                                                      */
+/* nghttp3's callbacks (conn_user_data is the session, stream_user_data the */
+/* request's record)                                                         */
 /* ------------------------------------------------------------------------ */
 
 /* :status is three digits (RFC 9114 §4.3.2); anything else is 0. */
@@ -230,11 +237,22 @@ static int status_of(const uint8_t *v, size_t n)
     return status;
 }
 
+/* A response head begins: its first byte, for the time to first byte. */
+static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *sd)
+{
+    (void)ng, (void)id;
+    struct h3 *s = user;
+    struct h3_stream *st = sd;
+    if (st && !st->first_at)
+        st->first_at = s->now ? s->now : clock_us();
+    return 0;
+}
+
 static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf *name,
                      nghttp3_rcbuf *value, uint8_t flags, void *user, void *sd)
 {
     (void)ng, (void)id, (void)flags;
-    struct conn *c = user;
+    struct h3 *s = user;
     struct h3_stream *st = sd;
     if (!st || st->final || st->ended)
         return 0;
@@ -243,7 +261,7 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
         st->status = status_of(v.base, v.len);
         return 0;
     }
-    if (!c->env->want_head)
+    if (!s->conf->wants->head)
         return 0;
     /* nghttp3 checked the fields (RFC 9114 §4.2): names are lower case,
      * with no CR, LF or NUL in them or in the values. */
@@ -277,10 +295,10 @@ static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *data, size_t len
                    void *sd)
 {
     (void)ng;
-    struct conn *c = user;
+    struct h3 *s = user;
     struct h3_stream *st = sd;
-    quic_consumed(session_of(c)->q, id, len);
-    if (c->env->want_body && st && !st->ended)
+    quic_consumed(s->q, id, len);
+    if (s->conf->wants->body && st && !st->ended)
         buf_append(&st->body, data, len);
     return 0;
 }
@@ -288,8 +306,8 @@ static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *data, size_t len
 static int on_deferred_consume(nghttp3_conn *ng, int64_t id, size_t n, void *user, void *sd)
 {
     (void)ng, (void)sd;
-    struct conn *c = user;
-    quic_consumed(session_of(c)->q, id, n);
+    struct h3 *s = user;
+    quic_consumed(s->q, id, n);
     return 0;
 }
 
@@ -298,34 +316,34 @@ static int on_deferred_consume(nghttp3_conn *ng, int64_t id, size_t n, void *use
 static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *sd)
 {
     (void)ng, (void)id;
-    struct conn *c = user;
+    struct h3 *s = user;
     struct h3_stream *st = sd;
-    if (!st || st->ended || c->env->stopping)
+    if (!st || st->ended || s->stopped)
         return 0;
     if (st->final)
-        answered(c, st);
+        answered(s, st);
     else
-        stream_failed(c, st, CAUSE_H3_PROTOCOL);
+        stream_failed(s, st, CAUSE_H3_PROTOCOL);
     return 0;
 }
 
 static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *sd)
 {
     (void)ng, (void)id;
-    struct conn *c = user;
+    struct h3 *s = user;
     struct h3_stream *st = sd;
     if (!st)
         return 0;
-    if (!st->ended && !c->env->stopping) {
+    if (!st->ended && !s->stopped) {
         if (code == NGHTTP3_H3_REQUEST_REJECTED)
-            refused(c, st);
+            refused(s, st);
         else if (st->reset)
-            stream_failed(c, st, CAUSE_STREAM_RESET);
+            stream_failed(s, st, CAUSE_STREAM_RESET);
         else /* nghttp3 reset it: the response broke the protocol */
-            stream_failed(c, st, CAUSE_H3_PROTOCOL);
+            stream_failed(s, st, CAUSE_H3_PROTOCOL);
     }
-    if (st->ended) /* stopping: the connection hands it back */
-        stream_put(session_of(c), st);
+    if (st->ended) /* stopped: the connection hands it back */
+        stream_put(s, st);
     return 0;
 }
 
@@ -334,14 +352,14 @@ static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
 static int on_reset_stream(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *sd)
 {
     (void)ng, (void)sd;
-    quic_shutdown_write(session_of(user)->q, id, code);
+    quic_shutdown_write(((struct h3 *)user)->q, id, code);
     return 0;
 }
 
 static int on_stop_sending(nghttp3_conn *ng, int64_t id, uint64_t code, void *user, void *sd)
 {
     (void)ng, (void)sd;
-    quic_shutdown_read(session_of(user)->q, id, code);
+    quic_shutdown_read(((struct h3 *)user)->q, id, code);
     return 0;
 }
 
@@ -350,9 +368,8 @@ static int on_stop_sending(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
 static int on_shutdown(nghttp3_conn *ng, int64_t id, void *user)
 {
     (void)ng;
-    struct conn *c = user;
-    struct h3 *s = session_of(c);
-    c->env->stats->h3.goaways++;
+    struct h3 *s = user;
+    s->conf->stats->h3_goaways++;
     s->draining = true;
     for (struct h3_stream *st = s->head, *next; st; st = next) {
         next = st->next;
@@ -362,7 +379,7 @@ static int on_shutdown(nghttp3_conn *ng, int64_t id, void *user)
             quic_shutdown_write(s->q, st->id, NGHTTP3_H3_REQUEST_CANCELLED);
             quic_shutdown_read(s->q, st->id, NGHTTP3_H3_REQUEST_CANCELLED);
         }
-        refused(c, st);
+        refused(s, st);
     }
     return 0;
 }
@@ -381,6 +398,7 @@ static nghttp3_ssize read_body(nghttp3_conn *ng, int64_t id, nghttp3_vec *v, siz
 }
 
 static const nghttp3_callbacks callbacks = {
+    .begin_headers = on_begin_headers,
     .stream_close = on_stream_close,
     .recv_data = on_data,
     .deferred_consume = on_deferred_consume,
@@ -393,7 +411,7 @@ static const nghttp3_callbacks callbacks = {
 };
 
 /* ------------------------------------------------------------------------ */
-/* QUIC's events (arg is the connection)                                      */
+/* QUIC's events (arg is the session)                                         */
 /* ------------------------------------------------------------------------ */
 
 /* nghttp3's error, for the connection: its cause and the code QUIC's
@@ -406,8 +424,7 @@ static int h3_error(struct h3 *s, long rv)
 
 static int app_recv(void *arg, int64_t id, const uint8_t *data, size_t len, bool fin)
 {
-    struct conn *c = arg;
-    struct h3 *s = session_of(c);
+    struct h3 *s = arg;
     nghttp3_ssize n = nghttp3_conn_read_stream(s->ng, id, data, len, fin);
     if (n < 0)
         return h3_error(s, n);
@@ -417,14 +434,14 @@ static int app_recv(void *arg, int64_t id, const uint8_t *data, size_t len, bool
 
 static int app_acked(void *arg, int64_t id, uint64_t len)
 {
-    struct h3 *s = session_of(arg);
+    struct h3 *s = arg;
     int rv = nghttp3_conn_add_ack_offset(s->ng, id, len);
     return rv ? h3_error(s, rv) : 0;
 }
 
 static int app_closed(void *arg, int64_t id, uint64_t code)
 {
-    struct h3 *s = session_of(arg);
+    struct h3 *s = arg;
     int rv = nghttp3_conn_close_stream(s->ng, id, code);
     /* A stream opened that carried nothing nghttp3 saw is none of its. */
     if (rv == NGHTTP3_ERR_STREAM_NOT_FOUND)
@@ -436,21 +453,20 @@ static int app_closed(void *arg, int64_t id, uint64_t code)
  * sending (STOP_SENDING): counted by code; the stream's close says the rest. */
 static int app_reset(void *arg, int64_t id, uint64_t code)
 {
-    struct conn *c = arg;
-    struct h3 *s = session_of(c);
+    struct h3 *s = arg;
     struct h3_stream *st = find(s, id);
     if (st && !st->reset) {
         uint64_t i = code - NGHTTP3_H3_NO_ERROR;
-        c->env->stats->h3
-            .resets[code >= NGHTTP3_H3_NO_ERROR && i < STATS_H3_CODES - 1 ? i
-                                                                          : STATS_H3_CODES - 1]++;
+        s->conf->stats->h3_resets[code >= NGHTTP3_H3_NO_ERROR && i < STATS_H3_CODES - 1
+                                      ? i
+                                      : STATS_H3_CODES - 1]++;
         st->reset = code != NGHTTP3_H3_REQUEST_REJECTED;
     }
     int rv = nghttp3_conn_shutdown_stream_read(s->ng, id);
     return rv ? h3_error(s, rv) : 0;
 }
 
-static void open_streams(struct conn *c);
+static void open_streams(struct h3 *s);
 
 static int app_streams(void *arg)
 {
@@ -460,7 +476,7 @@ static int app_streams(void *arg)
 
 static int app_unblocked(void *arg, int64_t id)
 {
-    struct h3 *s = session_of(arg);
+    struct h3 *s = arg;
     struct h3_stream *st = find(s, id);
     if (st)
         st->blocked = false;
@@ -470,7 +486,7 @@ static int app_unblocked(void *arg, int64_t id)
 
 static long app_pull(void *arg, int64_t *id, int *fin, ngtcp2_vec *v, size_t n)
 {
-    struct h3 *s = session_of(arg);
+    struct h3 *s = arg;
     nghttp3_vec vec[16];
     if (n > sizeof vec / sizeof vec[0])
         n = sizeof vec / sizeof vec[0];
@@ -484,14 +500,14 @@ static long app_pull(void *arg, int64_t *id, int *fin, ngtcp2_vec *v, size_t n)
 
 static int app_pushed(void *arg, int64_t id, size_t n)
 {
-    struct h3 *s = session_of(arg);
+    struct h3 *s = arg;
     int rv = nghttp3_conn_add_write_offset(s->ng, id, n);
     return rv ? h3_error(s, rv) : 0;
 }
 
 static void app_blocked(void *arg, int64_t id)
 {
-    struct h3 *s = session_of(arg);
+    struct h3 *s = arg;
     struct h3_stream *st = find(s, id);
     if (st)
         st->blocked = true;
@@ -500,26 +516,25 @@ static void app_blocked(void *arg, int64_t id)
 
 static void app_shut(void *arg, int64_t id)
 {
-    nghttp3_conn_shutdown_stream_write(session_of(arg)->ng, id);
+    nghttp3_conn_shutdown_stream_write(((struct h3 *)arg)->ng, id);
 }
 
-static bool start_session(struct conn *c);
+static bool start_session(struct h3 *s);
 
 /* The server refused the 0-RTT data: every request it carried goes back to
  * be sent again, on a session started afresh. */
 static int app_early_rejected(void *arg)
 {
-    struct conn *c = arg;
-    struct h3 *s = session_of(c);
+    struct h3 *s = arg;
     for (struct h3_stream *st = s->head, *next; st; st = next) {
         next = st->next;
-        refused(c, st);
+        refused(s, st);
         if (st->id >= 0)
             stream_put(s, st);
     }
     nghttp3_conn_del(s->ng);
     s->ng = NULL;
-    return start_session(c) ? 0 : -1;
+    return start_session(s) ? 0 : -1;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -574,9 +589,8 @@ static struct h3_batch *batch_take(struct h3 *s)
 
 /* Give the requests that wait a stream each, as far as the server's limit
  * allows; nghttp3 frames their HEADERS (and DATA) for the next output. */
-static void open_streams(struct conn *c)
+static void open_streams(struct h3 *s)
 {
-    struct h3 *s = session_of(c);
     while (s->waiting && !s->failed && s->ng) {
         struct h3_stream *st = s->waiting;
         if (quic_streams_left(s->q) == 0 || quic_open_bidi(s->q, &st->id, st) != 0)
@@ -590,7 +604,7 @@ static void open_streams(struct conn *c)
         }
         st->sent_at = clock_us();
         if (quic_early(s->q) && !quic_over(s->q))
-            c->env->stats->h3.early_requests++;
+            s->conf->stats->h3_early_requests++;
         s->waiting = st->next;
     }
 }
@@ -599,12 +613,13 @@ static void open_streams(struct conn *c)
 /* The operations                                                             */
 /* ------------------------------------------------------------------------ */
 
-static void *h3_new(struct conn *c)
+static struct proto_session *h3_create(const struct proto_conf *conf, const struct proto_sink *sink)
 {
     struct h3 *s = xcalloc(1, sizeof *s);
-    s->c = c;
+    s->conf = conf;
+    s->sink = *sink;
     s->app = (struct quic_app){
-        .arg = c,
+        .arg = s,
         .recv = app_recv,
         .acked = app_acked,
         .closed = app_closed,
@@ -621,12 +636,12 @@ static void *h3_new(struct conn *c)
     /* nghttp3 allocates and frees the same few sizes for every stream. */
     s->mem =
         (nghttp3_mem){&s->pool, pool_mem_malloc, pool_mem_free, pool_mem_calloc, pool_mem_realloc};
-    return s;
+    return (struct proto_session *)(void *)s;
 }
 
-static void h3_free(void *session)
+static void h3_destroy(struct proto_session *session)
 {
-    struct h3 *s = session;
+    struct h3 *s = session_of(session);
     if (s->ng)
         nghttp3_conn_del(s->ng);
     for (size_t i = 0; i < s->nstreams; i++) {
@@ -648,13 +663,12 @@ static void h3_free(void *session)
 }
 
 /* nghttp3's client session and its three streams: control and QPACK's. */
-static bool start_session(struct conn *c)
+static bool start_session(struct h3 *s)
 {
-    struct h3 *s = session_of(c);
     nghttp3_settings settings;
     nghttp3_settings_default(&settings);
     int64_t control, encoder, decoder;
-    if (nghttp3_conn_client_new(&s->ng, &callbacks, &settings, &s->mem, c) != 0)
+    if (nghttp3_conn_client_new(&s->ng, &callbacks, &settings, &s->mem, s) != 0)
         die("HTTP/3: out of memory");
     if (quic_open_uni(s->q, &control) != 0 || quic_open_uni(s->q, &encoder) != 0 ||
         quic_open_uni(s->q, &decoder) != 0) {
@@ -668,53 +682,52 @@ static bool start_session(struct conn *c)
     return true;
 }
 
-static void h3_open(struct conn *c)
+static void h3_open(struct proto_session *session, struct sock *sock)
 {
-    struct h3 *s = session_of(c);
-    s->q = quic_of(&c->sock);
-    s->limit = c->env->streams;
+    struct h3 *s = session_of(session);
+    s->q = quic_of(sock);
+    s->limit = s->conf->streams;
     s->batches = 0;
-    s->draining = s->failed = false;
+    s->draining = s->failed = s->stopped = false;
     s->now = 0;
-    if (!start_session(c))
+    if (!start_session(s))
         return;
     /* The server's limit on the streams open at once (its transport
      * parameter; MAX_STREAMS raises the total as streams close). */
     uint64_t most = quic_streams_left(s->q);
-    struct h3_stats *h3 = &c->env->stats->h3;
+    struct stats *stats = s->conf->stats;
     if (most < s->limit)
         s->limit = (size_t)most;
-    if (!h3->settings || s->limit < h3->streams)
-        h3->streams = s->limit;
-    h3->settings++;
+    if (s->limit < stats->h3_streams)
+        stats->h3_streams = s->limit;
     quic_attach(s->q, &s->app);
 }
 
-static bool h3_ready(const struct conn *c)
+static bool h3_ready(const struct proto_session *session)
 {
-    const struct h3 *s = c->session;
-    if (!s->ng || s->draining || s->failed || (c->env->no_keepalive && s->batches))
+    const struct h3 *s = (const struct h3 *)(const void *)session;
+    if (!s->ng || s->draining || s->failed || (s->conf->no_keepalive && s->batches))
         return false;
-    return s->inflight == 0 || s->inflight + c->env->depth <= s->limit;
+    return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
 }
 
-static void h3_submit(struct conn *c, const struct request *r, size_t n, uint64_t now,
-                      uint64_t start_at)
+static void h3_submit(struct proto_session *session, const struct request *r, bool own, size_t n,
+                      uint64_t now, uint64_t start_at)
 {
-    struct h3 *s = session_of(c);
+    struct h3 *s = session_of(session);
     struct h3_batch *b = NULL;
     const struct h2req *conv;
     const struct h3_msgs *msgs;
-    if (r == &c->own) {
+    if (own) {
         b = batch_take(s);
-        if (h2req_batch_set(&b->copy, r, c->env->tls, "HTTP/3"))
+        if (h2req_batch_set(&b->copy, r, s->conf->tls, "HTTP/3"))
             msgs_build(&b->msgs, &b->copy.conv);
         conv = &b->copy.conv;
         msgs = &b->msgs;
     } else {
         const struct request *was = s->static_copy.req;
         const char *data = s->static_copy.data;
-        conv = h2req_static(&s->static_copy, r, c->env->tls, "HTTP/3");
+        conv = h2req_static(&s->static_copy, r, s->conf->tls, "HTTP/3");
         if (was != r || data != r->data || s->static_msgs.first_cap == 0)
             msgs_build(&s->static_msgs, conv);
         msgs = &s->static_msgs;
@@ -728,7 +741,7 @@ static void h3_submit(struct conn *c, const struct request *r, size_t n, uint64_
         st->id = -1;
         st->queued_at = now;
         st->start_at = start_at;
-        st->sent_at = 0;
+        st->sent_at = st->first_at = 0;
         st->status = 0;
         st->final = st->ended = st->reset = st->blocked = false;
         if (b)
@@ -744,21 +757,23 @@ static void h3_submit(struct conn *c, const struct request *r, size_t n, uint64_
             s->waiting = st;
         s->inflight++;
     }
-    open_streams(c);
+    open_streams(s);
 }
 
-static size_t h3_output(struct conn *c, const char **data)
+static size_t h3_output(struct proto_session *session, const char **data)
 {
-    struct h3 *s = session_of(c);
+    struct h3 *s = session_of(session);
     return s->q ? quic_output(s->q, data) : 0;
 }
 
-static void h3_wrote(struct conn *c, size_t n) { quic_wrote(session_of(c)->q, n); }
+static void h3_wrote(struct proto_session *session, size_t n)
+{
+    quic_wrote(session_of(session)->q, n);
+}
 
 /* After input, or QUIC's timer: whether the connection goes on. */
-static enum proto_status verdict(struct conn *c, enum cause *cause)
+static enum proto_status verdict(struct h3 *s, enum cause *cause)
 {
-    struct h3 *s = session_of(c);
     if (s->failed) {
         *cause = s->why;
         return PROTO_FAIL;
@@ -772,56 +787,56 @@ static enum proto_status verdict(struct conn *c, enum cause *cause)
         *cause = why;
         return PROTO_FAIL;
     }
-    if (s->inflight == 0 && (s->draining || (c->env->no_keepalive && s->batches)))
+    if (s->inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
         return PROTO_CLOSE;
     return PROTO_OK;
 }
 
-static enum proto_status h3_input(struct conn *c, const char *buf, size_t len, uint64_t now,
-                                  enum cause *cause)
+static enum proto_status h3_input(struct proto_session *session, const char *buf, size_t len,
+                                  uint64_t now, enum cause *cause)
 {
-    struct h3 *s = session_of(c);
+    struct h3 *s = session_of(session);
     s->now = now;
     quic_input(s->q, buf, len);
     s->now = 0;
-    if (c->env->stopping)
+    if (s->stopped)
         return PROTO_OK;
-    return verdict(c, cause);
+    return verdict(s, cause);
 }
 
-static enum proto_status h3_wake(struct conn *c, uint64_t now, enum cause *cause)
+static enum proto_status h3_wake(struct proto_session *session, uint64_t now, enum cause *cause)
 {
     (void)now;
-    return verdict(c, cause);
+    return verdict(session_of(session), cause);
 }
 
 /* QUIC has no end of stream: the connection's end comes as a cause. */
-static enum proto_status h3_eof(struct conn *c, uint64_t now, enum cause *cause)
+static enum proto_status h3_eof(struct proto_session *session, uint64_t now, enum cause *cause)
 {
     (void)now;
-    enum proto_status st = verdict(c, cause);
+    struct h3 *s = session_of(session);
+    enum proto_status st = verdict(s, cause);
     if (st == PROTO_OK) {
         *cause = CAUSE_CLOSED;
-        return session_of(c)->inflight ? PROTO_FAIL : PROTO_CLOSE;
+        return s->inflight ? PROTO_FAIL : PROTO_CLOSE;
     }
     return st;
 }
 
-static size_t h3_inflight(const struct conn *c)
+static size_t h3_inflight(const struct proto_session *session)
 {
-    const struct h3 *s = c->session;
-    return s->inflight;
+    return ((const struct h3 *)(const void *)session)->inflight;
 }
 
-static uint64_t h3_oldest(const struct conn *c)
+static uint64_t h3_oldest(const struct proto_session *session)
 {
-    const struct h3 *s = c->session;
+    const struct h3 *s = (const struct h3 *)(const void *)session;
     return s->head ? s->head->queued_at : 0;
 }
 
-static enum cause h3_expired(const struct conn *c)
+static enum cause h3_expired(const struct proto_session *session)
 {
-    const struct h3 *s = c->session;
+    const struct h3 *s = (const struct h3 *)(const void *)session;
     const struct h3_stream *st = s->head;
     if (st && st->id < 0) /* the oldest never got a stream */
         return CAUSE_STREAM_LIMIT;
@@ -833,9 +848,9 @@ static enum cause h3_expired(const struct conn *c)
 
 /* The connection is going: every record goes back, whatever its state
  * (nghttp3_conn_del calls no callback). */
-static void h3_abort(struct conn *c)
+static void h3_abort(struct proto_session *session)
 {
-    struct h3 *s = session_of(c);
+    struct h3 *s = session_of(session);
     if (s->ng) {
         nghttp3_conn_del(s->ng);
         s->ng = NULL;
@@ -861,8 +876,8 @@ static void h3_abort(struct conn *c)
 
 const struct proto_ops proto_h3 = {
     .name = "HTTP/3",
-    .new = h3_new,
-    .free = h3_free,
+    .create = h3_create,
+    .destroy = h3_destroy,
     .open = h3_open,
     .ready = h3_ready,
     .submit = h3_submit,

@@ -72,14 +72,14 @@ static struct net_addr find_target(const struct config *cfg)
     size_t n;
     const char *why;
     int err = 0;
-    uint64_t ms = cfg->timeout_us / 1000;
+    uint64_t ms = cfg->spec.timeout_us / 1000;
     /* poll() takes an int, and a negative one means forever. */
     int timeout_ms = ms == 0 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
-    if (cfg->unix_socket) {
-        if (!net_unix_addr(cfg->unix_socket, &found))
-            die("invalid Unix socket path '%s': too long", cfg->unix_socket);
+    if (cfg->spec.unix_socket) {
+        if (!net_unix_addr(cfg->spec.unix_socket, &found))
+            die("invalid Unix socket path '%s': too long", cfg->spec.unix_socket);
         if ((err = net_probe(&found, timeout_ms)) != 0)
-            die("unable to connect to %s: %s", cfg->unix_socket, strerror(err));
+            die("unable to connect to %s: %s", cfg->spec.unix_socket, strerror(err));
         return found;
     }
     if (!net_lookup(u->host, u->service, &addrs, &n, &why))
@@ -87,7 +87,7 @@ static struct net_addr find_target(const struct config *cfg)
 #ifdef VOLLEY_HTTP3
     /* HTTP/3: nothing answers a UDP socket's connect, so the probe is one
      * QUIC handshake (which checks the certificate and ALPN h3 as well). */
-    if (cfg->http3) {
+    if (cfg->spec.http3) {
         char reason[512];
         for (size_t i = 0; i < n; i++) {
             if (quic_probe(&addrs[i], timeout_ms, reason, sizeof reason)) {
@@ -113,33 +113,33 @@ static struct net_addr find_target(const struct config *cfg)
 
 static void check_fd_limit(const struct config *cfg)
 {
-    uint64_t limit = net_raise_nofile(), conns = cfg->shard.connections;
+    uint64_t limit = net_raise_nofile(), conns = cfg->spec.shard.connections;
     /* Not as a sum: -c near 2^64 would wrap it round and pass. */
     if (conns > limit)
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " (raise it with ulimit -n)",
             conns, limit);
     /* Each thread's event loop needs descriptors of its own too. */
-    if (limit - conns < FD_MARGIN(cfg->threads))
+    if (limit - conns < FD_MARGIN(cfg->spec.threads))
         die("cannot open %" PRIu64 " connections: the open file limit is %" PRIu64
             " and volley needs %" PRIu64 " more for -t %" PRIu64 " (raise it with ulimit -n)",
-            conns, limit, (uint64_t)FD_MARGIN(cfg->threads), cfg->threads);
+            conns, limit, (uint64_t)FD_MARGIN(cfg->spec.threads), cfg->spec.threads);
 }
 
 /* The request wrk sends without a script: the path, Host unless -H gave
  * one, then the -H headers. Without a body there is no Content-Length. */
 static struct request static_request(const struct config *cfg)
 {
-    struct header *headers = xcalloc(cfg->nheaders + 1, sizeof *headers);
+    struct header *headers = xcalloc(cfg->spec.nheaders + 1, sizeof *headers);
     size_t n = 0, len;
     char *host = url_host_header(&cfg->url);
     char err[128];
     struct request r = {0};
-    if (!cli_header(cfg, "Host"))
+    if (!spec_header(&cfg->spec, "Host"))
         headers[n++] = (struct header){(char *)"Host", host};
-    for (size_t i = 0; i < cfg->nheaders; i++)
-        if (strcasecmp(cfg->headers[i].name, "Content-Length") != 0)
-            headers[n++] = cfg->headers[i];
+    for (size_t i = 0; i < cfg->spec.nheaders; i++)
+        if (strcasecmp(cfg->spec.headers[i].name, "Content-Length") != 0)
+            headers[n++] = cfg->spec.headers[i];
     char *data = request_format("GET", cfg->url.path, headers, n, NULL, 0, &len);
     if (!request_set(&r, data, len, err, sizeof err))
         die("invalid request: %s", err);
@@ -254,24 +254,24 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
 {
     struct request plain = {0};
     size_t pipeline = 1;
-    if (cfg->requests) {
-        atomic_init(&run->budget.unsent, cfg->shard.requests);
-        atomic_init(&run->budget.unresolved, cfg->shard.requests);
+    if (cfg->spec.requests) {
+        atomic_init(&run->budget.unsent, cfg->spec.shard.requests);
+        atomic_init(&run->budget.unresolved, cfg->spec.shard.requests);
         run->budget.spent = budget_spent;
         run->budget.arg = run;
     }
     if (!main_script)
         plain = static_request(cfg);
-    run->nworkers = (size_t)cfg->threads;
+    run->nworkers = (size_t)cfg->spec.threads;
     run->workers = xcalloc(run->nworkers, sizeof *run->workers);
     for (size_t i = 0; i < run->nworkers; i++) {
-        struct worker *w =
-            worker_new(i, cfg, worker_share(cfg->shard.connections, cfg->threads, i), addr);
+        struct worker *w = worker_new(
+            i, cfg, worker_share(cfg->spec.shard.connections, cfg->spec.threads, i), addr);
         w->on_finish = worker_finished;
         w->on_finish_arg = run;
         w->on_settled = worker_settled;
         w->on_settled_arg = run;
-        if (cfg->requests)
+        if (cfg->spec.requests)
             worker_set_budget(w, &run->budget);
         run->workers[i] = w;
         if (main_script) {
@@ -334,7 +334,7 @@ static void wait_settled(struct run *run, const struct config *cfg)
     ev_async_init(&run->settled, on_settled);
     run->settled.data = run;
     ev_async_start(run->loop, &run->settled);
-    ev_timer_init(&limit, on_end, (double)cfg->timeout_us / 1e6, 0.);
+    ev_timer_init(&limit, on_end, (double)cfg->spec.timeout_us / 1e6, 0.);
     ev_timer_start(run->loop, &limit);
     if (atomic_load(&run->nsettled) < run->nworkers && !run->over)
         ev_run(run->loop, 0);
@@ -351,7 +351,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     uint64_t at = 0;
     run->loop = ev_default_loop(EVFLAG_AUTO);
     /* The warm-up comes before the time limit. */
-    ev_timer_init(&run->deadline, on_end, (double)(cfg->time_limit_us + cfg->warmup_us) / 1e6, 0.);
+    ev_timer_init(&run->deadline, on_end,
+                  (double)(cfg->spec.time_limit_us + cfg->spec.warmup_us) / 1e6, 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
     run->sigint.data = run->sigterm.data = run;
@@ -365,17 +366,17 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     /* --start-at: in the closed model connections send as soon as they are
      * open, so the wait comes first; with -R they are all opened first and
      * the schedule starts at the instant. */
-    if (cfg->start_at && !cfg->rate)
+    if (cfg->start_at && !cfg->spec.rate)
         at = wait_for_start(run, cfg);
     for (size_t i = 0; i < run->nworkers; i++) {
-        if (cfg->rate)
+        if (cfg->spec.rate)
             worker_set_rate(run->workers[i]);
         worker_set_intervals(run->workers[i], intervals);
         worker_start(run->workers[i]);
     }
-    if (cfg->rate)
+    if (cfg->spec.rate)
         wait_settled(run, cfg);
-    if (cfg->start_at && cfg->rate && !run->over)
+    if (cfg->start_at && cfg->spec.rate && !run->over)
         at = wait_for_start(run, cfg);
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
@@ -383,19 +384,19 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_now_update(run->loop);
     /* -n alone runs until its requests are done; with -d, whichever ends
      * first; -d 0 until Ctrl-C. */
-    if (cfg->time_limit_us)
+    if (cfg->spec.time_limit_us)
         ev_timer_start(run->loop, &run->deadline);
     /* With -R and --start-at the schedule (and the intervals) start at the
      * instant asked for, even if this process woke a little late. */
-    uint64_t begin = cfg->start_at && cfg->rate ? at : start;
+    uint64_t begin = cfg->start_at && cfg->spec.rate ? at : start;
     /* What is measured starts after the warm-up, and its record with it. */
-    r->started.tv_sec += (time_t)(cfg->warmup_us / 1000000);
-    r->started.tv_nsec += (long)(cfg->warmup_us % 1000000 * 1000);
+    r->started.tv_sec += (time_t)(cfg->spec.warmup_us / 1000000);
+    r->started.tv_nsec += (long)(cfg->spec.warmup_us % 1000000 * 1000);
     if (r->started.tv_nsec >= 1000000000) {
         r->started.tv_sec++;
         r->started.tv_nsec -= 1000000000;
     }
-    timeline_start(run->timeline, begin + cfg->warmup_us, &r->started);
+    timeline_start(run->timeline, begin + cfg->spec.warmup_us, &r->started);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_go(run->workers[i], begin);
     struct progress *progress =
@@ -414,7 +415,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
     uint64_t elapsed = clock_us() - start;
-    r->runtime_us = elapsed > cfg->warmup_us ? elapsed - cfg->warmup_us : 0;
+    r->runtime_us = elapsed > cfg->spec.warmup_us ? elapsed - cfg->spec.warmup_us : 0;
     timeline_finish(run->timeline, r->runtime_us);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
@@ -440,7 +441,7 @@ static void report_retired(const struct run *run, const struct config *cfg)
         fprintf(stderr,
                 "volley: %s: request() returned nil on %zu connection%s, which then sent no "
                 "more requests\n",
-                cfg->script, n, n == 1 ? "" : "s");
+                cfg->spec.script, n, n == 1 ? "" : "s");
 }
 
 /* The workers' statistics, added up into r: the run's and the warm-up's. */
@@ -450,11 +451,7 @@ static void gather_stats(struct run *run, const struct config *cfg, struct resul
     stats_init(&r->stats);
     for (size_t i = 0; i < run->nworkers; i++)
         stats_merge(&r->stats, &run->workers[i]->total);
-    if (cfg->rate) {
-        r->latency_uncorrected = r->stats.u_latency;
-        r->scheduling_lag = r->stats.lag;
-    }
-    if (!cfg->warmup_us)
+    if (!cfg->spec.warmup_us)
         return;
     stats_init(warmup);
     for (size_t i = 0; i < run->nworkers; i++)
@@ -470,7 +467,7 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
         return true;
     r->aborted = run->aborted ? &run->abort : NULL;
     bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats, r->runtime_us,
-                                  cfg->timeout_us, r->aborted, verdicts);
+                                  cfg->spec.timeout_us, r->aborted, verdicts);
     r->verdicts = verdicts;
     r->nverdicts = cfg->nthresholds;
     threshold_print(stdout, verdicts, cfg->nthresholds, r->aborted);
@@ -510,7 +507,7 @@ int main(int argc, char **argv)
 {
     struct config cfg;
     struct run run = {0};
-    struct result result = {.cfg = &cfg};
+    struct result result = {.spec = &cfg.spec};
     struct output_json json;
 
     output_reserve_stdio();
@@ -519,10 +516,10 @@ int main(int argc, char **argv)
     cli_parse(argc, argv, &cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);
-    if (cfg.url.tls && !cfg.http3)
+    if (cfg.spec.tls && !cfg.spec.http3)
         tls_setup(&cfg);
 #ifdef VOLLEY_HTTP3
-    if (cfg.http3)
+    if (cfg.spec.http3)
         quic_setup(&(struct quic_options){.host = cfg.url.host,
                                           .sni = cfg.sni,
                                           .verify = cfg.verify,
@@ -535,23 +532,23 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (cfg.json)
         output_json_open(&json, cfg.json);
-    struct script *main_script = cfg.script ? script_main_new(&cfg) : NULL;
+    struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (!cfg.http3 && (cfg.verify || (cfg.http2 && cfg.url.tls)))
+    if (!cfg.spec.http3 && (cfg.verify || (cfg.spec.http2 && cfg.spec.tls)))
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an
      * earlier timeline alone. */
-    run.timeline = timeline_new(&cfg);
+    run.timeline = timeline_new(&cfg.spec, cfg.server_pids, cfg.nserver_pids);
     result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
     if (cfg.abort_after) {
-        run.watch =
-            threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after, cfg.timeout_us);
+        run.watch = threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after,
+                                        cfg.spec.timeout_us);
         timeline_on_interval(run.timeline, watch_interval, &run);
     }
 
-    report_header(stdout, &cfg);
+    report_header(stdout, &cfg.spec);
     output_check_stdout();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);

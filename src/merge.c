@@ -56,38 +56,45 @@ static bool same_value(const struct jdoc *a, const struct jdoc *b)
     }
 }
 
+/* The protocol a part spoke, as its options name it. */
+static const char *protocol(const struct run_spec *spec)
+{
+    return spec->http3 ? "HTTP/3" : spec->http2 ? "HTTP/2" : "HTTP/1.1";
+}
+
 /* Parts of one run hit the same URL in the same load model; the shards of
  * one sharded run were given the same options and are each there once. */
 static void check_same_run(const struct part *p, const struct part *first, const bool *seen)
 {
     const char *file = p->file;
-    if (strcmp(p->url, first->url) != 0)
-        merge_bad(file, "a run against %s, not %s like %s", p->url, first->url, first->file);
+    if (strcmp(p->spec.url, first->spec.url) != 0)
+        merge_bad(file, "a run against %s, not %s like %s", p->spec.url, first->spec.url,
+                  first->file);
     if (p->open_model != first->open_model)
         merge_bad(file, "%s with -R and %s without cannot be one run",
                   p->open_model ? p->file : first->file, p->open_model ? first->file : p->file);
     if (p->counted != first->counted)
         merge_bad(file, "%s with -n and %s without cannot be one run",
                   p->counted ? p->file : first->file, p->counted ? first->file : p->file);
-    if (p->http2 != first->http2)
-        merge_bad(file, "%s over HTTP/2 and %s over HTTP/1.1 cannot be one run",
-                  p->http2 ? p->file : first->file, p->http2 ? first->file : p->file);
-    if (!p->shard.count != !first->shard.count)
+    if (p->spec.http2 != first->spec.http2 || p->spec.http3 != first->spec.http3)
+        merge_bad(file, "%s over %s and %s over %s cannot be one run", first->file,
+                  protocol(&first->spec), p->file, protocol(&p->spec));
+    if (!p->spec.shard.count != !first->spec.shard.count)
         merge_bad(file, "a shard and a whole run cannot be parts of one run (%s is %s)",
-                  first->file, first->shard.count ? "a shard" : "a whole run");
-    if (!p->shard.count)
+                  first->file, first->spec.shard.count ? "a shard" : "a whole run");
+    if (!p->spec.shard.count)
         return;
-    if (p->shard.count != first->shard.count)
+    if (p->spec.shard.count != first->spec.shard.count)
         merge_bad(file, "shard %" PRIu64 " of %" PRIu64 ", but %s is one of %" PRIu64,
-                  p->shard.index, p->shard.count, first->file, first->shard.count);
+                  p->spec.shard.index, p->spec.shard.count, first->file, first->spec.shard.count);
     /* threads may differ: a shard with fewer connections than -t has fewer */
     if (!same_members(first->options, p->options, "threads") ||
         !same_members(p->options, first->options, "threads"))
         merge_bad(file,
                   "options differ from those of %s: shards of one run are given the same options",
                   first->file);
-    if (seen[p->shard.index])
-        merge_bad(file, "shard %" PRIu64 " is there twice", p->shard.index);
+    if (seen[p->spec.shard.index])
+        merge_bad(file, "shard %" PRIu64 " is there twice", p->spec.shard.index);
 }
 
 static void check_results(struct inputs *in)
@@ -96,52 +103,59 @@ static void check_results(struct inputs *in)
         die("no results among the files: volley merge adds up --json results, with their "
             "timelines");
     struct part *first = &in->parts[0];
-    if (first->shard.count)
-        in->seen = xcalloc(first->shard.count, sizeof *in->seen);
+    if (first->spec.shard.count)
+        in->seen = xcalloc(first->spec.shard.count, sizeof *in->seen);
     for (size_t i = 0; i < in->nparts; i++) {
         check_same_run(&in->parts[i], first, in->seen);
         if (in->seen)
-            in->seen[in->parts[i].shard.index] = true;
+            in->seen[in->parts[i].spec.shard.index] = true;
     }
 }
 
 /* ---- timelines with their results ---------------------------------------- */
 
-/* The intervals of a timeline add up exactly to its run's totals. */
+/* What a check of a timeline against its result found: a figure whose
+ * intervals do not add up to the total. */
+static void totals_differ(const struct series *s, const char *what, unsigned __int128 sum,
+                          uint64_t total)
+{
+    merge_bad(s->file, "its intervals hold %s%" PRIu64 " %s, but its result %s has %" PRIu64,
+              sum > UINT64_MAX ? "more than " : "", sum > UINT64_MAX ? UINT64_MAX : (uint64_t)sum,
+              what, s->part->file, total);
+}
+
+/* The intervals of a timeline add up exactly to its run's totals: every
+ * counter of the table with a timeline column, and the status classes. */
 static void check_totals(const struct series *s)
 {
-    const struct part *p = s->part;
-    const struct stats *t = &p->stats;
-    unsigned __int128 sums[15] = {0};
-    uint64_t totals[15] = {t->requests,     t->bytes,          t->connects,
-                           t->reconnects,   t->errors.connect, t->errors.read,
-                           t->errors.write, t->errors.timeout, t->errors.status};
-    static const char *const what[15] = {
-        "requests",      "bytes",         "connects",      "reconnects",    "connect errors",
-        "read errors",   "write errors",  "timeouts",      "status errors", "1xx responses",
-        "2xx responses", "3xx responses", "4xx responses", "5xx responses", "other responses"};
-    totals[14] = t->requests;
+    static const char *const classes[6] = {"1xx responses", "2xx responses", "3xx responses",
+                                           "4xx responses", "5xx responses", "other responses"};
+    const struct stats *t = &s->part->stats;
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        if (!c->column || ((c->flags & STATS_OPEN) && !s->open_model))
+            continue;
+        unsigned __int128 sum = 0;
+        for (size_t k = 0; k < s->n; k++)
+            sum += s->slices[k].counts[i];
+        /* a rate in the records: the counts are the rates times the lengths, rounded */
+        if (!(c->flags & STATS_PER_SEC) && sum != stats_counter_get(t, c))
+            totals_differ(s, c->what, sum, stats_counter_get(t, c));
+    }
+    uint64_t totals[6] = {0};
+    totals[5] = t->requests;
     for (int c = 0; c < 5; c++) {
         for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
-            totals[9 + c] += t->status[code];
-        totals[14] -= totals[9 + c];
+            totals[c] += t->status[code];
+        totals[5] -= totals[c];
     }
-    for (size_t k = 0; k < s->n; k++) {
-        const struct slice *sl = &s->slices[k];
-        const uint64_t v[15] = {sl->requests,     sl->bytes,          sl->connects,
-                                sl->reconnects,   sl->errors.connect, sl->errors.read,
-                                sl->errors.write, sl->errors.timeout, sl->errors.status,
-                                sl->status[0],    sl->status[1],      sl->status[2],
-                                sl->status[3],    sl->status[4],      sl->status[5]};
-        for (int i = 0; i < 15; i++)
-            sums[i] += v[i];
+    for (int c = 0; c < 6; c++) {
+        unsigned __int128 sum = 0;
+        for (size_t k = 0; k < s->n; k++)
+            sum += s->slices[k].status[c];
+        if (sum != totals[c])
+            totals_differ(s, classes[c], sum, totals[c]);
     }
-    for (int i = 0; i < 15; i++)
-        if (sums[i] != totals[i])
-            merge_bad(
-                s->file, "its intervals hold %s%" PRIu64 " %s, but its result %s has %" PRIu64,
-                sums[i] > UINT64_MAX ? "more than " : "",
-                sums[i] > UINT64_MAX ? UINT64_MAX : (uint64_t)sums[i], what[i], p->file, totals[i]);
 }
 
 /* Timelines of one run hit the same URL as the results, and have intervals
@@ -150,8 +164,8 @@ static void check_same_timeline(const struct series *s, const struct series *fir
                                 const struct part *first_part)
 {
     char a[UNITS_BUF], b[UNITS_BUF];
-    if (strcmp(s->url, first_part->url) != 0)
-        merge_bad(s->file, "a run against %s, not %s like %s", s->url, first_part->url,
+    if (strcmp(s->url, first_part->spec.url) != 0)
+        merge_bad(s->file, "a run against %s, not %s like %s", s->url, first_part->spec.url,
                   first_part->file);
     if (s->interval_us != first->interval_us)
         merge_bad(s->file,
@@ -169,8 +183,8 @@ static struct part *result_of(const struct inputs *in, const struct series *s)
     struct timespec t = {s->start_us / 1000000, s->start_us % 1000000 * 1000};
     for (size_t i = 0; i < in->nparts; i++) {
         struct part *p = &in->parts[i];
-        if (p->start_us != s->start_us || p->shard.count != s->shard.count ||
-            p->shard.index != s->shard.index)
+        if (p->start_us != s->start_us || p->spec.shard.count != s->shard.count ||
+            p->spec.shard.index != s->shard.index)
             continue;
         if (p->series)
             merge_bad(s->file, "the timeline of its run is there already (%s)", p->series->file);
@@ -275,99 +289,41 @@ static void add_count(const struct part *p, uint64_t *total, uint64_t v, const c
     *total += v;
 }
 
-/* stats_merge adds without checks: counts near 2^64 in a hostile file must
- * not wrap round into small ones. Status codes and causes are bounded by
- * the requests and errors they add up to. */
-static void check_sums(const struct part *p, const struct stats *t)
+/* What the merged result says was asked for: the first part's options,
+ * with the connections, rate and requests of all the parts; the intervals
+ * of their timelines, and the files to write. */
+static void whole_spec(struct run_spec *spec, const struct inputs *in,
+                       const struct merge_config *mc)
 {
-    const struct stats *s = &p->stats;
-    const struct errors *te = &t->errors, *se = &s->errors;
-    const uint64_t sums[][2] = {
-        {t->requests, s->requests},
-        {t->bytes, s->bytes},
-        {t->sent, s->sent},
-        {t->connects, s->connects},
-        {t->reconnects, s->reconnects},
-        {t->handshakes, s->handshakes},
-        {t->handshake_us, s->handshake_us},
-        {te->connect + te->read + te->write + te->timeout,
-         se->connect + se->read + se->write + se->timeout},
-        {te->status, se->status},
-        {hist_count(t->rps), hist_count(s->rps)},
-        {hist_count(t->u_latency), hist_count(s->u_latency)},
-        {hist_count(t->lag), hist_count(s->lag)},
-        {hist_count(t->connect), hist_count(s->connect)},
-        {t->h2.goaways, s->h2.goaways},
-        {t->h2.refused, s->h2.refused},
-    };
-    for (size_t i = 0; i < sizeof sums / sizeof sums[0]; i++)
-        if (sums[i][0] + sums[i][1] < sums[i][0])
-            merge_bad(p->file, "counts too large to add up (past 2^64)");
-    for (int code = 0; code < STATS_H2_CODES; code++)
-        if (t->h2.resets[code] + s->h2.resets[code] < t->h2.resets[code])
-            merge_bad(p->file, "counts too large to add up (past 2^64)");
-}
-
-/* The options the merged result reports: the first part's, with the
- * connections, rate and requests of all the parts; the intervals of their
- * timelines, and the files to write. */
-static void whole_config(struct config *cfg, const struct inputs *in, const struct merge_config *mc)
-{
-    const struct part *parts = in->parts, *first = &parts[0];
-    const struct jdoc *o = first->options, *list;
-    const char *why;
-    memset(cfg, 0, sizeof *cfg);
-    cfg->url_arg = xstrdup(first->url);
-    if (!url_parse(cfg->url_arg, &cfg->url, &why))
-        merge_bad(first->file, "options.url: %s", why);
+    const struct part *parts = in->parts;
+    uint64_t threads = 0, connections = 0, requests = 0;
     double rate = 0;
     for (size_t i = 0; i < in->nparts; i++) {
-        add_count(&parts[i], &cfg->threads, parts[i].threads, "threads");
-        add_count(&parts[i], &cfg->connections, parts[i].connections, "connections");
-        add_count(&parts[i], &cfg->requests, parts[i].requests, "requests");
-        rate += parts[i].rate;
+        const struct shard *share = &parts[i].spec.shard;
+        add_count(&parts[i], &threads, parts[i].spec.threads, "threads");
+        add_count(&parts[i], &connections, share->connections, "connections");
+        add_count(&parts[i], &requests, share->requests, "requests");
+        rate += share->rate;
     }
-    cfg->rate = (uint64_t)llround(rate);
-    if (first->open_model && cfg->rate == 0)
-        cfg->rate = 1;
+    spec_copy(spec, &parts[0].spec);
+    spec->threads = threads;
+    spec->connections = connections;
+    spec->requests = requests;
+    spec->rate = (uint64_t)llround(rate);
+    if (parts[0].open_model && spec->rate == 0)
+        spec->rate = 1;
     /* the shares of a whole -R add up to it, but for the last bits of a double */
-    if (fabs(rate - (double)cfg->rate) < 1e-9 * rate)
-        rate = (double)cfg->rate;
-    cfg->shard =
-        (struct shard){.connections = cfg->connections, .requests = cfg->requests, .rate = rate};
-    cfg->duration_us = cfg->time_limit_us = first->time_limit_us;
-    cfg->duration_set = first->duration_set;
-    cfg->timeout_us = first->timeout_us;
-    cfg->http2 = first->http2;
-    cfg->streams = first->streams;
-    cfg->latency = mc->latency;
-    cfg->no_keepalive = jdoc_get(o, "keepalive") && jdoc_get(o, "keepalive")->type == JDOC_FALSE;
-    if (jdoc_string(jdoc_get(o, "unix_socket")))
-        cfg->unix_socket = xstrdup(jdoc_string(jdoc_get(o, "unix_socket")));
-    if (jdoc_string(jdoc_get(o, "script")))
-        cfg->script = xstrdup(jdoc_string(jdoc_get(o, "script")));
-    if ((list = jdoc_get(o, "script_args")) && list->type == JDOC_ARRAY) {
-        cfg->script_args = xcalloc(list->len + 1, sizeof *cfg->script_args);
-        for (size_t i = 0; i < list->len; i++)
-            if (jdoc_string(&list->u.items[i]))
-                cfg->script_args[cfg->nscript_args++] = xstrdup(list->u.items[i].u.text);
-    }
-    if ((list = jdoc_get(o, "headers")) && list->type == JDOC_ARRAY) {
-        cfg->headers = xcalloc(list->len + 1, sizeof *cfg->headers);
-        for (size_t i = 0; i < list->len; i++) {
-            const struct jdoc *h = &list->u.items[i];
-            if (h->type == JDOC_ARRAY && h->len == 2 && jdoc_string(&h->u.items[0]) &&
-                jdoc_string(&h->u.items[1]))
-                cfg->headers[cfg->nheaders++] =
-                    (struct header){xstrdup(h->u.items[0].u.text), xstrdup(h->u.items[1].u.text)};
-        }
-    }
+    if (fabs(rate - (double)spec->rate) < 1e-9 * rate)
+        rate = (double)spec->rate;
+    spec->shard = (struct shard){.connections = connections, .requests = requests, .rate = rate};
+    spec->latency = mc->latency;
+    spec->u_latency = false;
     /* 0: no intervals known, and the JSON's intervals are null */
-    cfg->interval_us = in->nseries ? in->series[0].interval_us : 0;
-    if (mc->timeline)
-        cfg->timeline = xstrdup(mc->timeline);
-    if (mc->hdr_log)
-        cfg->hdr_log = xstrdup(mc->hdr_log);
+    spec->interval_us = in->nseries ? in->series[0].interval_us : 0;
+    free(spec->timeline);
+    free(spec->hdr_log);
+    spec->timeline = mc->timeline ? xstrdup(mc->timeline) : NULL;
+    spec->hdr_log = mc->hdr_log ? xstrdup(mc->hdr_log) : NULL;
 }
 
 /* volley's own CPU: times add up, the busiest thread is the busiest of all.
@@ -396,21 +352,29 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
         int64_t p_end = p->start_us + (int64_t)p->duration_us;
         start = p->start_us < start ? p->start_us : start;
         end = p_end > end ? p_end : end;
-        check_sums(p, &r->stats);
+        /* stats_merge adds without checks: counts near 2^64 in a hostile
+         * file must not wrap round into small ones */
+        if (stats_merge_overflows(&r->stats, &p->stats))
+            merge_bad(p->file, "counts too large to add up (past 2^64)");
         stats_merge(&r->stats, &p->stats);
-        list[i] = (struct result_input){p->file,           p->series ? p->series->file : NULL,
-                                        p->start_us,       p->duration_us,
-                                        p->stats.requests, p->shard.count != 0,
-                                        p->shard.index};
+        r->missing |= stats_dists_measured(p->open_model) & ~p->measured;
+        list[i] = (struct result_input){p->file,
+                                        p->series ? p->series->file : NULL,
+                                        p->start_us,
+                                        p->duration_us,
+                                        p->stats.requests,
+                                        p->spec.shard.count != 0,
+                                        p->spec.shard.index};
     }
     whole_cpu(r, in);
     r->runtime_us = (uint64_t)(end - start);
     r->started = (struct timespec){start / 1000000, start % 1000000 * 1000};
     r->pipeline = in->parts[0].pipeline;
-    if (r->cfg->rate) {
-        r->latency_uncorrected = r->stats.u_latency;
-        r->scheduling_lag = r->stats.lag;
-    }
+    /* a distribution some part lacks (a result of an earlier version) is
+     * not the whole's: none rather than a part of it */
+    for (size_t i = 0; i < stats_ndists; i++)
+        if (r->missing & (1u << i))
+            hist_reset(stats_dist_get(&r->stats, &stats_dists[i]));
     r->inputs = list;
     r->ninputs = in->nparts;
 }
@@ -501,34 +465,32 @@ static bool whole_server(struct inputs *in, struct server_times *cpu, pid_t **pi
 /* ---- the intervals ----------------------------------------------------------- */
 
 static void add_latency(struct hist *dst, const struct series *s, size_t k,
-                        const struct slice_latency *l)
+                        const struct stats_dist *d, const struct slice_latency *l)
 {
     /* read once already: this cannot fail, but says where if it did */
     char *where = xasprintf("%s: line %zu", s->file, k + 2);
-    struct hist *h = merge_read_latency(where, l);
+    struct hist *h = merge_read_latency(where, d, l);
     hist_merge(dst, h);
     hist_free(h);
     free(where);
 }
 
-/* Adds interval k of the series into the merged interval's statistics. A
- * record has the status classes: each class counts at its first code,
- * which is all the timeline's writer adds up. */
+/* Adds interval k of the series into the merged interval's statistics:
+ * the counters and distributions a record has. A record has the status
+ * classes: each class counts at its first code, which is all the
+ * timeline's writer adds up. */
 static void add_slice(struct stats *acc, const struct series *s, size_t k)
 {
     const struct slice *sl = &s->slices[k];
-    acc->requests += sl->requests;
-    acc->sent += sl->sent;
-    acc->bytes += sl->bytes;
-    acc->connects += sl->connects;
-    acc->reconnects += sl->reconnects;
-    errors_add(&acc->errors, &sl->errors);
+    for (size_t i = 0; i < stats_ncounters; i++)
+        if (stats_counters[i].column)
+            *stats_counter_at(acc, &stats_counters[i]) += sl->counts[i];
     for (int c = 0; c < 5; c++)
         acc->status[100 * (c + 1)] += sl->status[c];
     acc->status[0] += sl->status[5];
-    add_latency(acc->latency, s, k, &sl->latency);
-    if (s->open_model)
-        add_latency(acc->u_latency, s, k, &sl->uncorrected);
+    for (size_t i = 0; i < stats_ndists; i++)
+        if (s->measured & (1u << i))
+            add_latency(stats_dist_get(acc, &stats_dists[i]), s, k, &stats_dists[i], &sl->dists[i]);
 }
 
 /* Merged interval j: every part's interval placed there, added up. It is
@@ -581,7 +543,7 @@ static void merge_intervals(struct timeline *t, const struct inputs *in, const s
  * CPU time over the whole run. */
 static struct timeline *whole_timeline(const struct result *r, struct inputs *in)
 {
-    struct timeline *t = timeline_new(r->cfg);
+    struct timeline *t = timeline_new(r->spec, NULL, 0);
     struct server_times cpu;
     pid_t *pids;
     size_t npids;
@@ -590,6 +552,10 @@ static struct timeline *whole_timeline(const struct result *r, struct inputs *in
         timeline_set_server(t, pids, npids, &cpu);
     free(pids);
     if (in->nseries) {
+        uint32_t measured = UINT32_MAX;
+        for (size_t i = 0; i < in->nseries; i++)
+            measured &= in->series[i].measured;
+        timeline_set_measured(t, measured);
         timeline_start_merged(t, &r->started, in->origin_us);
         merge_intervals(t, in, r, server);
         timeline_close(t);
@@ -611,14 +577,14 @@ static void describe(FILE *f, const struct inputs *in)
         first = parts[i].start_us < first ? parts[i].start_us : first;
         last = parts[i].start_us > last ? parts[i].start_us : last;
     }
-    if (parts[0].shard.count)
-        fprintf(f, "  merged %zu of %" PRIu64 " shards", n, parts[0].shard.count);
+    if (parts[0].spec.shard.count)
+        fprintf(f, "  merged %zu of %" PRIu64 " shards", n, parts[0].spec.shard.count);
     else
         fprintf(f, "  merged %zu results", n);
     fprintf(f, ", started within %s", units_time_us((long double)(last - first), spread));
-    if (parts[0].shard.count && n < parts[0].shard.count) {
+    if (parts[0].spec.shard.count && n < parts[0].spec.shard.count) {
         fputs("; missing:", f);
-        for (uint64_t i = 0; i < parts[0].shard.count; i++)
+        for (uint64_t i = 0; i < parts[0].spec.shard.count; i++)
             if (!in->seen[i])
                 fprintf(f, " %" PRIu64, i);
     }
@@ -643,14 +609,14 @@ static void free_inputs(struct inputs *in)
 {
     for (size_t i = 0; i < in->nparts; i++) {
         stats_free(&in->parts[i].stats);
+        spec_free(&in->parts[i].spec);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
     }
     for (size_t i = 0; i < in->nseries; i++) {
-        for (size_t k = 0; k < in->series[i].n; k++) {
-            free(in->series[i].slices[k].latency.hdr);
-            free(in->series[i].slices[k].uncorrected.hdr);
-        }
+        for (size_t k = 0; k < in->series[i].n; k++)
+            for (size_t d = 0; d < stats_ndists; d++)
+                free(in->series[i].slices[k].dists[d].hdr);
         free(in->series[i].slices);
         free(in->series[i].url);
     }
@@ -662,14 +628,14 @@ static void free_inputs(struct inputs *in)
 int merge_main(int argc, char **argv)
 {
     struct merge_config mc;
-    struct config cfg;
-    struct result result = {.cfg = &cfg};
+    struct run_spec spec;
+    struct result result = {.spec = &spec};
     struct inputs in = {0};
     struct output_json json;
     cli_parse_merge(argc, argv, &mc);
     read_inputs(&in, &mc);
     struct result_input *list = xcalloc(in.nparts, sizeof *list);
-    whole_config(&cfg, &in, &mc);
+    whole_spec(&spec, &in, &mc);
     whole_result(&result, &in, list);
     /* as a run's: with the JSON on stdout, the report goes to stderr */
     if (mc.json)
@@ -677,12 +643,12 @@ int merge_main(int argc, char **argv)
     struct timeline *timeline = whole_timeline(&result, &in);
     result.timeline = timeline;
 
-    report_header(stdout, &cfg);
+    report_header(stdout, &spec);
     describe(stdout, &in);
     report_text(stdout, &result);
     struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
     bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
-                                  cfg.timeout_us, NULL, verdicts);
+                                  spec.timeout_us, NULL, verdicts);
     if (mc.nthresholds) {
         threshold_print(stdout, verdicts, mc.nthresholds, NULL);
         result.verdicts = verdicts;
@@ -700,7 +666,7 @@ int merge_main(int argc, char **argv)
     timeline_free(timeline);
     free(verdicts);
     stats_free(&result.stats);
-    cli_free(&cfg);
+    spec_free(&spec);
     cli_free_merge(&mc);
     return passed ? 0 : 2;
 }

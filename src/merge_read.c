@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "units.h"
+#include "url.h"
 #include "xalloc.h"
 
 /* volley's results are a few hundred KB at most. */
@@ -145,24 +146,28 @@ static void distribution(struct part *p, const char *name, struct hist *dst)
         merge_bad(p->file, "%s: min, max, mean and stdev do not fit its histogram", name);
 }
 
+/* Every distribution of the table: those of -R only in a part with -R
+ * (null, or an object, otherwise), and those results of earlier versions
+ * lack (STATS_OPTIONAL) only when the part has them; p->measured says
+ * which it has. */
 static void read_distributions(struct part *p)
 {
-    const struct jdoc *doc = p->doc;
     struct stats *s = &p->stats;
-    distribution(p, "latency", s->latency);
-    distribution(p, "requests_per_sec", s->rps);
-    distribution(p, "connect_time", s->connect);
-    if (p->open_model) {
-        distribution(p, "latency_uncorrected", s->u_latency);
-        distribution(p, "scheduling_lag", s->lag);
-    } else {
-        /* the closed model has none: null, or an object */
-        need_object(p->file, doc, "latency_uncorrected", true);
-        need_object(p->file, doc, "scheduling_lag", true);
+    for (size_t i = 0; i < stats_ndists; i++) {
+        const struct stats_dist *d = &stats_dists[i];
+        if ((d->flags & STATS_OPTIONAL) && !jdoc_get(p->doc, d->key))
+            continue;
+        if ((d->flags & STATS_OPEN) && !p->open_model) {
+            need_object(p->file, p->doc, d->key, true);
+            continue;
+        }
+        distribution(p, d->key, stats_dist_get(s, d));
+        p->measured |= 1u << i;
+        uint64_t count = hist_count(stats_dist_get(s, d));
+        if ((d->flags & STATS_PER_RESPONSE) && count != s->requests)
+            merge_bad(p->file, "%s.count is %" PRIu64 ", not requests (%" PRIu64 ")", d->key, count,
+                      s->requests);
     }
-    if (hist_count(s->latency) != s->requests)
-        merge_bad(p->file, "latency.count is %" PRIu64 ", not requests (%" PRIu64 ")",
-                  hist_count(s->latency), s->requests);
 }
 
 /* "200": 12 ... and "other": n; they add up to requests. */
@@ -189,17 +194,11 @@ static void read_status_codes(struct part *p)
                   total, p->stats.requests);
 }
 
-/* The error classes, and their causes, which add up to them. */
+/* The causes of the errors, which add up to the socket error classes. */
 static void read_errors(struct part *p)
 {
-    struct errors *e = &p->stats.errors;
-    const struct jdoc *errors = need_object(p->file, p->doc, "errors", false);
+    const struct errors *e = &p->stats.errors;
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
-    e->connect = need_u64(p->file, errors, "connect");
-    e->read = need_u64(p->file, errors, "read");
-    e->write = need_u64(p->file, errors, "write");
-    e->timeout = need_u64(p->file, errors, "timeout");
-    e->status = need_u64(p->file, errors, "status");
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
         p->stats.causes[c] = need_u64(p->file, causes, stats_cause_name(c));
@@ -227,61 +226,88 @@ static void read_cpu(struct part *p)
         p->cpu.wait_s = need_number(p->file, cpu, "run_queue_wait_s");
 }
 
-/* What an HTTP/2 run saw of the protocol: null or absent for HTTP/1.1. */
-static void read_http2(struct part *p)
+/* Counters by code (stats.h's maps), at in: each key a code's name. */
+static void read_map(struct part *p, const struct stats_map *map, const struct jdoc *in)
 {
-    const struct jdoc *h2 = need_object(p->file, p->doc, "http2", true), *codes;
-    struct h2_stats *s = &p->stats.h2;
-    if (!h2 || !p->http2)
-        return;
-    s->goaways = need_u64(p->file, h2, "goaway_received");
-    s->refused = need_u64(p->file, h2, "refused");
-    if (!is_null(jdoc_get(h2, "streams"))) {
-        s->streams = need_u64(p->file, h2, "streams");
-        s->settings = 1;
-    }
-    codes = need_object(p->file, h2, "rst_stream_received", false);
+    const struct jdoc *codes = need_object(p->file, in, map->key, false);
+    const char *object = stats_place_object(map->place);
+    uint64_t *counts = stats_map_at(&p->stats, map);
+    char name[STATS_CODE_NAME_MAX];
     for (size_t i = 0; i < codes->len; i++) {
         const struct jdoc_member *m = &codes->u.members[i];
         unsigned code = 0;
-        while (code < STATS_H2_CODES && strcmp(stats_h2_code_name(code), m->key) != 0)
+        while (code < map->n && strcmp(map->name(code, name), m->key) != 0)
             code++;
-        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &s->resets[code]))
-            merge_bad(p->file, "http2.rst_stream_received.%s: not an error code's count", m->key);
+        if (code == map->n || !jdoc_u64(&m->value, &counts[code]))
+            merge_bad(p->file, "%s.%s.%s: not a count of one of its codes", object, map->key,
+                      m->key);
+    }
+}
+
+/* A place's object: required for the errors, null or an object for tls
+ * and http2, for rate an object exactly with -R; NULL when it is null
+ * (the counters there are then 0), the document for the top level. */
+static const struct jdoc *place_of(struct part *p, enum stats_place place)
+{
+    const char *name = stats_place_object(place);
+    if (!name)
+        return p->doc;
+    if (place == STATS_AT_RATE)
+        return need_object(p->file, p->doc, name, !p->open_model);
+    return need_object(p->file, p->doc, name, place != STATS_AT_ERRORS);
+}
+
+/* Counter c of the table, at in (its place's object) and written as the
+ * table says: a rate over the run (the count is that times its length),
+ * a mean per the place's first counter (per), or a minimum (null: none). */
+static uint64_t read_counter(struct part *p, const struct stats_counter *c, const struct jdoc *in,
+                             uint64_t per)
+{
+    char path[80];
+    const char *object = stats_place_object(c->place);
+    snprintf(path, sizeof path, "%s%s%s", object ? object : "", object ? "." : "", c->key);
+    if (c->flags & STATS_PER_SEC)
+        return count_of(p->file, path,
+                        need_number(p->file, p->doc, path) * (double)p->duration_us / 1e6);
+    if (c->flags & STATS_MEAN)
+        return per ? count_of(p->file, path, need_number(p->file, p->doc, path) * (double)per) : 0;
+    if (c->rule == STATS_MIN && is_null(jdoc_get(in, c->key)))
+        return UINT64_MAX;
+    return need_u64(p->file, p->doc, path);
+}
+
+/* The counters of the table, place by place. */
+static void read_counters(struct part *p)
+{
+    for (enum stats_place place = STATS_AT_TOTALS; place < STATS_AT_NONE; place++) {
+        const struct jdoc *in = place_of(p, place);
+        const struct stats_counter *first = NULL;
+        for (size_t i = 0; in && i < stats_ncounters; i++) {
+            const struct stats_counter *c = &stats_counters[i];
+            if (c->place != place)
+                continue;
+            uint64_t per = first ? stats_counter_get(&p->stats, first) : 0;
+            *stats_counter_at(&p->stats, c) = read_counter(p, c, in, per);
+            if (!first)
+                first = c;
+        }
+        for (size_t i = 0; in && i < stats_nmaps; i++)
+            if (stats_maps[i].place == place)
+                read_map(p, &stats_maps[i], in);
     }
 }
 
 /* Counters, and what the text report needs that no counter holds. */
 static void read_totals(struct part *p)
 {
-    const struct jdoc *doc = p->doc;
-    struct stats *s = &p->stats;
-    s->requests = need_u64(p->file, doc, "requests");
-    s->bytes = need_u64(p->file, doc, "bytes");
-    s->connects = need_u64(p->file, doc, "connects");
-    s->reopened = need_u64(p->file, doc, "reopened");
-    s->reconnects = need_u64(p->file, doc, "reconnects");
+    const struct stats *s = &p->stats;
+    p->duration_us = need_u64(p->file, p->doc, "duration_us");
+    read_counters(p);
     if (s->reopened > s->connects)
         merge_bad(p->file, "reopened: %" PRIu64 " of %" PRIu64 " connects", s->reopened,
                   s->connects);
-    p->duration_us = need_u64(p->file, doc, "duration_us");
     if (!p->duration_us && (s->requests || s->bytes))
         merge_bad(p->file, "duration_us: 0 for %" PRIu64 " responses", s->requests);
-    const struct jdoc *tls = need_object(p->file, doc, "tls", true);
-    if (tls) {
-        s->handshakes = need_u64(p->file, tls, "handshakes");
-        s->resumed = need_u64(p->file, tls, "resumed");
-        if (s->handshakes)
-            s->handshake_us =
-                count_of(p->file, "tls.handshake_mean_us",
-                         need_number(p->file, tls, "handshake_mean_us") * (double)s->handshakes);
-    }
-    read_http2(p);
-    /* sent is written as a rate over the run; the count is that times its length */
-    const struct jdoc *rate = need_object(p->file, doc, "rate", !p->open_model);
-    if (rate)
-        s->sent = count_of(p->file, "rate.sent",
-                           need_number(p->file, rate, "sent") * (double)p->duration_us / 1e6);
     read_cpu(p);
 }
 
@@ -300,40 +326,114 @@ static void read_start(struct part *p)
     }
 }
 
+/* An optional member of options: absent (in results of earlier versions)
+ * or null is 0. */
+static uint64_t optional_u64(const char *file, const struct jdoc *o, const char *key)
+{
+    const struct jdoc *v = jdoc_get(o, key);
+    return !v || is_null(v) ? 0 : need_u64(file, o, key);
+}
+
+/* An optional string of options: absent or null is NULL; a copy otherwise. */
+static char *optional_string(const char *file, const struct jdoc *o, const char *key)
+{
+    const struct jdoc *v = jdoc_get(o, key);
+    return !v || is_null(v) ? NULL : xstrdup(need_string(file, o, key));
+}
+
+/* The lists of options: --stages, the script's arguments, -H. Results of
+ * earlier versions may lack them. */
+static void read_option_lists(struct part *p, const struct jdoc *o)
+{
+    struct run_spec *spec = &p->spec;
+    const struct jdoc *list;
+    if ((list = jdoc_get(o, "stages")) && list->type == JDOC_ARRAY) {
+        spec->stages = xcalloc(list->len + 1, sizeof *spec->stages);
+        for (size_t i = 0; i < list->len; i++) {
+            const struct jdoc *st = &list->u.items[i];
+            spec->stages[spec->nstages++] =
+                (struct stage){need_u64(p->file, st, "duration_us"), need_u64(p->file, st, "rate")};
+        }
+        spec->stages_from = optional_u64(p->file, o, "stages_from");
+    }
+    if ((list = jdoc_get(o, "script_args")) && list->type == JDOC_ARRAY) {
+        spec->script_args = xcalloc(list->len + 1, sizeof *spec->script_args);
+        for (size_t i = 0; i < list->len; i++)
+            if (jdoc_string(&list->u.items[i]))
+                spec->script_args[spec->nscript_args++] = xstrdup(list->u.items[i].u.text);
+    }
+    if ((list = jdoc_get(o, "headers")) && list->type == JDOC_ARRAY) {
+        spec->headers = xcalloc(list->len + 1, sizeof *spec->headers);
+        for (size_t i = 0; i < list->len; i++) {
+            const struct jdoc *h = &list->u.items[i];
+            if (h->type == JDOC_ARRAY && h->len == 2 && jdoc_string(&h->u.items[0]) &&
+                jdoc_string(&h->u.items[1]))
+                spec->headers[spec->nheaders++] =
+                    (struct header){xstrdup(h->u.items[0].u.text), xstrdup(h->u.items[1].u.text)};
+        }
+    }
+}
+
+/* This part's share of the run: the shard it was, or the whole run. */
+static void read_shard(struct part *p)
+{
+    struct run_spec *spec = &p->spec;
+    struct shard *s = &spec->shard;
+    const struct jdoc *sh = need_object(p->file, p->doc, "shard", true);
+    if (!sh) {
+        *s = (struct shard){.connections = spec->connections,
+                            .requests = spec->requests,
+                            .rate = (double)spec->rate};
+        return;
+    }
+    s->index = need_u64(p->file, sh, "index");
+    s->count = need_u64(p->file, sh, "count");
+    if (s->index >= s->count)
+        merge_bad(p->file, "shard.index: %" PRIu64 " of %" PRIu64 " shards", s->index, s->count);
+    if (s->count > MERGE_MAX_SHARDS)
+        merge_bad(p->file, "shard.count: more than %d shards", MERGE_MAX_SHARDS);
+    s->connections = need_u64(p->file, sh, "connections");
+    s->rate = p->open_model ? need_number(p->file, sh, "rate") : 0;
+    s->requests = p->counted ? need_u64(p->file, sh, "requests") : 0;
+}
+
 /* What was asked for, and this part's share of it. */
 static void read_options(struct part *p)
 {
     const struct jdoc *o = p->options = need_object(p->file, p->doc, "options", false);
-    p->url = need_string(p->file, o, "url");
-    p->threads = need_u64(p->file, o, "threads");
-    p->connections = need_u64(p->file, o, "connections");
+    struct run_spec *spec = &p->spec;
+    struct url url;
+    const char *why;
+    spec->url = xstrdup(need_string(p->file, o, "url"));
+    if (!url_parse(spec->url, &url, &why))
+        merge_bad(p->file, "options.url: %s", why);
+    spec->tls = url.tls;
+    url_free(&url);
+    spec->threads = need_u64(p->file, o, "threads");
+    spec->connections = need_u64(p->file, o, "connections");
     p->open_model = !is_null(jdoc_get(o, "rate"));
     p->counted = !is_null(jdoc_get(o, "requests"));
     /* results written before HTTP/2 have no protocol: HTTP/1.1 */
     const char *protocol = jdoc_string(jdoc_get(o, "protocol"));
-    p->http2 = protocol && strcmp(protocol, "HTTP/2") == 0;
-    p->streams = jdoc_get(o, "streams") ? need_u64(p->file, o, "streams") : 1;
-    p->rate = p->open_model ? (double)need_u64(p->file, o, "rate") : 0;
-    p->requests = p->counted ? need_u64(p->file, o, "requests") : 0;
+    spec->http2 = protocol && strcmp(protocol, "HTTP/2") == 0;
+    spec->http3 = protocol && strcmp(protocol, "HTTP/3") == 0;
+    spec->streams = jdoc_get(o, "streams") ? need_u64(p->file, o, "streams") : 1;
+    spec->rate = p->open_model ? need_u64(p->file, o, "rate") : 0;
+    spec->requests = p->counted ? need_u64(p->file, o, "requests") : 0;
     /* null: no time limit (-n without -d, or -d 0) */
     const struct jdoc *limit = jdoc_get(o, "duration_us");
-    p->time_limit_us = is_null(limit) ? 0 : need_u64(p->file, o, "duration_us");
-    p->duration_set = !p->counted || !is_null(limit);
-    p->timeout_us = need_u64(p->file, o, "timeout_us");
+    spec->duration_us = spec->time_limit_us =
+        is_null(limit) ? 0 : need_u64(p->file, o, "duration_us");
+    spec->timeout_us = need_u64(p->file, o, "timeout_us");
+    spec->ramp_up_us = optional_u64(p->file, o, "ramp_up_us");
+    spec->warmup_us = optional_u64(p->file, o, "warmup_us");
+    const struct jdoc *keepalive = jdoc_get(o, "keepalive");
+    spec->no_keepalive = keepalive && keepalive->type == JDOC_FALSE;
+    spec->unix_socket = optional_string(p->file, o, "unix_socket");
+    spec->script = optional_string(p->file, o, "script");
+    read_option_lists(p, o);
     p->pipeline = need_u64(p->file, o, "pipeline");
-    const struct jdoc *sh = need_object(p->file, p->doc, "shard", true);
-    if (!sh)
-        return;
-    p->shard.index = need_u64(p->file, sh, "index");
-    p->shard.count = need_u64(p->file, sh, "count");
-    if (p->shard.index >= p->shard.count)
-        merge_bad(p->file, "shard.index: %" PRIu64 " of %" PRIu64 " shards", p->shard.index,
-                  p->shard.count);
-    if (p->shard.count > MERGE_MAX_SHARDS)
-        merge_bad(p->file, "shard.count: more than %d shards", MERGE_MAX_SHARDS);
-    p->connections = need_u64(p->file, sh, "connections");
-    p->rate = p->open_model ? need_number(p->file, sh, "rate") : 0;
-    p->requests = p->counted ? need_u64(p->file, sh, "requests") : 0;
+    read_shard(p);
 }
 
 /* --server-pid: the processes measured and their CPU time; null without. */
@@ -401,7 +501,7 @@ static void read_run_line(struct series *s, const struct jdoc *run)
     s->origin_us = (int64_t)origin;
     s->interval_us = need_u64(file, run, "interval_us");
     /* intervals are at least 10ms; a longer one than 2^61 us is no run's */
-    if (s->interval_us < CLI_INTERVAL_MIN_US || s->interval_us > INT64_MAX / 4)
+    if (s->interval_us < SPEC_INTERVAL_MIN_US || s->interval_us > INT64_MAX / 4)
         merge_bad(file, "interval_us: %" PRIu64 " is not an interval of volley's", s->interval_us);
     const struct jdoc *rate = jdoc_get(run, "rate");
     if (!rate || (!is_null(rate) && rate->type != JDOC_NUMBER))
@@ -417,7 +517,7 @@ static void read_run_line(struct series *s, const struct jdoc *run)
     }
 }
 
-/* An interval's latency (latency or latency_uncorrected, where names it). */
+/* An interval's distribution (latency, latency_uncorrected: where names it). */
 static void read_slice_latency(const char *where, const struct jdoc *v, struct slice_latency *l)
 {
     l->count = need_u64(where, v, "count");
@@ -431,7 +531,8 @@ static void read_slice_latency(const char *where, const struct jdoc *v, struct s
 /* The histogram of an interval's latency with the exact mean and maximum
  * its record gives beside it (it has no minimum or deviation, and the
  * merged record writes neither). */
-struct hist *merge_read_latency(const char *where, const struct slice_latency *l)
+struct hist *merge_read_latency(const char *where, const struct stats_dist *d,
+                                const struct slice_latency *l)
 {
     const char *why;
     struct hist *h = hist_decode(l->hdr, &why);
@@ -439,14 +540,14 @@ struct hist *merge_read_latency(const char *where, const struct slice_latency *l
         merge_bad(where, "hdr_histogram: %s", why);
     uint64_t highest = hist_highest(h), count = hist_count(h);
     /* freed before saying why: exit 1 leaves nothing behind */
-    if (highest != STATS_LATENCY_MAX || count != l->count ||
+    if (highest != d->highest || count != l->count ||
         (count && !hist_set_summary(h, hist_min(h), l->max, l->mean, 0))) {
         hist_free(h);
-        if (highest != STATS_LATENCY_MAX)
+        if (highest != d->highest)
             merge_bad(where,
-                      "hdr_histogram: tracks values up to %" PRIu64 ", not up to %llu as volley "
-                      "does",
-                      highest, STATS_LATENCY_MAX);
+                      "hdr_histogram: tracks values up to %" PRIu64 ", not up to %" PRIu64
+                      " as volley does",
+                      highest, d->highest);
         if (count != l->count)
             merge_bad(where, "hdr_histogram: holds %" PRIu64 " samples, but count says %" PRIu64,
                       count, l->count);
@@ -455,34 +556,62 @@ struct hist *merge_read_latency(const char *where, const struct slice_latency *l
     return h;
 }
 
-static void check_slice_latency(const char *where, const struct jdoc *record, const char *name,
-                                struct slice_latency *l)
+static void check_slice_latency(const char *where, const struct jdoc *record,
+                                const struct stats_dist *d, struct slice_latency *l)
 {
-    char *at_name = xasprintf("%s: %s", where, name);
-    read_slice_latency(at_name, need_object(where, record, name, false), l);
-    hist_free(merge_read_latency(at_name, l));
+    char *at_name = xasprintf("%s: %s", where, d->column);
+    read_slice_latency(at_name, need_object(where, record, d->column, false), l);
+    hist_free(merge_read_latency(at_name, d, l));
     free(at_name);
 }
 
-static void read_slice_counts(const char *where, const struct jdoc *record, struct slice *sl)
+/* The counters of the table with a timeline column (the error classes in
+ * the errors object), and the status classes, which add up to requests. */
+static void read_slice_counts(struct series *s, const char *where, const struct jdoc *record,
+                              struct slice *sl)
 {
     static const char *const classes[6] = {"1xx", "2xx", "3xx", "4xx", "5xx", "other"};
-    sl->requests = need_u64(where, record, "requests");
-    sl->bytes = need_u64(where, record, "bytes");
-    sl->connects = need_u64(where, record, "connects");
-    sl->reconnects = need_u64(where, record, "reconnects");
+    const struct jdoc *errors = need_object(where, record, "errors", false);
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        const struct jdoc *in = c->place == STATS_AT_ERRORS ? errors : record;
+        if (!c->column || ((c->flags & STATS_OPEN) && !s->open_model))
+            continue;
+        if (c->flags & STATS_PER_SEC)
+            sl->counts[i] = count_of(
+                where, c->column, need_number(where, in, c->column) * (double)sl->length_us / 1e6);
+        else
+            sl->counts[i] = need_u64(where, in, c->column);
+    }
     const struct jdoc *status = need_object(where, record, "status", false);
+    uint64_t requests = sl->counts[STATS_COUNTER_requests];
     unsigned __int128 responses = 0;
     for (int c = 0; c < 6; c++)
         responses += sl->status[c] = need_u64(where, status, classes[c]);
-    if (responses != sl->requests)
-        merge_bad(where, "status classes do not add up to requests (%" PRIu64 ")", sl->requests);
-    const struct jdoc *errors = need_object(where, record, "errors", false);
-    sl->errors.connect = need_u64(where, errors, "connect");
-    sl->errors.read = need_u64(where, errors, "read");
-    sl->errors.write = need_u64(where, errors, "write");
-    sl->errors.timeout = need_u64(where, errors, "timeout");
-    sl->errors.status = need_u64(where, errors, "status");
+    if (responses != requests)
+        merge_bad(where, "status classes do not add up to requests (%" PRIu64 ")", requests);
+}
+
+/* The distributions of the table with a timeline column that the series
+ * has: those of -R with it; from its first record on, those results of
+ * earlier versions lack (STATS_OPTIONAL) when that record has them. */
+static void read_slice_dists(struct series *s, const char *where, const struct jdoc *record,
+                             struct slice *sl)
+{
+    for (size_t i = 0; i < stats_ndists; i++) {
+        const struct stats_dist *d = &stats_dists[i];
+        if (!d->column || ((d->flags & STATS_OPEN) && !s->open_model))
+            continue;
+        if (s->n == 0 && (!(d->flags & STATS_OPTIONAL) || jdoc_get(record, d->column)))
+            s->measured |= 1u << i;
+        if (!(s->measured & (1u << i)))
+            continue;
+        check_slice_latency(where, record, d, &sl->dists[i]);
+        if ((d->flags & STATS_PER_RESPONSE) &&
+            sl->dists[i].count != sl->counts[STATS_COUNTER_requests])
+            merge_bad(where, "%s.count is %" PRIu64 ", not requests (%" PRIu64 ")", d->column,
+                      sl->dists[i].count, sl->counts[STATS_COUNTER_requests]);
+    }
 }
 
 /* Interval index of the series, the record on its line. */
@@ -503,17 +632,8 @@ static void read_slice(struct series *s, const char *where, const struct jdoc *r
         merge_bad(where, "start_us or length_us out of range");
     if (start != index * s->interval_us)
         merge_bad(where, "start_us: not the start of interval %" PRIu64, index);
-    read_slice_counts(where, record, sl);
-    check_slice_latency(where, record, "latency", &sl->latency);
-    if (sl->latency.count != sl->requests)
-        merge_bad(where, "latency.count is %" PRIu64 ", not requests (%" PRIu64 ")",
-                  sl->latency.count, sl->requests);
-    if (s->open_model) {
-        check_slice_latency(where, record, "latency_uncorrected", &sl->uncorrected);
-        sl->sent =
-            count_of(where, "sent_per_sec",
-                     need_number(where, record, "sent_per_sec") * (double)sl->length_us / 1e6);
-    }
+    read_slice_counts(s, where, record, sl);
+    read_slice_dists(s, where, record, sl);
     const struct jdoc *server = jdoc_get(record, "server_cpu_s");
     sl->server_s = NAN;
     if (!server || (!is_null(server) && (!jdoc_double(server, &sl->server_s) || sl->server_s < 0)))

@@ -11,8 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cli.h"
 #include "jdoc.h"
+#include "spec.h"
 #include "stats.h"
 
 /* One result file, as far as merging needs it. */
@@ -20,20 +20,16 @@ struct part {
     const char *file;
     struct jdoc *doc;
     const struct jdoc *options;
-    const char *url;
+    /* What it asked for (options), and in shard its share of it (the whole
+     * run's when it is not a shard: shard.count 0). */
+    struct run_spec spec;
     bool open_model, counted; /* -R, -n */
-    bool http2;               /* --http2 (options.protocol) */
-    uint64_t streams;         /* -m */
-    struct shard shard;       /* count 0 when the file is not a shard */
-    uint64_t threads, connections, requests;
-    double rate;
-    uint64_t time_limit_us; /* 0: none */
-    bool duration_set;
-    uint64_t timeout_us, pipeline;
+    uint64_t pipeline;
     int64_t start_us;
     uint64_t duration_us;
     uint64_t interval_us; /* 0: it knows no intervals (merged without timelines) */
     struct stats stats;
+    uint32_t measured; /* the distributions it has (bit i for stats_dists[i]) */
     struct {
         double user_s, system_s, wait_s, busiest;
         bool has_wait;
@@ -49,7 +45,7 @@ struct part {
     struct series *series; /* its timeline, when timelines are merged */
 };
 
-/* An interval's latency as its record gives it: the histogram (still
+/* An interval's distribution as its record gives it: the histogram (still
  * encoded, until it is added) and the exact figures beside it. */
 struct slice_latency {
     uint64_t count, max;
@@ -57,13 +53,14 @@ struct slice_latency {
     char *hdr;
 };
 
-/* One interval of a part's timeline. */
+/* One interval of a part's timeline: the counters of the table that have a
+ * timeline column, and its distributions that have one. */
 struct slice {
-    uint64_t length_us, requests, sent, bytes, connects, reconnects;
-    uint64_t status[6]; /* 1xx ... 5xx, and other */
-    struct errors errors;
-    double server_s; /* NaN when not measured */
-    struct slice_latency latency, uncorrected;
+    uint64_t length_us;
+    uint64_t counts[STATS_NCOUNTERS]; /* by the table's index */
+    uint64_t status[6];               /* 1xx ... 5xx, and other */
+    double server_s;                  /* NaN when not measured */
+    struct slice_latency dists[STATS_NDISTS];
 };
 
 /* A part's --timeline (JSON Lines): the run line, then its intervals. */
@@ -75,6 +72,7 @@ struct series {
     struct shard shard;
     bool open_model;
     uint64_t interval_us;
+    uint32_t measured; /* the distributions its records have, as a part's */
     struct slice *slices;
     size_t n, cap;
     struct part *part; /* the result of its run */
@@ -99,7 +97,8 @@ void merge_read_file(struct inputs *in, const char *name);
 /* The histogram of an interval's latency, with the exact figures its
  * record gives beside it; where (file and line) is for the message when
  * they do not fit. */
-struct hist *merge_read_latency(const char *where, const struct slice_latency *l);
+struct hist *merge_read_latency(const char *where, const struct stats_dist *d,
+                                const struct slice_latency *l);
 
 /* "volley: FILE: what", and exit 1. */
 void merge_bad(const char *file, const char *fmt, ...)

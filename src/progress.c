@@ -41,7 +41,7 @@ static void format_line(const struct progress *p, char *line, size_t size, uint6
     const struct config *cfg = p->cfg;
     double elapsed = (double)(now - p->start_us) / 1e6;
     /* the warm-up comes first */
-    double left = (double)(cfg->time_limit_us + cfg->warmup_us) / 1e6 - elapsed, rate;
+    double left = (double)(cfg->spec.time_limit_us + cfg->spec.warmup_us) / 1e6 - elapsed, rate;
     char r[UNITS_BUF], l[UNITS_BUF] = "-", when[48], of[32] = "";
     uint64_t p99;
     bool has_p99 = false;
@@ -50,14 +50,14 @@ static void format_line(const struct progress *p, char *line, size_t size, uint6
         rate = elapsed > 0 ? (double)requests / elapsed : 0;
     if (has_p99)
         units_time_us(p99, l);
-    if (cfg->time_limit_us)
+    if (cfg->spec.time_limit_us)
         snprintf(when, sizeof when, "%.1fs elapsed, %.1fs left", elapsed, left > 0 ? left : 0);
-    else if (cfg->requests)
+    else if (cfg->spec.requests)
         snprintf(when, sizeof when, "%.1fs elapsed", elapsed);
     else
         snprintf(when, sizeof when, "%.1fs elapsed, until Ctrl-C", elapsed);
-    if (cfg->requests)
-        snprintf(of, sizeof of, "/%" PRIu64, cfg->requests);
+    if (cfg->spec.requests)
+        snprintf(of, sizeof of, "/%" PRIu64, cfg->spec.requests);
     snprintf(line, size, "%s: %" PRIu64 "%s requests, %s req/s, p99 %s, %" PRIu64 " error%s", when,
              requests, of, units_metric(rate, r), l, errors, errors == 1 ? "" : "s");
 }

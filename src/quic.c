@@ -224,10 +224,9 @@ void quic_cleanup(void)
 /* Why a connection ended                                                     */
 /* ------------------------------------------------------------------------ */
 
-static struct h3_stats *figures(struct quic *q)
-{
-    return q->sock->stats ? &q->sock->stats->h3 : NULL;
-}
+/* The worker's stats, where QUIC's own figures go (none in the start-up
+ * check). */
+static struct stats *figures(struct quic *q) { return q->sock->stats; }
 
 static void end(struct quic *q, enum cause cause)
 {
@@ -242,16 +241,16 @@ static void end(struct quic *q, enum cause cause)
  * verify). */
 static void count_alert(struct quic *q, unsigned alert)
 {
-    struct h3_stats *h3 = figures(q);
-    if (h3)
-        h3->alerts[alert & 0xff]++;
+    struct stats *st = figures(q);
+    if (st)
+        st->h3_alerts[alert & 0xff]++;
 }
 
 /* The peer's CONNECTION_CLOSE: by its code, transport or application. */
 static void peer_closed(struct quic *q)
 {
     const ngtcp2_ccerr *e = ngtcp2_conn_get_ccerr(q->conn);
-    struct h3_stats *h3 = figures(q);
+    struct stats *st = figures(q);
     q->closed_by_peer = true;
     if (e->type == NGTCP2_CCERR_TYPE_TRANSPORT && e->error_code >= NGTCP2_CRYPTO_ERROR &&
         e->error_code <= NGTCP2_CRYPTO_ERROR + 0xff) {
@@ -259,14 +258,14 @@ static void peer_closed(struct quic *q)
         end(q, q->completed ? CAUSE_QUIC_CLOSE : CAUSE_TLS_HANDSHAKE);
         return;
     }
-    if (e->type == NGTCP2_CCERR_TYPE_TRANSPORT && h3) {
+    if (e->type == NGTCP2_CCERR_TYPE_TRANSPORT && st) {
         uint64_t c = e->error_code;
-        h3->close_transport[c < STATS_QUIC_CODES - 1 ? c : STATS_QUIC_CODES - 1]++;
-    } else if (h3) {
+        st->h3_close_transport[c < STATS_QUIC_CODES - 1 ? c : STATS_QUIC_CODES - 1]++;
+    } else if (st) {
         uint64_t c = e->error_code - 0x100;
-        h3->close_application[e->error_code >= 0x100 && c < STATS_H3_CODES - 1
-                                  ? c
-                                  : STATS_H3_CODES - 1]++;
+        st->h3_close_application[e->error_code >= 0x100 && c < STATS_H3_CODES - 1
+                                     ? c
+                                     : STATS_H3_CODES - 1]++;
     }
     /* A close without an error ends the connection normally: what was in
      * flight on it is counted by the session. */
@@ -280,12 +279,12 @@ static void peer_closed(struct quic *q)
  * timer). */
 static void failed(struct quic *q, int rv)
 {
-    struct h3_stats *h3 = figures(q);
+    struct stats *st = figures(q);
     switch (rv) {
     case NGTCP2_ERR_DRAINING:
         if (q->stateless_reset) {
-            if (h3)
-                h3->stateless_resets++;
+            if (st)
+                st->h3_stateless_resets++;
             end(q, CAUSE_QUIC_STATELESS_RESET);
         } else {
             peer_closed(q);
@@ -297,13 +296,13 @@ static void failed(struct quic *q, int rv)
     case NGTCP2_ERR_RECV_VERSION_NEGOTIATION:
     case NGTCP2_ERR_VERSION_NEGOTIATION:
     case NGTCP2_ERR_VERSION_NEGOTIATION_FAILURE:
-        if (h3)
-            h3->version_negotiations++;
+        if (st)
+            st->h3_version_negotiations++;
         end(q, CAUSE_QUIC_VERSION);
         break;
     case NGTCP2_ERR_IDLE_CLOSE:
-        if (h3)
-            h3->idle_timeouts++;
+        if (st)
+            st->h3_idle_timeouts++;
         end(q, CAUSE_QUIC_IDLE_TIMEOUT);
         break;
     case NGTCP2_ERR_HANDSHAKE_TIMEOUT:
@@ -377,9 +376,9 @@ static int on_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t id, uint64
 {
     (void)sd;
     struct quic *q = user_data;
-    struct h3_stats *h3 = figures(q);
-    if (h3 && ngtcp2_is_bidi_stream(id))
-        h3->lost += ngtcp2_conn_get_stream_loss_count(conn, id);
+    struct stats *st = figures(q);
+    if (st && ngtcp2_is_bidi_stream(id))
+        st->h3_lost += ngtcp2_conn_get_stream_loss_count(conn, id);
     if (!q->app)
         return 0;
     if (!(flags & NGTCP2_STREAM_CLOSE_FLAG_APP_ERROR_CODE_SET))
@@ -454,19 +453,19 @@ static int on_new_token(ngtcp2_conn *conn, const uint8_t *token, size_t len, voi
 static int on_handshake_completed(ngtcp2_conn *conn, void *user_data)
 {
     struct quic *q = user_data;
-    struct h3_stats *h3 = figures(q);
+    struct stats *st = figures(q);
     q->completed = true;
     ngtcp2_ssize n = ngtcp2_conn_encode_0rtt_transport_params(conn, q->params, sizeof q->params);
     q->params_len = n > 0 ? (size_t)n : 0;
     if (!q->early)
         return 0;
     if (gnutls_session_get_flags(q->tls) & GNUTLS_SFLAGS_EARLY_DATA) {
-        if (h3)
-            h3->early_accepted++;
+        if (st)
+            st->h3_early_accepted++;
         return 0;
     }
-    if (h3)
-        h3->early_rejected++;
+    if (st)
+        st->h3_early_rejected++;
     return ngtcp2_conn_tls_early_data_rejected(conn) ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
 }
 
@@ -691,9 +690,9 @@ static bool start(struct quic *q)
     if (run.early_data && q->ticket.size && q->params_len &&
         ngtcp2_conn_decode_and_set_0rtt_transport_params(q->conn, q->params, q->params_len) == 0) {
         q->early = true;
-        struct h3_stats *h3 = figures(q);
-        if (h3)
-            h3->early_attempts++;
+        struct stats *st = figures(q);
+        if (st)
+            st->h3_early_attempts++;
     }
     return true;
 }
@@ -847,15 +846,15 @@ static ssize_t quic_read(struct sock *s, char *buf, size_t len)
 
 static bool feed(struct quic *q, const char *data, size_t len, ngtcp2_tstamp ts)
 {
-    struct h3_stats *h3 = figures(q);
-    if (h3)
-        h3->packets_received++;
+    struct stats *st = figures(q);
+    if (st)
+        st->h3_packets_received++;
     /* Fewer than 21 bytes are never a QUIC packet (RFC 9000 §10.3). */
     if (len < 21)
         return true;
     ngtcp2_pkt_info pi = {.ecn = q->rx_ecn};
-    if (h3 && run.ecn)
-        h3->ecn_received[q->rx_ecn]++;
+    if (st && run.ecn)
+        st->h3_ecn[q->rx_ecn]++;
     int rv = ngtcp2_conn_read_pkt(q->conn, &q->path, &pi, (const uint8_t *)data, len, ts);
     if (rv != 0) {
         failed(q, rv);
@@ -931,7 +930,7 @@ static ngtcp2_ssize pack(struct quic *q, uint8_t *dest, size_t len, ngtcp2_pkt_i
 static void fill(struct quic *q)
 {
     ngtcp2_tstamp ts = now_ns();
-    struct h3_stats *h3 = figures(q);
+    struct stats *st = figures(q);
     size_t max = ngtcp2_conn_get_max_tx_udp_payload_size(q->conn);
     size_t limit = ngtcp2_conn_get_send_quantum(q->conn);
     if (limit > QUIC_BATCH_BYTES)
@@ -951,8 +950,8 @@ static void fill(struct quic *q)
             failed(q, (int)n);
         if (n <= 0)
             break;
-        if (h3)
-            h3->packets_sent++;
+        if (st)
+            st->h3_packets_sent++;
         /* With --ecn every packet of a batch carries the same marks. */
         uint8_t ecn = run.ecn ? pi.ecn : NGTCP2_ECN_NOT_ECT;
         if (count && ((size_t)n > seg || ecn != q->tx_ecn)) {
@@ -1131,17 +1130,17 @@ static size_t quic_pending(struct sock *s)
 /* The end of the connection's figures: its RTT and congestion window. */
 static void count_end(struct quic *q)
 {
-    struct h3_stats *h3 = figures(q);
-    if (!h3 || !q->completed)
+    struct stats *st = figures(q);
+    if (!st || !q->completed)
         return;
     ngtcp2_conn_info info;
     ngtcp2_conn_get_conn_info(q->conn, &info);
     uint64_t rtt = info.smoothed_rtt / 1000, min = info.min_rtt / 1000;
-    h3->ended++;
-    h3->rtt_us += rtt;
-    h3->cwnd += info.cwnd;
-    if (info.min_rtt != UINT64_MAX && (!h3->min_rtt_us || min < h3->min_rtt_us))
-        h3->min_rtt_us = min ? min : 1;
+    st->h3_ended++;
+    st->h3_rtt_us += rtt;
+    st->h3_cwnd += info.cwnd;
+    if (info.min_rtt != UINT64_MAX && min < st->h3_min_rtt_us)
+        st->h3_min_rtt_us = min;
 }
 
 /* A connection that can still talk says goodbye with CONNECTION_CLOSE (no

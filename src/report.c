@@ -10,44 +10,43 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "spec.h"
 #include "timeline.h"
 #include "units.h"
 
 /* "  shard 1/4: 3 of 10 connections, 600 of 2000 requests/sec": what this
  * process runs of the whole. */
-static void report_shard(FILE *f, const struct config *cfg)
+static void report_shard(FILE *f, const struct run_spec *spec)
 {
-    const struct shard *s = &cfg->shard;
+    const struct shard *s = &spec->shard;
     fprintf(f, "  shard %" PRIu64 "/%" PRIu64 ": %" PRIu64 " of %" PRIu64 " connections", s->index,
-            s->count, s->connections, cfg->connections);
-    if (cfg->rate)
-        fprintf(f, ", %.10g of %" PRIu64 " requests/sec", s->rate, cfg->rate);
-    if (cfg->requests)
-        fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, cfg->requests);
+            s->count, s->connections, spec->connections);
+    if (spec->rate)
+        fprintf(f, ", %.10g of %" PRIu64 " requests/sec", s->rate, spec->rate);
+    if (spec->requests)
+        fprintf(f, ", %" PRIu64 " of %" PRIu64 " requests", s->requests, spec->requests);
     fputc('\n', f);
 }
 
-void report_header(FILE *f, const struct config *cfg)
+void report_header(FILE *f, const struct run_spec *spec)
 {
     char d[UNITS_BUF];
     /* wrk's line, naming the protocol when it is not wrk's. */
-    const char *proto = cfg->http3 ? " over HTTP/3" : cfg->http2 ? " over HTTP/2" : "";
-    if (cfg->requests && !cfg->time_limit_us)
-        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", cfg->requests, cfg->url_arg,
-                proto);
-    else if (!cfg->time_limit_us) /* -d 0: until Ctrl-C */
-        fprintf(f, "Running unlimited test @ %s%s\n", cfg->url_arg, proto);
+    const char *proto = spec->http3 ? " over HTTP/3" : spec->http2 ? " over HTTP/2" : "";
+    if (spec->requests && !spec->time_limit_us)
+        fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", spec->requests, spec->url, proto);
+    else if (!spec->time_limit_us) /* -d 0: until Ctrl-C */
+        fprintf(f, "Running unlimited test @ %s%s\n", spec->url, proto);
     else
-        fprintf(f, "Running %s test @ %s%s\n", units_duration(cfg->duration_us, d), cfg->url_arg,
+        fprintf(f, "Running %s test @ %s%s\n", units_duration(spec->duration_us, d), spec->url,
                 proto);
-    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", cfg->threads,
-            cfg->shard.connections);
-    if (cfg->shard.count)
-        report_shard(f, cfg);
-    if (cfg->warmup_us)
+    fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", spec->threads,
+            spec->shard.connections);
+    if (spec->shard.count)
+        report_shard(f, spec);
+    if (spec->warmup_us)
         fprintf(f, "  %s warm-up first, left out of the results\n",
-                units_duration(cfg->warmup_us, d));
+                units_duration(spec->warmup_us, d));
 }
 
 void report_cell(FILE *f, const char *s, int width)
@@ -143,14 +142,20 @@ void report_text(FILE *f, const struct result *r)
     stat_row(f, "Latency", s->latency, units_time_us);
     /* Every request has a connection of its own: its set-up, which latency
      * leaves out, is a figure of the run too (ab's "Connect"). */
-    if (r->cfg->no_keepalive)
+    if (r->spec->no_keepalive)
         stat_row(f, "Connect", s->connect, units_time_us);
     stat_row(f, "Req/Sec", s->rps, units_metric);
-    if (r->cfg->latency && r->cfg->rate)
+    /* --latency: the time to first byte too, as the table's last row, so
+     * that the Latency and Req/Sec rows and the distribution below stay
+     * where wrk's parsers look for them; not for a merge of results that
+     * have none. */
+    if (r->spec->latency && !(r->missing & (1u << STATS_DIST_ttfb)))
+        stat_row(f, "TTFB", s->ttfb, units_time_us);
+    if (r->spec->latency && r->spec->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
-    else if (r->cfg->latency)
+    else if (r->spec->latency)
         latency_distribution(f, s->latency);
-    if (r->cfg->u_latency) {
+    if (r->spec->u_latency) {
         fputc('\n', f);
         hdr_distribution(f,
                          "Uncorrected Latency (measured without taking delayed starts into "
@@ -176,14 +181,14 @@ void report_text(FILE *f, const struct result *r)
 /* With -R, when fewer requests went out than asked for: say so and why. */
 static void rate_shortfall(FILE *f, const struct result *r)
 {
-    const struct config *cfg = r->cfg;
+    const struct run_spec *spec = r->spec;
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
     /* a shard's own share of -R and -c */
-    double rate = cfg->shard.rate;
-    uint64_t connections = cfg->shard.connections;
-    if (!cfg->rate || seconds <= 0)
+    double rate = spec->shard.rate;
+    uint64_t connections = spec->shard.connections;
+    if (!spec->rate || seconds <= 0)
         return;
     double sent = (double)s->sent / seconds;
     if (sent >= 0.98 * rate)
@@ -228,38 +233,34 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
     double seconds = (double)r->runtime_us / 1e6;
     double cpu = r->cpu.user_s + r->cpu.system_s;
     load->cpus = r->cpu.cpus ? r->cpu.cpus : usable_cpus();
-    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->cfg->threads : 0;
+    load->utilisation = seconds > 0 ? cpu / seconds / (double)r->spec->threads : 0;
     load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
 }
 
 /* HTTP/2 and HTTP/3: the streams a connection could open at once, -m
- * capped by the server's limit; 0 when no server said. */
+ * capped by the server's limit; UINT64_MAX when no server said. */
 static uint64_t streams_allowed(const struct result *r)
 {
-    if (r->cfg->http2 && r->stats.h2.settings)
-        return r->stats.h2.streams;
-    if (r->cfg->http3 && r->stats.h3.settings)
-        return r->stats.h3.streams;
-    return 0;
+    return r->spec->http3 ? r->stats.h3_streams : r->spec->http2 ? r->stats.h2_streams : UINT64_MAX;
 }
 
 size_t report_inflight(const struct result *r)
 {
     uint64_t allowed = streams_allowed(r);
-    if (!r->cfg->http2 && !r->cfg->http3)
+    if (!r->spec->http2 && !r->spec->http3)
         return r->pipeline;
-    return allowed && allowed < r->cfg->streams ? (size_t)allowed : (size_t)r->cfg->streams;
+    return (size_t)(allowed < r->spec->streams ? allowed : r->spec->streams);
 }
 
 /* -m asked for more streams than the server lets a connection open. */
 static void streams_capped(FILE *f, const struct result *r)
 {
     uint64_t allowed = streams_allowed(r);
-    if (allowed && allowed < r->cfg->streams)
+    if (allowed < r->spec->streams)
         fprintf(f,
                 "Note: the server allows %" PRIu64 " concurrent streams per connection: "
                 "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
-                allowed, r->cfg->streams, allowed);
+                allowed, r->spec->streams, allowed);
 }
 
 /* HTTP/3: the causes of the socket errors (the text report has wrk's
@@ -268,7 +269,7 @@ static void quic_events(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
     const char *sep = "";
-    if (!r->cfg->http3)
+    if (!r->spec->http3)
         return;
     if (s->errors.connect + s->errors.read + s->errors.write + s->errors.timeout) {
         fputs("Note: HTTP/3 errors by cause:", f);
@@ -280,9 +281,9 @@ static void quic_events(FILE *f, const struct result *r)
         }
         fputc('\n', f);
     }
-    if (s->h3.lost)
+    if (s->h3_lost)
         fprintf(f, "Note: QUIC declared %" PRIu64 " packets of requests lost and sent them again\n",
-                s->h3.lost);
+                s->h3_lost);
 }
 
 void report_warnings(FILE *f, const struct result *r)

@@ -11,7 +11,7 @@
 
 #include "stats.h"
 
-struct config;
+struct run_spec;
 struct threshold_abort;
 struct threshold_verdict;
 struct timeline;
@@ -28,7 +28,7 @@ struct result_input {
 
 /* What a finished run measured. */
 struct result {
-    const struct config *cfg;
+    const struct run_spec *spec; /* what the run asked for */
     uint64_t runtime_us;
     struct stats stats;      /* all workers merged */
     size_t pipeline;         /* requests per batch */
@@ -40,9 +40,10 @@ struct result {
         double busiest;          /* highest share of its run a worker thread was busy */
         long cpus;               /* CPUs the run had; 0: those this process may use */
     } cpu;
-    /* With -R: latency from the actual send, and how late requests were sent
-     * after their intended time; NULL in the closed model. */
-    const struct hist *latency_uncorrected, *scheduling_lag;
+    /* volley merge: the distributions some part lacks (bit i for
+     * stats_dists[i]; a result of an earlier version), which the whole has
+     * none of. A run measures every one, those of -R only with it. */
+    uint32_t missing;
     const struct timeline *timeline; /* intervals and server CPU, or NULL */
     /* --warmup: what it recorded, left out of everything above; or NULL */
     const struct stats *warmup;
@@ -73,7 +74,7 @@ struct cpu_load {
 void report_cpu_load(const struct result *r, struct cpu_load *load);
 
 /* "Running 10s test @ URL" and "  2 threads and 10 connections". */
-void report_header(FILE *f, const struct config *cfg);
+void report_header(FILE *f, const struct run_spec *spec);
 void report_text(FILE *f, const struct result *r);
 /* Requests a connection had in flight at most: the pipeline depth, or over
  * HTTP/2 the streams -m asked for, capped by the server's SETTINGS. */

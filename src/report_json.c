@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "cli.h"
 #include "json.h"
+#include "spec.h"
 #include "threshold.h"
 #include "timeline.h"
 #include "units.h"
@@ -22,53 +22,53 @@ static const double percentiles[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
 
 /* --stages as given; rate is then their mean target, and stages_from the
  * rate they start from. */
-static void stages(struct json *j, const struct config *cfg)
+static void stages(struct json *j, const struct run_spec *spec)
 {
-    if (!cfg->nstages) {
+    if (!spec->nstages) {
         json_null(j, "stages");
         json_null(j, "stages_from");
         return;
     }
     json_array_begin(j, "stages");
-    for (size_t i = 0; i < cfg->nstages; i++) {
+    for (size_t i = 0; i < spec->nstages; i++) {
         json_object_begin(j, NULL);
-        json_uint(j, "duration_us", cfg->stages[i].duration_us);
-        json_uint(j, "rate", cfg->stages[i].rate);
+        json_uint(j, "duration_us", spec->stages[i].duration_us);
+        json_uint(j, "rate", spec->stages[i].rate);
         json_object_end(j);
     }
     json_array_end(j);
-    json_uint(j, "stages_from", cfg->stages_from);
+    json_uint(j, "stages_from", spec->stages_from);
 }
 
 static void options(struct json *j, const struct result *r)
 {
-    const struct config *cfg = r->cfg;
+    const struct run_spec *spec = r->spec;
     json_object_begin(j, "options");
-    json_string(j, "url", cfg->url_arg);
-    json_uint(j, "threads", cfg->threads);
-    json_uint(j, "connections", cfg->connections);
-    json_uint_or_null(j, "duration_us", cfg->time_limit_us);
-    json_uint(j, "timeout_us", cfg->timeout_us);
-    json_uint_or_null(j, "rate", cfg->rate);
-    json_uint_or_null(j, "requests", cfg->requests);
-    stages(j, cfg);
-    json_uint_or_null(j, "ramp_up_us", cfg->ramp_up_us);
-    json_uint_or_null(j, "warmup_us", cfg->warmup_us);
+    json_string(j, "url", spec->url);
+    json_uint(j, "threads", spec->threads);
+    json_uint(j, "connections", spec->connections);
+    json_uint_or_null(j, "duration_us", spec->time_limit_us);
+    json_uint(j, "timeout_us", spec->timeout_us);
+    json_uint_or_null(j, "rate", spec->rate);
+    json_uint_or_null(j, "requests", spec->requests);
+    stages(j, spec);
+    json_uint_or_null(j, "ramp_up_us", spec->ramp_up_us);
+    json_uint_or_null(j, "warmup_us", spec->warmup_us);
     json_uint(j, "pipeline", r->pipeline);
-    json_string(j, "protocol", cfg->http3 ? "HTTP/3" : cfg->http2 ? "HTTP/2" : "HTTP/1.1");
-    json_uint(j, "streams", cfg->streams);
-    json_bool(j, "keepalive", !cfg->no_keepalive);
-    json_string(j, "unix_socket", cfg->unix_socket);
-    json_string(j, "script", cfg->script);
+    json_string(j, "protocol", spec->http3 ? "HTTP/3" : spec->http2 ? "HTTP/2" : "HTTP/1.1");
+    json_uint(j, "streams", spec->streams);
+    json_bool(j, "keepalive", !spec->no_keepalive);
+    json_string(j, "unix_socket", spec->unix_socket);
+    json_string(j, "script", spec->script);
     json_array_begin(j, "script_args");
-    for (size_t i = 0; i < cfg->nscript_args; i++)
-        json_string(j, NULL, cfg->script_args[i]);
+    for (size_t i = 0; i < spec->nscript_args; i++)
+        json_string(j, NULL, spec->script_args[i]);
     json_array_end(j);
     json_array_begin(j, "headers");
-    for (size_t i = 0; i < cfg->nheaders; i++) {
+    for (size_t i = 0; i < spec->nheaders; i++) {
         json_array_begin(j, NULL);
-        json_string(j, NULL, cfg->headers[i].name);
-        json_string(j, NULL, cfg->headers[i].value);
+        json_string(j, NULL, spec->headers[i].name);
+        json_string(j, NULL, spec->headers[i].value);
         json_array_end(j);
     }
     json_array_end(j);
@@ -85,9 +85,9 @@ static void rate_number(struct json *j, const char *key, double v)
 }
 
 /* This process's part of a sharded run; null for a whole run. */
-static void shard(struct json *j, const struct config *cfg)
+static void shard(struct json *j, const struct run_spec *spec)
 {
-    const struct shard *s = &cfg->shard;
+    const struct shard *s = &spec->shard;
     if (!s->count) {
         json_null(j, "shard");
         return;
@@ -96,11 +96,11 @@ static void shard(struct json *j, const struct config *cfg)
     json_uint(j, "index", s->index);
     json_uint(j, "count", s->count);
     json_uint(j, "connections", s->connections);
-    if (cfg->rate)
+    if (spec->rate)
         rate_number(j, "rate", s->rate);
     else
         json_null(j, "rate");
-    if (cfg->requests)
+    if (spec->requests)
         json_uint(j, "requests", s->requests);
     else
         json_null(j, "requests");
@@ -154,30 +154,66 @@ static void moments(struct json *j, const struct hist *h)
     json_double(j, "within_stdev", hist_within_stdev(h, mean, stdev));
 }
 
-/* A latency distribution: moments, HdrHistogram's percentiles (the values
- * any HdrHistogram library finds in hdr_histogram) and the histogram. */
-static void distribution(struct json *j, const char *key, const struct hist *h)
+/* A distribution: moments, HdrHistogram's percentiles (the values any
+ * HdrHistogram library finds in hdr_histogram; not for STATS_MOMENTS) and
+ * the histogram; null when the run did not measure it. */
+static void distribution(struct json *j, const struct stats_dist *d, const struct hist *h,
+                         bool measured)
 {
     char name[16];
-    if (!h) {
-        json_null(j, key);
+    if (!measured) {
+        json_null(j, d->key);
         return;
     }
-    json_object_begin(j, key);
+    json_object_begin(j, d->key);
     moments(j, h);
-    json_object_begin(j, "percentiles");
-    for (size_t i = 0; i < sizeof percentiles / sizeof percentiles[0]; i++) {
-        snprintf(name, sizeof name, "%g", percentiles[i]);
-        if (hist_count(h))
-            json_uint(j, name, hist_value_at_percentile(h, percentiles[i]));
-        else
-            json_null(j, name);
+    if (!(d->flags & STATS_MOMENTS)) {
+        json_object_begin(j, "percentiles");
+        for (size_t i = 0; i < sizeof percentiles / sizeof percentiles[0]; i++) {
+            snprintf(name, sizeof name, "%g", percentiles[i]);
+            if (hist_count(h))
+                json_uint(j, name, hist_value_at_percentile(h, percentiles[i]));
+            else
+                json_null(j, name);
+        }
+        json_object_end(j);
     }
-    json_object_end(j);
     char *encoded = hist_encode(h);
     json_string(j, "hdr_histogram", encoded);
     free(encoded);
     json_object_end(j);
+}
+
+static void distributions(struct json *j, const struct result *r)
+{
+    uint32_t measured = stats_dists_measured(r->spec->rate != 0) & ~r->missing;
+    for (size_t i = 0; i < stats_ndists; i++)
+        distribution(j, &stats_dists[i], stats_dist_get(&r->stats, &stats_dists[i]),
+                     measured & (1u << i));
+}
+
+/* The counters of the table that sit at place, in its order (stats.h):
+ * a count, a rate over the run, a mean per the place's first counter, or
+ * a minimum (null when there is none). */
+static void counters(struct json *j, const struct stats *s, enum stats_place place, double seconds)
+{
+    const struct stats_counter *first = NULL;
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        if (c->place != place)
+            continue;
+        uint64_t v = stats_counter_get(s, c), per = first ? stats_counter_get(s, first) : 0;
+        if (!first)
+            first = c;
+        if (c->flags & STATS_PER_SEC)
+            json_double(j, c->key, seconds > 0 ? (double)v / seconds : 0);
+        else if ((c->flags & STATS_MEAN) && per)
+            json_double(j, c->key, (double)v / (double)per);
+        else if ((c->flags & STATS_MEAN) || (c->rule == STATS_MIN && v == UINT64_MAX))
+            json_null(j, c->key);
+        else
+            json_uint(j, c->key, v);
+    }
 }
 
 /* Successful responses (status below 400) over every attempt that ended:
@@ -199,13 +235,8 @@ static void success(struct json *j, const struct stats *s)
 
 static void errors(struct json *j, const struct stats *s)
 {
-    const struct errors *e = &s->errors;
     json_object_begin(j, "errors");
-    json_uint(j, "connect", e->connect);
-    json_uint(j, "read", e->read);
-    json_uint(j, "write", e->write);
-    json_uint(j, "timeout", e->timeout);
-    json_uint(j, "status", e->status);
+    counters(j, s, STATS_AT_ERRORS, 0);
     json_object_end(j);
     json_object_begin(j, "error_causes");
     for (int c = 0; c < CAUSE_COUNT; c++)
@@ -230,155 +261,44 @@ static void status_codes(struct json *j, const struct stats *s)
 
 static void rate(struct json *j, const struct result *r, double seconds)
 {
-    if (!r->cfg->rate) {
+    if (!r->spec->rate) {
         json_null(j, "rate");
         return;
     }
     json_object_begin(j, "rate");
-    rate_number(j, "target", r->cfg->shard.rate);
+    rate_number(j, "target", r->spec->shard.rate);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
-    json_double(j, "sent", seconds > 0 ? (double)r->stats.sent / seconds : 0);
+    counters(j, &r->stats, STATS_AT_RATE, seconds);
     json_object_end(j);
 }
 
-/* Handshake figures for https URLs; latency never includes them. */
-static void tls(struct json *j, const struct result *r)
+/* Counters by code: an object keyed by the codes' names, those never
+ * counted left out. */
+static void code_map(struct json *j, const struct stats *s, const struct stats_map *m)
 {
-    const struct stats *s = &r->stats;
-    if (!r->cfg->url.tls) {
-        json_null(j, "tls");
+    const uint64_t *counts = stats_map_get(s, m);
+    char name[STATS_CODE_NAME_MAX];
+    json_object_begin(j, m->key);
+    for (unsigned code = 0; code < m->n; code++)
+        if (counts[code])
+            json_uint(j, m->name(code, name), counts[code]);
+    json_object_end(j);
+}
+
+/* A place's object: its counters, or null when the run has none there.
+ * Handshake figures (tls) are for https URLs: latency never includes them. */
+static void place_object(struct json *j, const struct stats *s, enum stats_place place, bool has)
+{
+    const char *key = stats_place_object(place);
+    if (!has) {
+        json_null(j, key);
         return;
     }
-    json_object_begin(j, "tls");
-    json_uint(j, "handshakes", s->handshakes);
-    json_uint(j, "resumed", s->resumed);
-    if (s->handshakes)
-        json_double(j, "handshake_mean_us", (double)s->handshake_us / (double)s->handshakes);
-    else
-        json_null(j, "handshake_mean_us");
-    json_object_end(j);
-}
-
-/* What an HTTP/2 run saw of the protocol itself. */
-static void http2(struct json *j, const struct result *r)
-{
-    const struct h2_stats *h2 = &r->stats.h2;
-    if (!r->cfg->http2) {
-        json_null(j, "http2");
-        return;
-    }
-    json_object_begin(j, "http2");
-    if (h2->settings)
-        json_uint(j, "streams", h2->streams);
-    else
-        json_null(j, "streams");
-    json_uint(j, "goaway_received", h2->goaways);
-    json_uint(j, "refused", h2->refused);
-    json_object_begin(j, "rst_stream_received");
-    for (unsigned code = 0; code < STATS_H2_CODES; code++)
-        if (h2->resets[code])
-            json_uint(j, stats_h2_code_name(code), h2->resets[code]);
-    json_object_end(j);
-    json_object_end(j);
-}
-
-/* Counters by code name, those that are not 0. */
-static void codes(struct json *j, const char *key, const uint64_t *counts, unsigned n,
-                  const char *(*name)(unsigned))
-{
     json_object_begin(j, key);
-    for (unsigned i = 0; i < n; i++)
-        if (counts[i])
-            json_uint(j, name(i), counts[i]);
-    json_object_end(j);
-}
-
-static void early_data(struct json *j, const struct h3_stats *h3)
-{
-    json_object_begin(j, "early_data");
-    json_uint(j, "attempted", h3->early_attempts);
-    json_uint(j, "accepted", h3->early_accepted);
-    json_uint(j, "rejected", h3->early_rejected);
-    json_uint(j, "requests", h3->early_requests);
-    json_object_end(j);
-}
-
-/* QUIC's figures at the end of each connection: its RTT and congestion
- * window, as means over the connections. */
-static void quic_ends(struct json *j, const struct h3_stats *h3)
-{
-    json_uint(j, "connections_measured", h3->ended);
-    json_object_begin(j, "rtt_us");
-    if (h3->ended)
-        json_double(j, "smoothed_mean", (double)h3->rtt_us / (double)h3->ended);
-    else
-        json_null(j, "smoothed_mean");
-    json_uint_or_null(j, "min", h3->min_rtt_us);
-    json_object_end(j);
-    if (h3->ended)
-        json_double(j, "cwnd_mean_bytes", (double)h3->cwnd / (double)h3->ended);
-    else
-        json_null(j, "cwnd_mean_bytes");
-}
-
-/* --ecn: the datagrams received, by their ECN marks. */
-static void ecn(struct json *j, const struct result *r)
-{
-    static const char *const names[4] = {"not_ect", "ect1", "ect0", "ce"};
-    if (!r->cfg->ecn) {
-        json_null(j, "ecn_received");
-        return;
-    }
-    json_object_begin(j, "ecn_received");
-    for (int i = 0; i < 4; i++)
-        json_uint(j, names[i], r->stats.h3.ecn_received[i]);
-    json_object_end(j);
-}
-
-/* By alert number (RFC 8446 §6), as status codes are keyed. */
-static void alerts(struct json *j, const uint64_t *counts)
-{
-    json_object_begin(j, "handshake_alerts");
-    for (unsigned alert = 0; alert < 256; alert++) {
-        char key[4];
-        if (!counts[alert])
-            continue;
-        snprintf(key, sizeof key, "%u", alert);
-        json_uint(j, key, counts[alert]);
-    }
-    json_object_end(j);
-}
-
-/* What an HTTP/3 run saw of the protocol and of QUIC. */
-static void http3(struct json *j, const struct result *r)
-{
-    const struct h3_stats *h3 = &r->stats.h3;
-    if (!r->cfg->http3) {
-        json_null(j, "http3");
-        return;
-    }
-    json_object_begin(j, "http3");
-    if (h3->settings)
-        json_uint(j, "streams", h3->streams);
-    else
-        json_null(j, "streams");
-    json_uint(j, "goaway_received", h3->goaways);
-    json_uint(j, "refused", h3->refused);
-    codes(j, "stream_reset_received", h3->resets, STATS_H3_CODES, stats_h3_code_name);
-    json_uint(j, "packets_sent", h3->packets_sent);
-    json_uint(j, "packets_received", h3->packets_received);
-    json_uint(j, "packets_lost", h3->lost);
-    quic_ends(j, h3);
-    early_data(j, h3);
-    ecn(j, r);
-    json_uint(j, "stateless_resets", h3->stateless_resets);
-    json_uint(j, "idle_timeouts", h3->idle_timeouts);
-    json_uint(j, "version_negotiations", h3->version_negotiations);
-    alerts(j, h3->alerts);
-    json_object_begin(j, "connection_close_received");
-    codes(j, "transport", h3->close_transport, STATS_QUIC_CODES, stats_quic_code_name);
-    codes(j, "application", h3->close_application, STATS_H3_CODES, stats_h3_code_name);
-    json_object_end(j);
+    counters(j, s, place, 0);
+    for (size_t i = 0; i < stats_nmaps; i++)
+        if (stats_maps[i].place == place)
+            code_map(j, s, &stats_maps[i]);
     json_object_end(j);
 }
 
@@ -409,7 +329,7 @@ static void warmup(struct json *j, const struct result *r)
         return;
     }
     json_object_begin(j, "warmup");
-    json_uint(j, "duration_us", r->cfg->warmup_us);
+    json_uint(j, "duration_us", r->spec->warmup_us);
     json_uint(j, "requests", s->requests);
     json_uint(j, "sent", s->sent);
     json_uint(j, "bytes", s->bytes);
@@ -436,12 +356,11 @@ bool report_json(FILE *f, const struct result *r)
     json_uint(&j, "start_time_us",
               (uint64_t)r->started.tv_sec * 1000000 + (uint64_t)r->started.tv_nsec / 1000);
     options(&j, r);
-    shard(&j, r->cfg);
+    shard(&j, r->spec);
     inputs(&j, r);
 
     json_uint(&j, "duration_us", r->runtime_us);
-    json_uint(&j, "requests", s->requests);
-    json_uint(&j, "bytes", s->bytes);
+    counters(&j, s, STATS_AT_TOTALS, seconds);
     json_object_begin(&j, "throughput");
     json_double(&j, "requests_per_sec", seconds > 0 ? (double)s->requests / seconds : 0);
     json_double(&j, "bytes_per_sec", seconds > 0 ? (double)s->bytes / seconds : 0);
@@ -449,23 +368,11 @@ bool report_json(FILE *f, const struct result *r)
     success(&j, s);
     errors(&j, s);
     status_codes(&j, s);
-    json_uint(&j, "connects", s->connects);
-    json_uint(&j, "reopened", s->reopened);
-    json_uint(&j, "reconnects", s->reconnects);
-    tls(&j, r);
-    http2(&j, r);
-    http3(&j, r);
-    distribution(&j, "connect_time", s->connect);
-
-    distribution(&j, "latency", s->latency);
-    distribution(&j, "latency_uncorrected", r->latency_uncorrected);
-    distribution(&j, "scheduling_lag", r->scheduling_lag);
-    json_object_begin(&j, "requests_per_sec");
-    moments(&j, s->rps);
-    char *encoded = hist_encode(s->rps);
-    json_string(&j, "hdr_histogram", encoded);
-    free(encoded);
-    json_object_end(&j);
+    counters(&j, s, STATS_AT_CONNECTIONS, seconds);
+    place_object(&j, s, STATS_AT_TLS, r->spec->tls);
+    place_object(&j, s, STATS_AT_HTTP2, r->spec->http2);
+    place_object(&j, s, STATS_AT_HTTP3, r->spec->http3);
+    distributions(&j, r);
     rate(&j, r, seconds);
     cpu(&j, r);
     if (r->timeline) {

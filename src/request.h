@@ -15,7 +15,11 @@ struct request {
     bool *heads;  /* depth flags, or NULL when none is a HEAD request */
 };
 
-struct header;
+/* A header field: -H, wrk.headers. */
+struct header {
+    char *name;
+    char *value;
+};
 
 /* wrk.format(): "<method> <path> HTTP/1.1\r\n", one line per header in the
  * order given, "\r\n", then the body. Returns a new string of *len bytes. */

@@ -585,9 +585,9 @@ static void set_fields(lua_State *L, const struct config *cfg)
     lua_pushstring(L, u->path);
     lua_setfield(L, -2, "path");
     lua_getfield(L, -1, "headers");
-    for (size_t i = 0; i < cfg->nheaders; i++) {
-        lua_pushstring(L, cfg->headers[i].value);
-        lua_setfield(L, -2, cfg->headers[i].name);
+    for (size_t i = 0; i < cfg->spec.nheaders; i++) {
+        lua_pushstring(L, cfg->spec.headers[i].value);
+        lua_setfield(L, -2, cfg->spec.headers[i].name);
     }
     lua_pop(L, 1);
 }
@@ -620,7 +620,7 @@ static void check_module(struct script *s)
     if (!lua_rawequal(L, -1, MODULE))
         die("%s: the script replaced the global wrk (with %s): set its fields instead, as in "
             "wrk.method = \"POST\"",
-            s->cfg->script, lua_istable(L, -1) ? "another table" : luaL_typename(L, -1));
+            s->cfg->spec.script, lua_istable(L, -1) ? "another table" : luaL_typename(L, -1));
     lua_pop(L, 1);
 }
 
@@ -637,7 +637,7 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
     lua_pushcclosure(L, on_error, 1); /* HANDLER */
     push_debug(L, "getinfo");         /* GETINFO */
     register_types(L);
-    lua_pushinteger(L, (lua_Integer)(cfg->timeout_us / 1000));
+    lua_pushinteger(L, (lua_Integer)(cfg->spec.timeout_us / 1000));
     lua_setfield(L, LUA_REGISTRYINDEX, "volley.timeout_ms");
 
     if (luaL_loadbuffer(L, wrk_lua, sizeof wrk_lua - 1, "@wrk.lua") != 0)
@@ -664,7 +664,7 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
         lua_pushnil(L);                   /* HOOK_SEEN(h) */
     }
 
-    if (luaL_loadfile(L, cfg->script) != 0)
+    if (luaL_loadfile(L, cfg->spec.script) != 0)
         fatal(L);
     call(s, 0, 0);
     check_module(s);
@@ -758,11 +758,11 @@ static bool look(struct script *s, enum hook h)
 /* The args table for init(): [0] the URL, then the arguments after it. */
 static void push_args(lua_State *L, const struct config *cfg)
 {
-    lua_createtable(L, (int)cfg->nscript_args, 1);
-    lua_pushstring(L, cfg->url_arg);
+    lua_createtable(L, (int)cfg->spec.nscript_args, 1);
+    lua_pushstring(L, cfg->spec.url);
     lua_rawseti(L, -2, 0);
-    for (size_t i = 0; i < cfg->nscript_args; i++) {
-        lua_pushstring(L, cfg->script_args[i]);
+    for (size_t i = 0; i < cfg->spec.nscript_args; i++) {
+        lua_pushstring(L, cfg->spec.script_args[i]);
         lua_rawseti(L, -2, (int)i + 1);
     }
 }
@@ -778,7 +778,7 @@ static void set_request(struct script *s, struct request *r, const char *data, s
         memcpy(copy, data, len);
     copy[len] = '\0';
     if (!request_set(r, copy, len, err, sizeof err))
-        die("%s: %s: %s", s->cfg->script, what, len ? err : "an empty string");
+        die("%s: %s: %s", s->cfg->spec.script, what, len ? err : "an empty string");
 }
 
 void script_init(struct script *s, struct request *r)
@@ -822,7 +822,7 @@ static enum script_call call_request(struct script *s, const char **data, size_t
         lua_pop(L, 1);
         return SCRIPT_NIL;
     }
-    lua_pushfstring(L, "%s: request() returned %s instead of a string", s->cfg->script,
+    lua_pushfstring(L, "%s: request() returned %s instead of a string", s->cfg->spec.script,
                     luaL_typename(L, -1));
     lua_remove(L, -2);
     failed(s);
@@ -835,7 +835,7 @@ size_t script_verify(struct script *s)
     const char *data = NULL;
     size_t len = 0;
     if (call_request(s, &data, &len) != SCRIPT_DONE)
-        die("%s: request() returned nil instead of a request", s->cfg->script);
+        die("%s: request() returned nil instead of a request", s->cfg->spec.script);
     set_request(s, &r, data, len, "request() returned an invalid request");
     lua_pop(s->L, 1);
     size_t depth = r.depth;

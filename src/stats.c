@@ -2,6 +2,8 @@
  * SPDX-License-Identifier: MIT */
 #include "stats.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const cause_names[CAUSE_COUNT] = {
@@ -54,123 +56,6 @@ static const char *const h2_code_names[STATS_H2_CODES] = {
     "OTHER",
 };
 
-void stats_init(struct stats *s)
-{
-    memset(s, 0, sizeof *s);
-    s->latency = hist_new(STATS_LATENCY_MAX);
-    s->u_latency = hist_new(STATS_LATENCY_MAX);
-    s->lag = hist_new(STATS_LATENCY_MAX);
-    s->connect = hist_new(STATS_LATENCY_MAX);
-    s->rps = hist_new(STATS_RPS_MAX);
-}
-
-void stats_free(struct stats *s)
-{
-    hist_free(s->latency);
-    hist_free(s->u_latency);
-    hist_free(s->lag);
-    hist_free(s->connect);
-    hist_free(s->rps);
-    memset(s, 0, sizeof *s);
-}
-
-static void add(uint64_t *dst, const uint64_t *src, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        dst[i] += src[i];
-}
-
-static void h3_merge(struct h3_stats *dst, const struct h3_stats *src)
-{
-    if (src->settings && (!dst->settings || src->streams < dst->streams))
-        dst->streams = src->streams;
-    if (src->min_rtt_us && (!dst->min_rtt_us || src->min_rtt_us < dst->min_rtt_us))
-        dst->min_rtt_us = src->min_rtt_us;
-    dst->settings += src->settings;
-    dst->refused += src->refused;
-    dst->goaways += src->goaways;
-    dst->packets_sent += src->packets_sent;
-    dst->packets_received += src->packets_received;
-    dst->lost += src->lost;
-    dst->ended += src->ended;
-    dst->rtt_us += src->rtt_us;
-    dst->cwnd += src->cwnd;
-    dst->early_attempts += src->early_attempts;
-    dst->early_accepted += src->early_accepted;
-    dst->early_rejected += src->early_rejected;
-    dst->early_requests += src->early_requests;
-    dst->stateless_resets += src->stateless_resets;
-    dst->version_negotiations += src->version_negotiations;
-    dst->idle_timeouts += src->idle_timeouts;
-    add(dst->ecn_received, src->ecn_received, 4);
-    add(dst->alerts, src->alerts, 256);
-    add(dst->close_transport, src->close_transport, STATS_QUIC_CODES);
-    add(dst->close_application, src->close_application, STATS_H3_CODES);
-    add(dst->resets, src->resets, STATS_H3_CODES);
-}
-
-void stats_merge(struct stats *dst, const struct stats *src)
-{
-    dst->requests += src->requests;
-    dst->sent += src->sent;
-    dst->bytes += src->bytes;
-    dst->connects += src->connects;
-    dst->reopened += src->reopened;
-    dst->reconnects += src->reconnects;
-    dst->handshakes += src->handshakes;
-    dst->resumed += src->resumed;
-    dst->handshake_us += src->handshake_us;
-    dst->pauses += src->pauses;
-    dst->paused_us += src->paused_us;
-    errors_add(&dst->errors, &src->errors);
-    for (int i = 0; i < CAUSE_COUNT; i++)
-        dst->causes[i] += src->causes[i];
-    for (int i = 0; i < STATS_STATUS_MAX; i++)
-        dst->status[i] += src->status[i];
-    dst->h2.goaways += src->h2.goaways;
-    dst->h2.refused += src->h2.refused;
-    for (int i = 0; i < STATS_H2_CODES; i++)
-        dst->h2.resets[i] += src->h2.resets[i];
-    if (src->h2.settings && (!dst->h2.settings || src->h2.streams < dst->h2.streams))
-        dst->h2.streams = src->h2.streams;
-    dst->h2.settings += src->h2.settings;
-    h3_merge(&dst->h3, &src->h3);
-    hist_merge(dst->latency, src->latency);
-    hist_merge(dst->u_latency, src->u_latency);
-    hist_merge(dst->lag, src->lag);
-    hist_merge(dst->connect, src->connect);
-    hist_merge(dst->rps, src->rps);
-}
-
-void stats_reset(struct stats *s)
-{
-    struct stats kept = *s;
-    memset(s, 0, sizeof *s);
-    s->latency = kept.latency;
-    s->u_latency = kept.u_latency;
-    s->lag = kept.lag;
-    s->connect = kept.connect;
-    s->rps = kept.rps;
-    hist_reset(s->latency);
-    hist_reset(s->u_latency);
-    hist_reset(s->lag);
-    hist_reset(s->connect);
-    hist_reset(s->rps);
-}
-
-uint64_t stats_errors(const struct stats *s)
-{
-    const struct errors *e = &s->errors;
-    return e->connect + e->read + e->write + e->timeout + e->status;
-}
-
-const char *stats_cause_name(enum cause c) { return cause_names[c]; }
-
-const char *stats_h2_code_name(unsigned code)
-{
-    return h2_code_names[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1];
-}
-
 static const char *const h3_code_names[STATS_H3_CODES] = {
     "H3_NO_ERROR",
     "H3_GENERAL_PROTOCOL_ERROR",
@@ -213,12 +98,215 @@ static const char *const quic_code_names[STATS_QUIC_CODES] = {
     "OTHER",
 };
 
-const char *stats_h3_code_name(unsigned i)
+static const char *const ecn_names[STATS_ECN_MARKS] = {"not_ect", "ect1", "ect0", "ce"};
+
+const struct stats_counter stats_counters[STATS_NCOUNTERS] = {
+#define STATS_COUNTER_ROW(f, place, key, column, rule, flags)                                      \
+    {#f, key, offsetof(struct stats, f), place, key, column, rule, flags},
+    STATS_COUNTERS(STATS_COUNTER_ROW)
+#undef STATS_COUNTER_ROW
+#define STATS_ERROR_ROW(name, what)                                                                \
+    {"errors." #name, what, offsetof(struct stats, errors.name), STATS_AT_ERRORS, #name, #name,    \
+     STATS_SUM,       0},
+        STATS_ERRORS(STATS_ERROR_ROW)
+#undef STATS_ERROR_ROW
+};
+
+const struct stats_map stats_maps[STATS_NMAPS] = {
+#define STATS_MAP_ROW(f, place, key, n, name) {#f, offsetof(struct stats, f), place, key, n, name},
+    STATS_CODE_MAPS(STATS_MAP_ROW)
+#undef STATS_MAP_ROW
+};
+
+const struct stats_dist stats_dists[STATS_NDISTS] = {
+#define STATS_DIST_ROW(f, key, column, highest, flags)                                             \
+    {#f, offsetof(struct stats, f), key, column, highest, flags},
+    STATS_DISTRIBUTIONS(STATS_DIST_ROW)
+#undef STATS_DIST_ROW
+};
+
+const char *stats_place_object(enum stats_place place)
 {
-    return h3_code_names[i < STATS_H3_CODES ? i : STATS_H3_CODES - 1];
+    switch (place) {
+    case STATS_AT_ERRORS:
+        return "errors";
+    case STATS_AT_TLS:
+        return "tls";
+    case STATS_AT_HTTP2:
+        return "http2";
+    case STATS_AT_HTTP3:
+        return "http3";
+    case STATS_AT_RATE:
+        return "rate";
+    default:
+        return NULL;
+    }
 }
 
-const char *stats_quic_code_name(unsigned i)
+uint32_t stats_dists_measured(bool open_model)
 {
-    return quic_code_names[i < STATS_QUIC_CODES ? i : STATS_QUIC_CODES - 1];
+    uint32_t mask = 0;
+    for (size_t i = 0; i < stats_ndists; i++)
+        if (open_model || !(stats_dists[i].flags & STATS_OPEN))
+            mask |= 1u << i;
+    return mask;
+}
+
+void stats_list_fields(FILE *f)
+{
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        const char *object = stats_place_object(c->place);
+        if (c->place == STATS_AT_NONE)
+            continue;
+        fprintf(f, "counter %s%s%s ", object ? object : "", object ? "." : "", c->key);
+        if (!c->column)
+            fputs("-", f);
+        else if (c->place == STATS_AT_ERRORS)
+            fprintf(f, "errors.%s", c->column);
+        else
+            fputs(c->column, f);
+        fprintf(f, " %s %s\n", c->rule == STATS_SUM ? "sum" : "min",
+                c->flags & STATS_PER_SEC ? "per_sec"
+                : c->flags & STATS_MEAN  ? "mean"
+                                         : "count");
+    }
+    for (size_t i = 0; i < stats_nmaps; i++)
+        fprintf(f, "map %s.%s - sum codes\n", stats_place_object(stats_maps[i].place),
+                stats_maps[i].key);
+    for (size_t i = 0; i < stats_ndists; i++)
+        fprintf(f, "distribution %s %s histogram\n", stats_dists[i].key,
+                stats_dists[i].column ? stats_dists[i].column : "-");
+}
+
+/* What a counter of no part holds: 0 for a sum, UINT64_MAX for a minimum. */
+static void counters_clear(struct stats *s)
+{
+    for (size_t i = 0; i < stats_ncounters; i++)
+        if (stats_counters[i].rule == STATS_MIN)
+            *stats_counter_at(s, &stats_counters[i]) = UINT64_MAX;
+}
+
+static struct hist **dist_at(struct stats *s, const struct stats_dist *d)
+{
+    return (struct hist **)(void *)((char *)s + d->offset);
+}
+
+void stats_init(struct stats *s)
+{
+    memset(s, 0, sizeof *s);
+    counters_clear(s);
+    for (size_t i = 0; i < stats_ndists; i++)
+        *dist_at(s, &stats_dists[i]) = hist_new(stats_dists[i].highest);
+}
+
+void stats_free(struct stats *s)
+{
+    for (size_t i = 0; i < stats_ndists; i++)
+        hist_free(*dist_at(s, &stats_dists[i]));
+    memset(s, 0, sizeof *s);
+}
+
+void stats_merge(struct stats *dst, const struct stats *src)
+{
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        uint64_t *d = stats_counter_at(dst, c), v = stats_counter_get(src, c);
+        if (c->rule == STATS_SUM)
+            *d += v;
+        else if (v < *d)
+            *d = v;
+    }
+    for (int i = 0; i < CAUSE_COUNT; i++)
+        dst->causes[i] += src->causes[i];
+    for (int i = 0; i < STATS_STATUS_MAX; i++)
+        dst->status[i] += src->status[i];
+    for (size_t i = 0; i < stats_nmaps; i++) {
+        uint64_t *d = stats_map_at(dst, &stats_maps[i]);
+        const uint64_t *v = stats_map_get(src, &stats_maps[i]);
+        for (size_t code = 0; code < stats_maps[i].n; code++)
+            d[code] += v[code];
+    }
+    for (size_t i = 0; i < stats_ndists; i++)
+        hist_merge(stats_dist_get(dst, &stats_dists[i]), stats_dist_get(src, &stats_dists[i]));
+}
+
+static bool sum_overflows(uint64_t a, uint64_t b) { return a + b < a; }
+
+bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
+{
+    uint64_t d_socket = 0, s_socket = 0;
+    for (size_t i = 0; i < stats_ncounters; i++) {
+        const struct stats_counter *c = &stats_counters[i];
+        if (c->rule == STATS_SUM &&
+            sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
+            return true;
+    }
+    /* Causes add up to the socket errors, status codes to the responses:
+     * bounded by those. */
+    for (size_t i = 0; i < stats_nmaps; i++) {
+        const uint64_t *d = stats_map_get(dst, &stats_maps[i]);
+        const uint64_t *v = stats_map_get(src, &stats_maps[i]);
+        for (size_t code = 0; code < stats_maps[i].n; code++)
+            if (sum_overflows(d[code], v[code]))
+                return true;
+    }
+    for (size_t i = 0; i < stats_ndists; i++)
+        if (sum_overflows(hist_count(stats_dist_get(dst, &stats_dists[i])),
+                          hist_count(stats_dist_get(src, &stats_dists[i]))))
+            return true;
+    d_socket = dst->errors.connect + dst->errors.read + dst->errors.write + dst->errors.timeout;
+    s_socket = src->errors.connect + src->errors.read + src->errors.write + src->errors.timeout;
+    return sum_overflows(d_socket, s_socket);
+}
+
+void stats_reset(struct stats *s)
+{
+    struct hist *kept[STATS_NDISTS];
+    for (size_t i = 0; i < stats_ndists; i++)
+        kept[i] = *dist_at(s, &stats_dists[i]);
+    memset(s, 0, sizeof *s);
+    counters_clear(s);
+    for (size_t i = 0; i < stats_ndists; i++) {
+        hist_reset(kept[i]);
+        *dist_at(s, &stats_dists[i]) = kept[i];
+    }
+}
+
+uint64_t stats_errors(const struct stats *s)
+{
+    const struct errors *e = &s->errors;
+    return e->connect + e->read + e->write + e->timeout + e->status;
+}
+
+const char *stats_cause_name(enum cause c) { return cause_names[c]; }
+
+const char *stats_h2_code_name(unsigned code, char *buf)
+{
+    (void)buf;
+    return h2_code_names[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1];
+}
+
+const char *stats_h3_code_name(unsigned code, char *buf)
+{
+    (void)buf;
+    return h3_code_names[code < STATS_H3_CODES ? code : STATS_H3_CODES - 1];
+}
+
+const char *stats_quic_code_name(unsigned code, char *buf)
+{
+    (void)buf;
+    return quic_code_names[code < STATS_QUIC_CODES ? code : STATS_QUIC_CODES - 1];
+}
+
+const char *stats_alert_name(unsigned code, char *buf)
+{
+    snprintf(buf, STATS_CODE_NAME_MAX, "%u", code);
+    return buf;
+}
+
+const char *stats_ecn_name(unsigned code, char *buf)
+{
+    (void)buf;
+    return ecn_names[code & (STATS_ECN_MARKS - 1)];
 }

@@ -1,11 +1,15 @@
 /* What one worker measured (and, after the run, all of them merged): counts,
- * error classes and causes, status codes and the latency and Req/Sec histograms.
- * Workers own theirs exclusively while the run is on.
+ * error classes and causes, status codes and the histograms, each declared
+ * once in the tables below (the schema of figures). Workers own theirs
+ * exclusively while the run is on.
  * SPDX-License-Identifier: MIT */
 #ifndef VOLLEY_STATS_H
 #define VOLLEY_STATS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "hist.h"
 
@@ -44,7 +48,7 @@ enum cause {
     CAUSE_STREAM_LIMIT,     /* timeout: no stream allowed to open */
     /* HTTP/3 and QUIC */
     CAUSE_QUIC_CLOSE,           /* read: CONNECTION_CLOSE with an error code */
-    CAUSE_QUIC_IDLE_TIMEOUT,    /* read: no packet from the server for the idle timeout */
+    CAUSE_QUIC_IDLE_TIMEOUT,    /* timeout: no packet from the server for the idle timeout */
     CAUSE_QUIC_STATELESS_RESET, /* read: the server no longer knew the connection */
     CAUSE_QUIC_VERSION,         /* connect: version negotiation to no version volley has */
     CAUSE_QUIC_PROTOCOL,        /* read: the server broke QUIC */
@@ -52,106 +56,286 @@ enum cause {
     CAUSE_COUNT
 };
 
+/* How volley merge adds up a counter of the parts of a run. */
+enum stats_rule {
+    STATS_SUM, /* the parts' add up */
+    STATS_MIN, /* the smallest part's; UINT64_MAX (null where written) when none has one */
+};
+
+/* Where a counter sits in the --json document (docs/json.md), in the
+ * document's order: beside requests and bytes, in the errors object,
+ * beside connects, in tls (https runs), in http2 or http3 (runs that may
+ * speak it), in rate (-R runs), or nowhere (it only feeds other figures). A timeline
+ * record has its counters in the same order. */
+enum stats_place {
+    STATS_AT_TOTALS,
+    STATS_AT_ERRORS,
+    STATS_AT_CONNECTIONS,
+    STATS_AT_TLS,
+    STATS_AT_HTTP2,
+    STATS_AT_HTTP3,
+    STATS_AT_RATE,
+    STATS_AT_NONE,
+};
+
+/* How a figure is written (flags). */
+#define STATS_PER_SEC 1u   /* as a rate over the run, or the interval: the key names the rate */
+#define STATS_MEAN 2u      /* divided by the counter before it in the table; null when that is 0 */
+#define STATS_OPEN 4u      /* measured only with -R: null without */
+#define STATS_TL_RATE 8u   /* a timeline record gives KEY_per_sec too, right after it */
+#define STATS_MOMENTS 16u  /* a distribution without percentiles: count, min, max, mean, stdev */
+#define STATS_OPTIONAL 32u /* results of earlier versions may lack it (volley merge) */
+#define STATS_PER_RESPONSE 64u /* one value per response: its count is requests */
+
+/* The counters a run measures, one line each: the field of struct stats,
+ * where it sits in the --json document and its key there, its key in a
+ * --timeline record ("requests"; the CSV column is the same) or NULL, how
+ * volley merge adds it up, and how it is written. struct stats,
+ * stats_merge, the JSON and timeline writers, volley merge's readers and
+ * checks, and the docs check all follow from this table; docs/json.md
+ * describes each key it writes. */
+#define STATS_COUNTERS(X)                                                                          \
+    X(requests, STATS_AT_TOTALS, "requests", "requests", STATS_SUM, STATS_TL_RATE)                 \
+    X(bytes, STATS_AT_TOTALS, "bytes", "bytes", STATS_SUM, 0)                                      \
+    X(connects, STATS_AT_CONNECTIONS, "connects", "connects", STATS_SUM, 0)                        \
+    X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, STATS_SUM, 0)                              \
+    X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", STATS_SUM, 0)                  \
+    X(handshakes, STATS_AT_TLS, "handshakes", NULL, STATS_SUM, 0)                                  \
+    X(resumed, STATS_AT_TLS, "resumed", NULL, STATS_SUM, 0)                                        \
+    X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, STATS_SUM, STATS_MEAN)                \
+    X(h2_streams, STATS_AT_HTTP2, "streams", NULL, STATS_MIN, 0)                                   \
+    X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, STATS_SUM, 0)                           \
+    X(h2_refused, STATS_AT_HTTP2, "refused", NULL, STATS_SUM, 0)                                   \
+    X(h3_ended, STATS_AT_HTTP3, "connections_measured", NULL, STATS_SUM, 0)                        \
+    X(h3_rtt_us, STATS_AT_HTTP3, "rtt_smoothed_mean_us", NULL, STATS_SUM, STATS_MEAN)              \
+    X(h3_cwnd, STATS_AT_HTTP3, "cwnd_mean_bytes", NULL, STATS_SUM, STATS_MEAN)                     \
+    X(h3_min_rtt_us, STATS_AT_HTTP3, "rtt_min_us", NULL, STATS_MIN, 0)                             \
+    X(h3_streams, STATS_AT_HTTP3, "streams", NULL, STATS_MIN, 0)                                   \
+    X(h3_goaways, STATS_AT_HTTP3, "goaway_received", NULL, STATS_SUM, 0)                           \
+    X(h3_refused, STATS_AT_HTTP3, "refused", NULL, STATS_SUM, 0)                                   \
+    X(h3_packets_sent, STATS_AT_HTTP3, "packets_sent", NULL, STATS_SUM, 0)                         \
+    X(h3_packets_received, STATS_AT_HTTP3, "packets_received", NULL, STATS_SUM, 0)                 \
+    X(h3_lost, STATS_AT_HTTP3, "packets_lost", NULL, STATS_SUM, 0)                                 \
+    X(h3_early_attempts, STATS_AT_HTTP3, "early_data_attempted", NULL, STATS_SUM, 0)               \
+    X(h3_early_accepted, STATS_AT_HTTP3, "early_data_accepted", NULL, STATS_SUM, 0)                \
+    X(h3_early_rejected, STATS_AT_HTTP3, "early_data_rejected", NULL, STATS_SUM, 0)                \
+    X(h3_early_requests, STATS_AT_HTTP3, "early_data_requests", NULL, STATS_SUM, 0)                \
+    X(h3_stateless_resets, STATS_AT_HTTP3, "stateless_resets", NULL, STATS_SUM, 0)                 \
+    X(h3_idle_timeouts, STATS_AT_HTTP3, "idle_timeouts", NULL, STATS_SUM, 0)                       \
+    X(h3_version_negotiations, STATS_AT_HTTP3, "version_negotiations", NULL, STATS_SUM, 0)         \
+    X(sent, STATS_AT_RATE, "sent", "sent_per_sec", STATS_SUM, STATS_PER_SEC | STATS_OPEN)          \
+    X(pauses, STATS_AT_NONE, "pauses", NULL, STATS_SUM, 0)                                         \
+    X(paused_us, STATS_AT_NONE, "paused_us", NULL, STATS_SUM, 0)                                   \
+    X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, STATS_SUM, 0)
+
+/* wrk's error classes: the report's "Socket errors" line, and responses
+ * with status >= 400. Each is a counter at STATS_AT_ERRORS, in the errors
+ * object of the document and of each timeline record. */
+#define STATS_ERRORS(X)                                                                            \
+    X(connect, "connect errors")                                                                   \
+    X(read, "read errors")                                                                         \
+    X(write, "write errors")                                                                       \
+    X(timeout, "timeouts")                                                                         \
+    X(status, "status errors")
+
 struct errors {
-    uint64_t connect, read, write, timeout, status;
+#define STATS_ERROR_MEMBER(name, what) uint64_t name;
+    STATS_ERRORS(STATS_ERROR_MEMBER)
+#undef STATS_ERROR_MEMBER
 };
 
 static inline void errors_add(struct errors *dst, const struct errors *src)
 {
-    dst->connect += src->connect;
-    dst->read += src->read;
-    dst->write += src->write;
-    dst->timeout += src->timeout;
-    dst->status += src->status;
+#define STATS_ERROR_ADD(name, what) dst->name += src->name;
+    STATS_ERRORS(STATS_ERROR_ADD)
+#undef STATS_ERROR_ADD
 }
+
+/* The distributions a run measures, one line each: the field of struct
+ * stats, its key in the --json document, its key in a --timeline record
+ * or NULL, the largest value it tracks, and flags (STATS_OPEN,
+ * STATS_MOMENTS, STATS_OPTIONAL, STATS_PER_RESPONSE). volley merge adds
+ * them up bucket by bucket. */
+#define STATS_DISTRIBUTIONS(X)                                                                     \
+    X(connect, "connect_time", NULL, STATS_LATENCY_MAX, 0)                                         \
+    X(latency, "latency", "latency", STATS_LATENCY_MAX, STATS_PER_RESPONSE)                        \
+    X(u_latency, "latency_uncorrected", "latency_uncorrected", STATS_LATENCY_MAX,                  \
+      STATS_OPEN | STATS_PER_RESPONSE)                                                             \
+    X(lag, "scheduling_lag", NULL, STATS_LATENCY_MAX, STATS_OPEN)                                  \
+    X(ttfb, "ttfb", "ttfb", STATS_LATENCY_MAX, STATS_PER_RESPONSE | STATS_OPTIONAL)                \
+    X(u_ttfb, "ttfb_uncorrected", "ttfb_uncorrected", STATS_LATENCY_MAX,                           \
+      STATS_OPEN | STATS_PER_RESPONSE | STATS_OPTIONAL)                                            \
+    X(rps, "requests_per_sec", NULL, STATS_RPS_MAX, STATS_MOMENTS)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
-
-/* What an HTTP/2 run saw of the protocol itself. */
-struct h2_stats {
-    uint64_t goaways;                /* GOAWAY frames received */
-    uint64_t refused;                /* requests refused unprocessed, sent again */
-    uint64_t resets[STATS_H2_CODES]; /* RST_STREAM received, by error code */
-    uint64_t settings;               /* SETTINGS frames received (not ACKs) */
-    uint64_t streams;                /* with settings: the fewest streams a
-                                         connection could open at once (-m
-                                         capped by the server's SETTINGS) */
-};
-
 /* QUIC transport error codes 0x0..0x10 (RFC 9000 §20.1) are counted one by
  * one, others as the last; so are HTTP/3's 0x100..0x110 (RFC 9114 §8.1). */
 #define STATS_QUIC_CODES 18
 #define STATS_H3_CODES 18
+/* TLS alerts (RFC 8446 §6), and ECN's codepoints (RFC 3168 §5). */
+#define STATS_ALERTS 256
+#define STATS_ECN_MARKS 4
 
-/* What an HTTP/3 run saw of the protocol and of QUIC. */
-struct h3_stats {
-    uint64_t settings;     /* connections that learnt the server's stream limit */
-    uint64_t streams;      /* with settings: the fewest streams a connection
-                                could open at once (-m capped by the server) */
-    uint64_t refused;      /* requests the server did not process, sent again */
-    uint64_t goaways;      /* GOAWAY frames received */
-    uint64_t packets_sent; /* UDP datagrams */
-    uint64_t packets_received;
-    uint64_t lost;           /* packets of request streams declared lost (and
-                                so sent again), counted once per stream */
-    uint64_t ended;          /* connections whose end figures follow */
-    uint64_t rtt_us;         /* sum of their smoothed RTT at their end */
-    uint64_t min_rtt_us;     /* the least RTT any connection saw, 0 if none */
-    uint64_t cwnd;           /* sum of their congestion windows at their end */
-    uint64_t early_attempts; /* handshakes that sent 0-RTT requests */
-    uint64_t early_accepted, early_rejected;
-    uint64_t early_requests; /* requests sent as 0-RTT data */
-    uint64_t stateless_resets, version_negotiations, idle_timeouts;
-    uint64_t ecn_received[4]; /* --ecn: datagrams by their marks (RFC 3168 codepoint) */
-    uint64_t alerts[256];     /* TLS alerts that ended a handshake, sent or received */
-    uint64_t close_transport[STATS_QUIC_CODES]; /* CONNECTION_CLOSE received, by code */
-    uint64_t close_application[STATS_H3_CODES];
-    uint64_t resets[STATS_H3_CODES]; /* request streams the server reset, by code */
-};
+/* What a code's name function gives: its name, static or written in buf
+ * (STATS_CODE_NAME_MAX bytes). */
+#define STATS_CODE_NAME_MAX 8
+typedef const char *stats_code_name_fn(unsigned code, char *buf);
+
+/* The counters kept by code (an error code, an alert), one line each: the
+ * array in struct stats, where it sits in the --json document, its key
+ * there (an object keyed by the codes' names, codes never counted left
+ * out), how many codes, and what names them. volley merge adds them up code
+ * by code. */
+#define STATS_CODE_MAPS(X)                                                                         \
+    X(h2_resets, STATS_AT_HTTP2, "rst_stream_received", STATS_H2_CODES, stats_h2_code_name)        \
+    X(h3_resets, STATS_AT_HTTP3, "stream_reset_received", STATS_H3_CODES, stats_h3_code_name)      \
+    X(h3_close_transport, STATS_AT_HTTP3, "connection_close_transport", STATS_QUIC_CODES,          \
+      stats_quic_code_name)                                                                        \
+    X(h3_close_application, STATS_AT_HTTP3, "connection_close_application", STATS_H3_CODES,        \
+      stats_h3_code_name)                                                                          \
+    X(h3_alerts, STATS_AT_HTTP3, "handshake_alerts", STATS_ALERTS, stats_alert_name)               \
+    X(h3_ecn, STATS_AT_HTTP3, "ecn_received", STATS_ECN_MARKS, stats_ecn_name)
+
+/* An HTTP/2 error code's name ("CANCEL"); "OTHER" past the known ones. */
+stats_code_name_fn stats_h2_code_name;
+/* An HTTP/3 error code's, counted at index code - 0x100
+ * ("H3_REQUEST_CANCELLED"); a QUIC transport error code's
+ * ("PROTOCOL_VIOLATION"); "OTHER" for the last index. */
+stats_code_name_fn stats_h3_code_name, stats_quic_code_name;
+/* A TLS alert's number ("120"); an ECN codepoint's name ("ect0", "ce"). */
+stats_code_name_fn stats_alert_name, stats_ecn_name;
 
 struct stats {
-    uint64_t requests;     /* complete responses */
-    uint64_t sent;         /* requests whose batch went out */
-    uint64_t bytes;        /* bytes read, headers included */
-    uint64_t connects;     /* successful connections */
-    uint64_t reopened;     /* of which were not their slot's first */
-    uint64_t reconnects;   /* normal closes (not errors) that ended a connection */
-    uint64_t handshakes;   /* completed TLS handshakes */
-    uint64_t resumed;      /* of which resumed a session */
-    uint64_t handshake_us; /* time spent in them, from TCP connect to done */
-    uint64_t pauses;       /* delay() pauses asked for */
-    uint64_t paused_us;    /* their total length */
+#define STATS_COUNTER_MEMBER(field, place, key, column, rule, flags) uint64_t field;
+    STATS_COUNTERS(STATS_COUNTER_MEMBER)
+#undef STATS_COUNTER_MEMBER
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
-    struct h2_stats h2;
-    struct h3_stats h3;
-    struct hist *latency;   /* with -R, from each request's intended send time */
-    struct hist *u_latency; /* -R: from the actual send (uncorrected) */
-    struct hist *lag;       /* -R: actual minus intended send time of each batch */
-    struct hist *connect;   /* connect and TLS handshake time of each connection */
-    struct hist *rps;
+#define STATS_MAP_MEMBER(field, place, key, n, name) uint64_t field[n];
+    STATS_CODE_MAPS(STATS_MAP_MEMBER)
+#undef STATS_MAP_MEMBER
+#define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
+    STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
+#undef STATS_DIST_MEMBER
 };
+
+/* Their indexes in stats_counters and stats_dists. */
+enum {
+#define STATS_COUNTER_INDEX(field, place, key, column, rule, flags) STATS_COUNTER_##field,
+    STATS_COUNTERS(STATS_COUNTER_INDEX)
+#undef STATS_COUNTER_INDEX
+#define STATS_ERROR_INDEX(name, what) STATS_COUNTER_errors_##name,
+        STATS_ERRORS(STATS_ERROR_INDEX)
+#undef STATS_ERROR_INDEX
+            STATS_NCOUNTERS
+};
+enum {
+#define STATS_DIST_INDEX(field, key, column, highest, flags) STATS_DIST_##field,
+    STATS_DISTRIBUTIONS(STATS_DIST_INDEX)
+#undef STATS_DIST_INDEX
+        STATS_NDISTS
+};
+enum {
+#define STATS_MAP_INDEX(field, place, key, n, name) STATS_MAP_##field,
+    STATS_CODE_MAPS(STATS_MAP_INDEX)
+#undef STATS_MAP_INDEX
+        STATS_NMAPS
+};
+
+/* A counter of the table (or an error class), for the code that goes
+ * through them all. */
+struct stats_counter {
+    const char *field;      /* in struct stats */
+    const char *what;       /* in messages: "requests", "timeouts" */
+    size_t offset;          /* of its uint64_t in struct stats */
+    enum stats_place place; /* where it sits in the document */
+    const char *key;        /* there, in its place's object */
+    const char *column;     /* in a timeline record, or NULL */
+    enum stats_rule rule;
+    unsigned flags;
+};
+
+/* A map of counters by code. */
+struct stats_map {
+    const char *field;
+    size_t offset; /* of its first uint64_t in struct stats */
+    enum stats_place place;
+    const char *key;
+    size_t n;
+    stats_code_name_fn *name;
+};
+
+/* A distribution of the table. */
+struct stats_dist {
+    const char *field;
+    size_t offset; /* of its struct hist * in struct stats */
+    const char *key;
+    const char *column;
+    uint64_t highest;
+    unsigned flags;
+};
+
+/* The counters of the table, then the error classes; the distributions. */
+extern const struct stats_counter stats_counters[STATS_NCOUNTERS];
+extern const struct stats_dist stats_dists[STATS_NDISTS];
+extern const struct stats_map stats_maps[STATS_NMAPS];
+#define stats_ncounters ((size_t)STATS_NCOUNTERS)
+#define stats_ndists ((size_t)STATS_NDISTS)
+#define stats_nmaps ((size_t)STATS_NMAPS)
+
+static inline uint64_t *stats_map_at(struct stats *s, const struct stats_map *m)
+{
+    return (uint64_t *)(void *)((char *)s + m->offset);
+}
+
+static inline const uint64_t *stats_map_get(const struct stats *s, const struct stats_map *m)
+{
+    return (const uint64_t *)(const void *)((const char *)s + m->offset);
+}
+
+static inline uint64_t *stats_counter_at(struct stats *s, const struct stats_counter *c)
+{
+    return (uint64_t *)(void *)((char *)s + c->offset);
+}
+
+static inline uint64_t stats_counter_get(const struct stats *s, const struct stats_counter *c)
+{
+    return *(const uint64_t *)(const void *)((const char *)s + c->offset);
+}
+
+static inline struct hist *stats_dist_get(const struct stats *s, const struct stats_dist *d)
+{
+    return *(struct hist *const *)(const void *)((const char *)s + d->offset);
+}
+
+/* The object of the document a place's counters sit in ("errors", "tls",
+ * "http2", "http3", "rate"), or NULL for the top level and STATS_AT_NONE. */
+const char *stats_place_object(enum stats_place place);
+/* The distributions (bit i for stats_dists[i]) a run measures: those with
+ * STATS_OPEN only with -R. */
+uint32_t stats_dists_measured(bool open_model);
+/* The table, one line per figure written: "counter PATH COLUMN RULE FORM"
+ * (PATH in the document, COLUMN in a timeline record or "-", RULE sum or
+ * min, FORM count, per_sec or mean), "map PATH - sum codes" and
+ * "distribution KEY COLUMN histogram", for the tests that check the docs and volley merge against
+ * it (volley --list-fields). */
+void stats_list_fields(FILE *f);
 
 void stats_init(struct stats *s);
 void stats_free(struct stats *s);
-/* Adds src into dst. */
+/* Adds src into dst: each counter by its rule, the histograms bucket by
+ * bucket. */
 void stats_merge(struct stats *dst, const struct stats *src);
-/* Back to nothing recorded (the histograms are kept, emptied): what an
- * interval starts from. */
+/* Whether adding src into dst would take a sum past 2^64. */
+bool stats_merge_overflows(const struct stats *dst, const struct stats *src);
+/* Back to nothing recorded (the histograms are kept, emptied; STATS_MIN
+ * counters at UINT64_MAX, none yet): what an interval starts from. */
 void stats_reset(struct stats *s);
 /* Socket errors plus responses with status >= 400. */
 uint64_t stats_errors(const struct stats *s);
 /* The JSON/diagnostic name of a cause ("refused", "reset", ...). */
 const char *stats_cause_name(enum cause c);
-/* An HTTP/2 error code's name ("CANCEL"), "OTHER" past the known ones. */
-const char *stats_h2_code_name(unsigned code);
-/* The name of the HTTP/3 error code counted at index i of STATS_H3_CODES
- * ("H3_REQUEST_CANCELLED"), and of the QUIC transport error code counted
- * at index i of STATS_QUIC_CODES ("PROTOCOL_VIOLATION"); "OTHER" for the
- * last. */
-const char *stats_h3_code_name(unsigned i);
-const char *stats_quic_code_name(unsigned i);
 
 #endif

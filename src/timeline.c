@@ -16,27 +16,24 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "clock.h"
 #include "interval.h"
 #include "json.h"
+#include "spec.h"
+#include "timeline_file.h"
 #include "units.h"
 #include "version.h"
 #include "xalloc.h"
 
 struct timeline {
-    const struct config *cfg;
+    const struct run_spec *spec;
     struct intervals *intervals;
     struct ev_loop *loop;
     ev_async ready;
     uint64_t start; /* clock_us */
     struct timespec started;
-    int64_t origin_us; /* when interval 0 starts, Unix time in us */
-    FILE *out;         /* --timeline */
-    bool csv;
-    FILE *hlog;         /* --hdr-log */
-    const char *failed; /* the first file a write to failed, reported after the report */
-    int failed_errno;
+    int64_t origin_us;           /* when interval 0 starts, Unix time in us */
+    struct timeline_files files; /* --timeline, --hdr-log */
     struct server_cpu *server;
     struct server_times server_start, server_last;
     /* called with each interval written (--abort-on-fail) */
@@ -66,48 +63,14 @@ struct timeline {
     } last;
 };
 
-/* One interval as written. */
-struct record {
-    uint64_t index, start_us, length_us;
-    const struct stats *s;
-    double server_s; /* CPU time of the server in it; NaN without --server-pid */
-    char *latency;   /* s->latency encoded, once for both files; or NULL */
-};
-
-/* "-": the records take stdout to themselves and descriptor 1 becomes
- * stderr, so the text report goes there, as with --json -. */
-static FILE *open_output(const char *path)
-{
-    FILE *f;
-    if (strcmp(path, "-") != 0) {
-        if (!(f = fopen(path, "w")))
-            die("cannot open %s: %s", path, strerror(errno));
-        return f;
-    }
-    int fd = dup(STDOUT_FILENO);
-    if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
-        die("cannot write to stdout: %s", strerror(errno));
-    return f;
-}
-
-static bool is_csv(const char *path)
-{
-    size_t n = strlen(path);
-    return n >= 4 && strcasecmp(path + n - 4, ".csv") == 0;
-}
-
-struct timeline *timeline_new(const struct config *cfg)
+struct timeline *timeline_new(const struct run_spec *spec, char *const *server_pids,
+                              size_t nserver_pids)
 {
     struct timeline *t = xcalloc(1, sizeof *t);
-    t->cfg = cfg;
-    if (cfg->timeline) {
-        t->out = open_output(cfg->timeline);
-        t->csv = is_csv(cfg->timeline);
-    }
-    if (cfg->hdr_log)
-        t->hlog = open_output(cfg->hdr_log);
-    if (cfg->nserver_pids)
-        t->server = server_cpu_open(cfg->server_pids, cfg->nserver_pids);
+    t->spec = spec;
+    timeline_files_open(&t->files, spec);
+    if (nserver_pids)
+        t->server = server_cpu_open(server_pids, nserver_pids);
     return t;
 }
 
@@ -121,256 +84,16 @@ void timeline_free(struct timeline *t)
     free(t);
 }
 
-/* ---- writing ------------------------------------------------------------ */
-
-static void check(struct timeline *t, FILE *f, const char *path)
-{
-    if ((fflush(f) != 0 || ferror(f)) && !t->failed) {
-        t->failed = path;
-        t->failed_errno = errno;
-    }
-}
-
-static uint64_t status_class(const struct stats *s, int hundreds)
-{
-    uint64_t n = 0;
-    for (int code = 100 * hundreds; code < 100 * (hundreds + 1); code++)
-        n += s->status[code];
-    return n;
-}
-
-static const char *const class_names[] = {"1xx", "2xx", "3xx", "4xx", "5xx"};
-
-/* Responses with a status outside 100..599. */
-static uint64_t status_other(const struct stats *s)
-{
-    uint64_t n = s->requests;
-    for (int c = 1; c <= 5; c++)
-        n -= status_class(s, c);
-    return n;
-}
-
 static double per_sec(uint64_t n, uint64_t us) { return us ? (double)n * 1e6 / (double)us : 0; }
-
-/* The run's start to the microsecond, as --json's start_time_us: with the
- * shard, what volley merge finds a timeline's result by. */
-static uint64_t start_time_us(const struct timeline *t)
-{
-    return (uint64_t)t->started.tv_sec * 1000000 + (uint64_t)t->started.tv_nsec / 1000;
-}
-
-/* The run's parameters, as the first line of a JSON Lines timeline. */
-static void json_run(struct timeline *t)
-{
-    const struct config *cfg = t->cfg;
-    char date[UNITS_BUF];
-    struct json j;
-    json_init_line(&j, t->out);
-    json_object_begin(&j, NULL);
-    json_string(&j, "type", "run");
-    json_string(&j, "volley", VOLLEY_VERSION);
-    json_string(&j, "start_time", units_utc_time(&t->started, date));
-    json_uint(&j, "start_time_us", start_time_us(t));
-    if (cfg->shard.count) {
-        json_object_begin(&j, "shard");
-        json_uint(&j, "index", cfg->shard.index);
-        json_uint(&j, "count", cfg->shard.count);
-        json_object_end(&j);
-    } else {
-        json_null(&j, "shard");
-    }
-    json_string(&j, "url", cfg->url_arg);
-    json_uint(&j, "threads", cfg->threads);
-    json_uint(&j, "connections", cfg->connections);
-    json_uint_or_null(&j, "duration_us", cfg->time_limit_us);
-    json_uint_or_null(&j, "requests", cfg->requests);
-    json_uint_or_null(&j, "rate", cfg->rate);
-    json_string(&j, "script", cfg->script);
-    json_uint(&j, "interval_us", cfg->interval_us);
-    json_uint(&j, "intervals_start_us", (uint64_t)t->origin_us);
-    json_object_end(&j);
-    json_finish(&j);
-}
-
-/* A latency's figures and its histogram (encoded: h's encoding, or NULL). */
-static void json_latency(struct json *j, const char *key, const struct hist *h, const char *encoded)
-{
-    uint64_t n = hist_count(h);
-    json_object_begin(j, key);
-    json_uint(j, "count", n);
-    if (n) {
-        json_double(j, "mean", hist_mean(h));
-        json_uint(j, "p50", hist_value_at_percentile(h, 50));
-        json_uint(j, "p90", hist_value_at_percentile(h, 90));
-        json_uint(j, "p99", hist_value_at_percentile(h, 99));
-        json_uint(j, "max", hist_max(h));
-    } else {
-        json_null(j, "mean");
-        json_null(j, "p50");
-        json_null(j, "p90");
-        json_null(j, "p99");
-        json_null(j, "max");
-    }
-    char *own = encoded ? NULL : hist_encode(h);
-    json_string(j, "hdr_histogram", encoded ? encoded : own);
-    free(own);
-    json_object_end(j);
-}
-
-static void json_record(struct timeline *t, const struct record *r)
-{
-    const struct stats *s = r->s;
-    const struct errors *e = &s->errors;
-    struct json j;
-    json_init_line(&j, t->out);
-    json_object_begin(&j, NULL);
-    json_string(&j, "type", "interval");
-    json_uint(&j, "interval", r->index);
-    json_uint(&j, "start_us", r->start_us);
-    json_uint(&j, "length_us", r->length_us);
-    json_bool(&j, "short", r->length_us < t->cfg->interval_us);
-    json_uint(&j, "requests", s->requests);
-    json_double(&j, "requests_per_sec", per_sec(s->requests, r->length_us));
-    json_uint(&j, "bytes", s->bytes);
-    json_object_begin(&j, "status");
-    for (int c = 1; c <= 5; c++)
-        json_uint(&j, class_names[c - 1], status_class(s, c));
-    json_uint(&j, "other", status_other(s));
-    json_object_end(&j);
-    json_object_begin(&j, "errors");
-    json_uint(&j, "connect", e->connect);
-    json_uint(&j, "read", e->read);
-    json_uint(&j, "write", e->write);
-    json_uint(&j, "timeout", e->timeout);
-    json_uint(&j, "status", e->status);
-    json_object_end(&j);
-    json_uint(&j, "connects", s->connects);
-    json_uint(&j, "reconnects", s->reconnects);
-    json_latency(&j, "latency", s->latency, r->latency);
-    if (t->cfg->rate) {
-        json_double(&j, "sent_per_sec", per_sec(s->sent, r->length_us));
-        json_latency(&j, "latency_uncorrected", s->u_latency, NULL);
-    } else {
-        json_null(&j, "sent_per_sec");
-        json_null(&j, "latency_uncorrected");
-    }
-    json_double(&j, "server_cpu_s", r->server_s); /* NaN is written as null */
-    json_object_end(&j);
-    json_finish(&j);
-}
-
-/* The run's parameters as key=value pairs on a comment line, the URL last
- * (it may hold anything); then the header row. */
-static void csv_header(struct timeline *t)
-{
-    const struct config *cfg = t->cfg;
-    char date[UNITS_BUF];
-    FILE *f = t->out;
-    fprintf(f,
-            "# volley %s timeline: start_time=%s start_time_us=%" PRIu64 " shard=", VOLLEY_VERSION,
-            units_utc_time(&t->started, date), start_time_us(t));
-    if (cfg->shard.count)
-        fprintf(f, "%" PRIu64 "/%" PRIu64, cfg->shard.index, cfg->shard.count);
-    fprintf(f, " threads=%" PRIu64 " connections=%" PRIu64, cfg->threads, cfg->connections);
-    fprintf(f, " duration_us=");
-    if (cfg->time_limit_us)
-        fprintf(f, "%" PRIu64, cfg->time_limit_us);
-    fprintf(f, " requests=");
-    if (cfg->requests)
-        fprintf(f, "%" PRIu64, cfg->requests);
-    fprintf(f, " rate=");
-    if (cfg->rate)
-        fprintf(f, "%" PRIu64, cfg->rate);
-    fprintf(f, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=%s url=%s\n",
-            cfg->interval_us, t->origin_us, cfg->script ? cfg->script : "", cfg->url_arg);
-    fputs("interval,start_us,length_us,short,requests,requests_per_sec,bytes,"
-          "status_1xx,status_2xx,status_3xx,status_4xx,status_5xx,status_other,"
-          "errors_connect,errors_read,errors_write,errors_timeout,errors_status,"
-          "connects,reconnects,"
-          "latency_count,latency_mean,latency_p50,latency_p90,latency_p99,latency_max,"
-          "sent_per_sec,latency_uncorrected_count,latency_uncorrected_mean,"
-          "latency_uncorrected_p50,latency_uncorrected_p90,latency_uncorrected_p99,"
-          "latency_uncorrected_max,server_cpu_s\n",
-          f);
-}
-
-/* A latency's columns; all empty (as null) when h is NULL. */
-static void csv_latency(FILE *f, const struct hist *h)
-{
-    uint64_t n = h ? hist_count(h) : 0;
-    if (!h) {
-        fputs(",,,,,,", f);
-        return;
-    }
-    fprintf(f, ",%" PRIu64, n);
-    if (n)
-        fprintf(f, ",%.3f,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, hist_mean(h),
-                hist_value_at_percentile(h, 50), hist_value_at_percentile(h, 90),
-                hist_value_at_percentile(h, 99), hist_max(h));
-    else
-        fputs(",,,,,", f);
-}
-
-static void csv_record(struct timeline *t, const struct record *r)
-{
-    const struct stats *s = r->s;
-    const struct errors *e = &s->errors;
-    FILE *f = t->out;
-    fprintf(f, "%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu64 ",%.3f,%" PRIu64, r->index,
-            r->start_us, r->length_us, r->length_us < t->cfg->interval_us, s->requests,
-            per_sec(s->requests, r->length_us), s->bytes);
-    for (int c = 1; c <= 5; c++)
-        fprintf(f, ",%" PRIu64, status_class(s, c));
-    fprintf(f, ",%" PRIu64, status_other(s));
-    fprintf(f, ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64, e->connect, e->read,
-            e->write, e->timeout, e->status);
-    fprintf(f, ",%" PRIu64 ",%" PRIu64, s->connects, s->reconnects);
-    csv_latency(f, s->latency);
-    if (t->cfg->rate)
-        fprintf(f, ",%.3f", per_sec(s->sent, r->length_us));
-    else
-        fputc(',', f);
-    csv_latency(f, t->cfg->rate ? s->u_latency : NULL);
-    if (isnan(r->server_s))
-        fputs(",\n", f);
-    else
-        fprintf(f, ",%.3f\n", r->server_s);
-}
-
-/* HdrHistogram's interval log (format 1.3, as its Java HistogramLogWriter
- * writes it): start and base time, then per interval its start relative to
- * the base time and its length in seconds, its largest value in ms (what
- * the tools read in that column) and the histogram, in microseconds. */
-static void hlog_header(struct timeline *t)
-{
-    char date[UNITS_BUF];
-    double start = (double)t->started.tv_sec + (double)t->started.tv_nsec / 1e9;
-    FILE *f = t->hlog;
-    fprintf(f, "#[Histogram log format version 1.3]\n");
-    fprintf(f, "#[StartTime: %.3f (seconds since epoch), %s]\n", start,
-            units_utc_time(&t->started, date));
-    /* the intervals' starts are relative to where they count from */
-    fprintf(f, "#[BaseTime: %.3f (seconds since epoch)]\n", (double)t->origin_us / 1e6);
-    fprintf(f, "#[volley %s: latency of %s in microseconds; Interval_Max in milliseconds]\n",
-            VOLLEY_VERSION, t->cfg->url_arg);
-    fprintf(f, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\","
-               "\"Interval_Compressed_Histogram\"\n");
-}
-
-static void hlog_record(struct timeline *t, const struct record *r)
-{
-    fprintf(t->hlog, "%.3f,%.3f,%.3f,%s\n", (double)r->start_us / 1e6, (double)r->length_us / 1e6,
-            (double)hist_max(r->s->latency) / 1e3, r->latency);
-}
 
 /* ---- the intervals ------------------------------------------------------- */
 
-static void remember(struct timeline *t, const struct record *r)
+static void remember(struct timeline *t, const struct timeline_record *r)
 {
     const struct hist *latency = r->s->latency;
     double rate = per_sec(r->s->requests, r->length_us);
     t->count++;
-    if (r->length_us >= t->cfg->interval_us) {
+    if (r->length_us >= t->spec->interval_us) {
         t->rps.min = t->rps.n == 0 || rate < t->rps.min ? rate : t->rps.min;
         t->rps.max = t->rps.n == 0 || rate > t->rps.max ? rate : t->rps.max;
         t->rps.sum += rate;
@@ -394,22 +117,9 @@ static void remember(struct timeline *t, const struct record *r)
 static double cpu_between(double from, double to) { return round((to - from) * 1e6) / 1e6; }
 
 /* Writes the record to the files and notes it for the summary. */
-static void write_record(struct timeline *t, struct record *r)
+static void write_record(struct timeline *t, const struct timeline_record *r)
 {
-    if ((t->out && !t->csv) || t->hlog)
-        r->latency = hist_encode(r->s->latency);
-    if (t->out) {
-        if (t->csv)
-            csv_record(t, r);
-        else
-            json_record(t, r);
-        check(t, t->out, t->cfg->timeline);
-    }
-    if (t->hlog) {
-        hlog_record(t, r);
-        check(t, t->hlog, t->cfg->hdr_log);
-    }
-    free(r->latency);
+    timeline_files_write(&t->files, r);
     remember(t, r);
 }
 
@@ -417,7 +127,7 @@ static void write_record(struct timeline *t, struct record *r)
  * server's CPU time in it is what it used since the last record. */
 static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t length_us)
 {
-    struct record r = {index, index * t->cfg->interval_us, length_us, s, NAN, NULL};
+    struct timeline_record r = {index, index * t->spec->interval_us, length_us, s, NAN};
     if (t->server) {
         struct server_times now;
         server_cpu_read(t->server, &now);
@@ -434,7 +144,7 @@ static void emit(struct timeline *t, struct stats *s, uint64_t index, uint64_t l
 void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
                   double server_s)
 {
-    struct record r = {index, index * t->cfg->interval_us, length_us, s, server_s, NULL};
+    struct timeline_record r = {index, index * t->spec->interval_us, length_us, s, server_s};
     write_record(t, &r);
 }
 
@@ -446,7 +156,7 @@ static void drain(struct timeline *t)
     struct stats *s;
     while ((s = intervals_take(t->intervals, &index))) {
         if (t->held)
-            emit(t, t->held, t->held_index, t->cfg->interval_us);
+            emit(t, t->held, t->held_index, t->spec->interval_us);
         t->held = s;
         t->held_index = index;
     }
@@ -457,9 +167,9 @@ static void on_ready(struct ev_loop *loop, ev_async *a, int revents)
     (void)loop, (void)revents;
     struct timeline *t = a->data;
     drain(t);
-    uint64_t end = (t->held_index + 1) * t->cfg->interval_us;
+    uint64_t end = (t->held_index + 1) * t->spec->interval_us;
     if (t->held && clock_us() >= t->start + end) {
-        emit(t, t->held, t->held_index, t->cfg->interval_us);
+        emit(t, t->held, t->held_index, t->spec->interval_us);
         t->held = NULL;
     }
 }
@@ -483,22 +193,6 @@ void timeline_on_interval(struct timeline *t,
     t->on_interval_arg = arg;
 }
 
-/* The first lines of the files: the run's parameters. */
-static void write_headers(struct timeline *t)
-{
-    if (t->out) {
-        if (t->csv)
-            csv_header(t);
-        else
-            json_run(t);
-        check(t, t->out, t->cfg->timeline);
-    }
-    if (t->hlog) {
-        hlog_header(t);
-        check(t, t->hlog, t->cfg->hdr_log);
-    }
-}
-
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
 {
     struct timespec now;
@@ -514,44 +208,34 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
         server_cpu_read(t->server, &t->server_start);
         t->server_last = t->server_start;
     }
-    write_headers(t);
+    timeline_files_header(&t->files, &t->started, t->origin_us);
 }
 
 void timeline_start_merged(struct timeline *t, const struct timespec *started, int64_t origin_us)
 {
     t->started = *started;
     t->origin_us = origin_us;
-    write_headers(t);
-}
-
-static void close_output(struct timeline *t, FILE *f, const char *path)
-{
-    if (f && fclose(f) != 0 && !t->failed) {
-        t->failed = path;
-        t->failed_errno = errno;
-    }
+    timeline_files_header(&t->files, &t->started, t->origin_us);
 }
 
 void timeline_check(const struct timeline *t)
 {
-    if (t->failed)
-        die("cannot write %s: %s", strcmp(t->failed, "-") == 0 ? "to stdout" : t->failed,
-            strerror(t->failed_errno));
+    const char *failed = t->files.failed;
+    if (failed)
+        die("cannot write %s: %s", strcmp(failed, "-") == 0 ? "to stdout" : failed,
+            strerror(t->files.failed_errno));
 }
 
-void timeline_close(struct timeline *t)
-{
-    close_output(t, t->out, t->cfg->timeline);
-    close_output(t, t->hlog, t->cfg->hdr_log);
-    t->out = t->hlog = NULL;
-}
+void timeline_close(struct timeline *t) { timeline_files_close(&t->files); }
+
+void timeline_set_measured(struct timeline *t, uint32_t measured) { t->files.measured = measured; }
 
 void timeline_finish(struct timeline *t, uint64_t runtime_us)
 {
     ev_async_stop(t->loop, &t->ready);
     drain(t);
     if (t->held) {
-        uint64_t start = t->held_index * t->cfg->interval_us;
+        uint64_t start = t->held_index * t->spec->interval_us;
         emit(t, t->held, t->held_index, runtime_us > start ? runtime_us - start : 0);
         t->held = NULL;
     }
@@ -594,17 +278,17 @@ void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
 
 static void json_intervals(struct json *j, const struct timeline *t)
 {
-    const struct config *cfg = t->cfg;
+    const struct run_spec *spec = t->spec;
     /* volley merge of results without their timelines: no intervals known */
-    if (!cfg->interval_us) {
+    if (!spec->interval_us) {
         json_null(j, "intervals");
         return;
     }
     json_object_begin(j, "intervals");
-    json_uint(j, "interval_us", cfg->interval_us);
+    json_uint(j, "interval_us", spec->interval_us);
     json_uint(j, "count", t->count);
-    json_string(j, "timeline", cfg->timeline);
-    json_string(j, "hdr_log", cfg->hdr_log);
+    json_string(j, "timeline", spec->timeline);
+    json_string(j, "hdr_log", spec->hdr_log);
     json_object_begin(j, "requests_per_sec");
     json_uint(j, "count", t->rps.n);
     if (t->rps.n) {

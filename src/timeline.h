@@ -17,15 +17,16 @@
 #include "server_cpu.h"
 #include "stats.h"
 
-struct config;
+struct run_spec;
 struct intervals;
 struct json;
 struct stats;
 
-/* Opens the output files and finds the server's processes, so that a bad
- * path or PID is an error before the run starts (dies with a one-line
- * message). */
-struct timeline *timeline_new(const struct config *cfg);
+/* Opens the output files spec names and finds the server's processes
+ * (--server-pid), so that a bad path or PID is an error before the run
+ * starts (dies with a one-line message). */
+struct timeline *timeline_new(const struct run_spec *spec, char *const *server_pids,
+                              size_t nserver_pids);
 void timeline_free(struct timeline *t);
 
 /* Before the workers start: the hand-off through which the intervals of
@@ -55,6 +56,9 @@ void timeline_start_merged(struct timeline *t, const struct timespec *started, i
 void timeline_add(struct timeline *t, const struct stats *s, uint64_t index, uint64_t length_us,
                   double server_s);
 void timeline_close(struct timeline *t);
+/* volley merge: the distributions the merged intervals have (bit i for
+ * stats_dists[i]): those every part's timeline has. */
+void timeline_set_measured(struct timeline *t, uint32_t measured);
 /* volley merge: the server's CPU time over the run, as the parts measured it,
  * instead of measuring it (pids ascending). */
 void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
@@ -70,7 +74,7 @@ bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *
 bool timeline_server_cpu(const struct timeline *t, struct server_times *cpu);
 
 /* The "intervals" and "server" members of the --json document; intervals
- * is null when cfg->interval_us is 0 (volley merge without timelines). */
+ * is null when spec->interval_us is 0 (volley merge without timelines). */
 void timeline_json(struct json *j, const struct timeline *t, uint64_t requests);
 
 #endif

@@ -167,8 +167,8 @@ void tls_setup(const struct config *cfg)
      * read() instead of a header read and a body read for each. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(ctx, 1);
-    if (cfg->http2 ? SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof alpn_h2 - 1) != 0
-                   : SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1) != 0)
+    if (cfg->spec.http2 ? SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof alpn_h2 - 1) != 0
+                        : SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1) != 0)
         die("unable to initialize TLS: %s", ssl_reason());
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
@@ -242,7 +242,7 @@ static void check_alpn(SSL *ssl, const char *host, const char *service)
 void tls_check(const struct config *cfg, const struct net_addr *addr)
 {
     const char *host = cfg->url.host, *service = cfg->url.service;
-    uint64_t deadline = clock_us() + cfg->timeout_us;
+    uint64_t deadline = clock_us() + cfg->spec.timeout_us;
     bool in_progress;
     int fd = net_connect(addr, SOCK_STREAM, &in_progress);
     if (fd < 0)
@@ -262,7 +262,7 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
         if (verify != X509_V_OK)
             die("certificate verification failed for %s:%s: %s", host, service,
                 X509_verify_cert_error_string(verify));
-        if (cfg->http2 && err == SSL_ERROR_SSL &&
+        if (cfg->spec.http2 && err == SSL_ERROR_SSL &&
             ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
             die("--http2: %s:%s does not speak HTTP/2 (it refused ALPN h2)", host, service);
         die("TLS handshake with %s:%s failed: %s", host, service,
@@ -270,7 +270,7 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
             : saved              ? strerror(saved)
                                  : "the server closed the connection");
     }
-    if (cfg->http2)
+    if (cfg->spec.http2)
         check_alpn(ssl, host, service);
     SSL_shutdown(ssl);
     SSL_free(ssl);

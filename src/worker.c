@@ -72,7 +72,7 @@ static void end_warmup(struct worker *w, uint64_t now)
     stats_merge(&w->warmup, &w->stats);
     stats_reset(&w->stats);
     w->warming = false;
-    w->next_cut = w->run_start + w->cfg->interval_us;
+    w->next_cut = w->run_start + w->cfg->spec.interval_us;
     w->sample_at = now;
     w->sample_requests = 0;
 }
@@ -81,13 +81,13 @@ static void end_warmup(struct worker *w, uint64_t now)
  * there the end of the run cuts the last interval. */
 static bool cut_due(const struct worker *w, uint64_t now)
 {
-    uint64_t limit = w->cfg->time_limit_us;
+    uint64_t limit = w->cfg->spec.time_limit_us;
     return now >= w->next_cut && !(limit && w->next_cut >= w->run_start + limit);
 }
 
 static void arm_cut(struct worker *w, uint64_t now)
 {
-    uint64_t limit = w->cfg->time_limit_us;
+    uint64_t limit = w->cfg->spec.time_limit_us;
     if (limit && w->next_cut >= w->run_start + limit)
         return;
     double after = w->next_cut > now ? (double)(w->next_cut - now) / 1e6 : 0;
@@ -110,7 +110,7 @@ static void on_interval(struct ev_loop *loop, ev_timer *t, int revents)
         end_warmup(w, now);
     while (!w->warming && cut_due(w, now)) {
         cut(w);
-        w->next_cut += w->cfg->interval_us;
+        w->next_cut += w->cfg->spec.interval_us;
     }
     arm_cut(w, now);
 }
@@ -119,7 +119,7 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)a, (void)revents;
     struct worker *w = a->data;
-    w->env.stopping = true;
+    w->live.stopping = true;
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -129,10 +129,11 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
 static void ramp_up(struct worker *w, uint64_t start)
 {
     const struct config *cfg = w->cfg;
-    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++) {
+    for (size_t i = 0; i < w->nconns && !w->live.stopping; i++) {
         double g = (double)(w->first_conn + i);
         struct conn *c = &w->conns[i];
-        c->retry_at = start + (uint64_t)(g * (double)cfg->ramp_up_us / (double)cfg->connections);
+        c->retry_at =
+            start + (uint64_t)(g * (double)cfg->spec.ramp_up_us / (double)cfg->spec.connections);
         conn_kick(c);
     }
 }
@@ -145,17 +146,17 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
     (void)revents;
     struct worker *w = a->data;
     uint64_t start = atomic_load_explicit(&w->start_at, memory_order_acquire);
-    w->run_start = start + w->cfg->warmup_us;
-    w->warming = w->cfg->warmup_us > 0;
-    w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->interval_us;
+    w->run_start = start + w->cfg->spec.warmup_us;
+    w->warming = w->cfg->spec.warmup_us > 0;
+    w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->spec.interval_us;
     ev_now_update(loop);
     arm_cut(w, clock_us());
-    if (w->cfg->ramp_up_us)
+    if (w->cfg->spec.ramp_up_us)
         ramp_up(w, start);
-    if (!w->env.pace)
+    if (!w->conn.pace)
         return;
     w->pace.start = start;
-    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
+    for (size_t i = 0; i < w->nconns && !w->live.stopping; i++)
         conn_kick(&w->conns[i]);
 }
 
@@ -174,7 +175,7 @@ static double hook_delay(void *arg)
     struct worker *w = arg;
     double ms = 0;
     if (script_delay(w->script, &ms) == SCRIPT_NONE)
-        w->env.delay = NULL; /* removed: no pause from the next batch on */
+        w->live.delay = false; /* removed: no pause from the next batch on */
     return ms;
 }
 
@@ -182,7 +183,7 @@ static double hook_delay(void *arg)
  * pipelines by what it holds. */
 static void check_pipelining(const struct worker *w)
 {
-    if (!w->cfg->http2 && !w->cfg->http3 && w->cfg->streams > 1)
+    if (!w->cfg->spec.http2 && !w->cfg->spec.http3 && w->cfg->spec.streams > 1)
         die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
             "pipelines by returning several requests at once");
 }
@@ -213,8 +214,8 @@ static const struct request *hook_request(void *arg, struct request *own)
     }
     /* Every batch asks for a request: a delay() a hook defined meanwhile
      * is noticed here, and pauses the batches after this one. */
-    if (!w->env.delay && script_has_delay(w->script))
-        w->env.delay = hook_delay;
+    if (!w->live.delay && script_has_delay(w->script))
+        w->live.delay = true;
     return r;
 }
 
@@ -222,7 +223,7 @@ static void hook_response(void *arg, const struct proto_response *r)
 {
     struct worker *w = arg;
     script_response(w->script, r);
-    script_response_wants(w->script, &w->env.want_head, &w->env.want_body);
+    script_response_wants(w->script, &w->live.wants.head, &w->live.wants.body);
 }
 
 static void settled(void *arg)
@@ -232,22 +233,22 @@ static void settled(void *arg)
         w->on_settled(w->on_settled_arg);
 }
 
-static const struct transport *transport_of(const struct config *cfg)
+static const struct transport *transport_of(const struct run_spec *spec)
 {
 #ifdef VOLLEY_HTTP3
-    if (cfg->http3)
+    if (spec->http3)
         return &transport_quic;
 #endif
-    return cfg->url.tls ? &transport_tls : &transport_plain;
+    return spec->tls ? &transport_tls : &transport_plain;
 }
 
-static const struct proto_ops *proto_of(const struct config *cfg)
+static const struct proto_ops *proto_of(const struct run_spec *spec)
 {
 #ifdef VOLLEY_HTTP3
-    if (cfg->http3)
+    if (spec->http3)
         return &proto_h3;
 #endif
-    return cfg->http2 ? &proto_h2 : &proto_h1;
+    return spec->http2 ? &proto_h2 : &proto_h1;
 }
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
@@ -263,38 +264,41 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->buf = xmalloc(WORKER_BUF);
     stats_init(&w->stats);
     stats_init(&w->total);
-    if (cfg->warmup_us)
+    if (cfg->spec.warmup_us)
         stats_init(&w->warmup);
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
-    w->env = (struct conn_env){
+    w->live.unsettled = nconns;
+    w->conn = (struct conn_config){
         .loop = w->loop,
-        .transport = transport_of(cfg),
-        .proto = proto_of(cfg),
+        .transport = transport_of(&cfg->spec),
+        .proto = proto_of(&cfg->spec),
         .addr = &w->addr,
-        .tls = cfg->url.tls,
-        .streams = (size_t)cfg->streams,
-        .timeout_us = cfg->timeout_us,
-        .no_keepalive = cfg->no_keepalive,
+        .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
         .rbuf = w->buf,
         .rbuf_len = WORKER_BUF,
-        .head_cache = &w->head_cache,
-        .request = static_request,
-        .arg = w,
-        .depth = 1,
-        .settled = settled,
-        .unsettled = nconns,
+        .session =
+            {
+                .streams = (size_t)cfg->spec.streams,
+                .depth = 1,
+                .no_keepalive = cfg->spec.no_keepalive,
+                .tls = cfg->spec.tls,
+                .head_cache = &w->head_cache,
+                .stats = &w->stats,
+                .wants = &w->live.wants,
+            },
+        .hooks = {.request = static_request, .settled = settled, .arg = w},
     };
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
-    w->first_conn = cfg->shard.first_conn;
+    w->first_conn = cfg->spec.shard.first_conn;
     for (size_t i = 0; i < index; i++)
-        w->first_conn += worker_share(cfg->shard.connections, cfg->threads, i);
+        w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
-        conn_init(&w->conns[i], &w->env, i);
+        conn_init(&w->conns[i], &w->conn, &w->live, i);
     ev_async_init(&w->stop_watcher, on_stop);
     w->stop_watcher.data = w;
     ev_async_start(w->loop, &w->stop_watcher);
@@ -314,48 +318,48 @@ void worker_set_request(struct worker *w, struct request *request)
     request_free(&w->request);
     w->request = *request;
     memset(request, 0, sizeof *request);
-    if (cfg->http2 || cfg->http3) {
+    if (cfg->spec.http2 || cfg->spec.http3) {
         /* Checked once here, so that the run never starts with a request
          * it cannot send. */
-        const char *proto = cfg->http3 ? "HTTP/3" : "HTTP/2";
+        const char *proto = cfg->spec.http3 ? "HTTP/3" : "HTTP/2";
         struct h2req check = {0};
-        bool ok = h2req_build_for(&check, &w->request, cfg->url.tls, proto, err, sizeof err);
+        bool ok = h2req_build_for(&check, &w->request, cfg->spec.tls, proto, err, sizeof err);
         h2req_free(&check);
         if (!ok)
             die("the request cannot be sent over %s: %s", proto, err);
-    } else if (cfg->streams > 1) {
+    } else if (cfg->spec.streams > 1) {
         /* -m over HTTP/1.1: the request pipelined that deep. */
-        request_repeat(&w->request, (size_t)cfg->streams);
+        request_repeat(&w->request, (size_t)cfg->spec.streams);
     }
-    if (w->env.request == static_request)
-        w->env.depth = w->request.depth;
+    if (w->conn.hooks.request == static_request)
+        w->conn.session.depth = w->request.depth;
 }
 
-void worker_set_budget(struct worker *w, struct budget *budget) { w->env.budget = budget; }
+void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
 
 /* The target over time: the warm-up at the rate the run starts from, then
  * the stages, or -R to the end. */
 static void build_profile(struct profile *p, const struct config *cfg)
 {
-    double from = (double)(cfg->nstages ? cfg->stages_from : cfg->rate);
+    double from = (double)(cfg->spec.nstages ? cfg->spec.stages_from : cfg->spec.rate);
     profile_init(p, from);
-    if (cfg->warmup_us)
-        profile_add(p, (double)cfg->warmup_us, from);
-    for (size_t i = 0; i < cfg->nstages; i++)
-        profile_add(p, (double)cfg->stages[i].duration_us, (double)cfg->stages[i].rate);
-    if (!cfg->nstages)
-        profile_add(p, INFINITY, (double)cfg->rate);
+    if (cfg->spec.warmup_us)
+        profile_add(p, (double)cfg->spec.warmup_us, from);
+    for (size_t i = 0; i < cfg->spec.nstages; i++)
+        profile_add(p, (double)cfg->spec.stages[i].duration_us, (double)cfg->spec.stages[i].rate);
+    if (!cfg->spec.nstages)
+        profile_add(p, INFINITY, (double)cfg->spec.rate);
 }
 
 void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
     build_profile(&p->profile, w->cfg);
-    p->depth = w->env.depth;
-    p->total = w->cfg->connections;
+    p->depth = w->conn.session.depth;
+    p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
     schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
-    w->env.pace = p;
+    w->conn.pace = p;
 }
 
 void worker_set_intervals(struct worker *w, struct intervals *iv) { w->intervals = iv; }
@@ -368,10 +372,10 @@ void worker_go(struct worker *w, uint64_t start)
 
 void worker_set_hooks(struct worker *w, size_t pipeline)
 {
-    struct conn_env *env = &w->env;
+    struct conn_config *conn = &w->conn;
     w->pipeline = pipeline;
     bool request = script_has_request(w->script), delay = script_has_delay(w->script);
-    bool response = script_response_wants(w->script, &env->want_head, &env->want_body);
+    bool response = script_response_wants(w->script, &w->live.wants.head, &w->live.wants.body);
     if (request)
         check_pipelining(w);
     /* Only a hook can define another during the run: a script with none now
@@ -381,11 +385,12 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
     /* Otherwise every batch and every response asks the script, which may
      * define request() or response() later; the depth stays the static
      * request's until a request() is defined. */
-    env->request = hook_request;
+    conn->hooks.request = hook_request;
     if (request)
-        env->depth = pipeline;
-    env->delay = delay ? hook_delay : NULL;
-    env->response = hook_response;
+        conn->session.depth = pipeline;
+    conn->hooks.delay = hook_delay;
+    w->live.delay = delay;
+    conn->hooks.response = hook_response;
 }
 
 /* A run shorter than one sample interval (a quick -n) would have no Req/Sec
@@ -410,14 +415,14 @@ static void *run(void *arg)
     w->sample_at = clock_us();
     /* The kernel may delay a timer by the thread's slack (50 us by default):
      * on a schedule, send on the microsecond. */
-    if (w->cfg->rate)
+    if (w->cfg->spec.rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     /* In the closed model each connection sends as soon as it is open (or,
      * with --ramp-up, opens in its turn once the run starts); with -R they
      * are all opened first, and the run starts once they are. */
-    for (size_t i = 0; i < w->nconns && !w->env.stopping && !w->cfg->ramp_up_us; i++)
-        conn_start(&w->conns[i], !w->env.pace);
-    if (!w->env.stopping)
+    for (size_t i = 0; i < w->nconns && !w->live.stopping && !w->cfg->spec.ramp_up_us; i++)
+        conn_start(&w->conns[i], !w->conn.pace);
+    if (!w->live.stopping)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);
     cpu_thread_since(&start, &end, &w->load);
@@ -454,7 +459,7 @@ void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
 void worker_finish(struct worker *w)
 {
-    w->finished = w->env.stopping = true;
+    w->finished = w->live.stopping = true;
     ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -462,7 +467,7 @@ void worker_fail(struct worker *w, const char *message)
 {
     if (!w->failure)
         w->failure = xstrdup(message);
-    w->env.stopping = true;
+    w->live.stopping = true;
     ev_break(w->loop, EVBREAK_ALL);
 }
 

@@ -180,6 +180,29 @@ def test_json_doc_describes_every_error_cause(testd, tmp_path):
     assert sorted(rows) == sorted(causes)
 
 
+def test_json_doc_describes_every_figure_of_the_table():
+    """Every counter and distribution of src/stats.h's table (volley
+    --list-fields) is described in docs/json.md: its key in the document
+    (and the object it sits in) among the fields of --json, its timeline
+    key among those of a timeline record, and how volley merge adds it up."""
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        text = f.read()
+    document, timeline = text.split("\n## Results over time")
+    merged = document[document.index("\n### A merged result"):document.index("\n### Totals")]
+    lines = volley("--list-fields").stdout.splitlines()
+    assert len(lines) >= 20, lines
+    for line in lines:
+        kind, path, column, *_ = line.split()
+        *objects, key = path.split(".")
+        for name in objects + [key]:
+            assert f"`{name}`" in document, path
+        if column != "-":
+            assert f"`{column.split('.')[-1]}`" in timeline, column
+        # a distribution, or a counter written as a count, is named in the
+        # merged result's table by its key (or its object's)
+        assert any(f"`{name}" in merged for name in objects + [key]), path
+
+
 def test_man_page_names_no_option_volley_lacks():
     known = {o[2] for o in help_options()}
     named = set(re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9_-]*)", unescape(man_text())))

@@ -37,7 +37,7 @@ def test_n_requests_reach_quic_go_exactly(go_h3, tmp_path):
     h3 = doc["http3"]
     assert h3["streams"] == 8 and h3["connections_measured"] == 4
     assert h3["packets_sent"] > 0 and h3["packets_received"] > 0
-    assert h3["rtt_us"]["min"] > 0 and h3["cwnd_mean_bytes"] > 0
+    assert h3["rtt_min_us"] > 0 and h3["rtt_smoothed_mean_us"] > 0 and h3["cwnd_mean_bytes"] > 0
     assert doc["tls"]["handshakes"] == 4
 
 
@@ -99,19 +99,20 @@ def test_0rtt_sends_requests_in_the_first_flight(go_h3, tmp_path):
     run, doc = run_json(tmp_path, "--http3", "--0rtt", "--no-keepalive", "-t1", "-c1", "-n",
                         "40", srv.url)
     assert run.report["requests"] == 40 and socket_errors(doc) == 0
-    early = doc["http3"]["early_data"]
+    h3 = doc["http3"]
     stats = srv.stats()
     # the first connection has no ticket yet; the server takes 0-RTT after
-    assert early["attempted"] >= 30 and early["accepted"] + early["rejected"] == early["attempted"]
-    assert early["accepted"] == stats["used_0rtt"] > 0, (early, stats)
-    assert early["requests"] >= early["accepted"]
+    attempted, accepted = h3["early_data_attempted"], h3["early_data_accepted"]
+    assert attempted >= 30 and accepted + h3["early_data_rejected"] == attempted, h3
+    assert accepted == stats["used_0rtt"] > 0, (h3, stats)
+    assert h3["early_data_requests"] >= accepted
     assert stats["requests"] == 40
 
 
 def test_without_0rtt_no_early_data(go_h3, tmp_path):
     srv = go_h3()
     run, doc = run_json(tmp_path, "--http3", "--no-keepalive", "-t1", "-c1", "-n", "20", srv.url)
-    assert doc["http3"]["early_data"]["attempted"] == 0 and srv.stats()["used_0rtt"] == 0
+    assert doc["http3"]["early_data_attempted"] == 0 and srv.stats()["used_0rtt"] == 0
 
 
 # --------------------------------------------------------------------------
@@ -333,8 +334,8 @@ def test_hostile_quic_peer(h3peer, tmp_path, mode, peer_options, options, allowe
     assert run.elapsed < 4, run
     found = causes(doc)
     # The peer is Python: on a loaded machine it can fall behind in
-    # answering, which is counted as such.
-    late = {"response_timeout"} - allowed if "-d1s" in options else set()
+    # answering, or in completing a handshake, which is counted as such.
+    late = {"response_timeout", "connect_timeout"} - allowed if "-d1s" in options else set()
     assert set(found) <= allowed | late, (found, run)
     assert set(found) - late == allowed, (found, run)
     n = doc["requests"]
@@ -352,7 +353,7 @@ def test_hostile_quic_peer(h3peer, tmp_path, mode, peer_options, options, allowe
     if mode == "close":
         code = "PROTOCOL_VIOLATION" if "--transport" in peer_options else "H3_INTERNAL_ERROR"
         kind = "transport" if "--transport" in peer_options else "application"
-        got = h3["connection_close_received"][kind]
+        got = h3[f"connection_close_{kind}"]
         assert set(got) == {code} and 0 < got[code] <= stats["closes"], (h3, stats)
     if mode == "version-negotiation":
         assert 0 < h3["version_negotiations"] <= stats["version_negotiations"], (h3, stats)
@@ -368,9 +369,10 @@ def test_docs_json_names_every_http3_field(go_h3, tmp_path):
         doc_text = f.read()
     _, doc = run_json(tmp_path, "--http3", "--0rtt", "--ecn", "--no-keepalive", "-t1", "-c1", "-n", "5",
                       go_h3().url)
-    assert doc["http3"]["ecn_received"] is not None
+    assert doc["http3"]["ecn_received"]
     names = field_names(doc["http3"], skip=("stream_reset_received", "handshake_alerts",
-                                            "transport", "application"))
+                                            "connection_close_transport",
+                                            "connection_close_application", "ecn_received"))
     missing = sorted(n for n in names if f"`{n}`" not in doc_text)
     assert not missing, f"fields docs/json.md does not name: {missing}"
 
@@ -386,7 +388,7 @@ def test_ecn_is_off_unless_asked_for(go_h3, udp_relay, tmp_path):
             # relay sends on unmarked, so validation fails and marking stops
             assert marked > 0 and doc["http3"]["ecn_received"]["not_ect"] > 0, doc["http3"]
         else:
-            assert marked == 0 and doc["http3"]["ecn_received"] is None, doc["http3"]
+            assert marked == 0 and doc["http3"]["ecn_received"] == {}, doc["http3"]
     # straight to quic-go, which marks its packets ECT(0): volley reads the marks
     _, doc = run_json(tmp_path, "--http3", "--ecn", "-t1", "-c2", "-n", "500", srv.url)
     assert doc["http3"]["ecn_received"]["ect0"] > 0, doc["http3"]

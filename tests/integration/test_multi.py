@@ -5,6 +5,7 @@ hdrhistogram package's own sum of the histograms.
 SPDX-License-Identifier: MIT
 """
 import base64
+import functools
 import json
 import os
 import re
@@ -96,7 +97,7 @@ def test_merge_equals_the_hdrhistogram_sum_bucket_for_bucket(testd, tmp_path):
     assert m["success"]["ok"] == codes["200"]
 
     # The histograms: the merged one is hdrh's sum of the parts, bucket for bucket.
-    for key in ("latency", "requests_per_sec"):
+    for key in ("latency", "ttfb", "requests_per_sec"):
         total = hdr(docs[0][key]["hdr_histogram"])
         for d in docs[1:]:
             total.add(hdr(d[key]["hdr_histogram"]))
@@ -127,6 +128,42 @@ def test_merge_equals_the_hdrhistogram_sum_bucket_for_bucket(testd, tmp_path):
     assert "  merged 3 of 3 shards, started within " in run.stdout
     assert abs(rep["rps"] - n / (m["duration_us"] / 1e6)) < 0.01
     assert abs(rep["latency_max"] - m["latency"]["max"]) <= 0.005 * m["latency"]["max"] + 5
+
+
+def without_ttfb(doc):
+    """doc as volley wrote it before it measured the time to first byte."""
+    old = {k: v for k, v in doc.items() if not k.startswith("ttfb")}
+    assert len(old) == len(doc) - 2
+    return old
+
+
+def test_results_without_ttfb_merge_into_a_whole_without_it(testd, tmp_path):
+    """A result of an earlier volley has no ttfb: merged with one that has,
+    the whole has none (null: a sum of some of the parts is not the
+    whole's), and the rest adds up as ever; two that have it sum bucket for
+    bucket; a threshold on it fails as nothing measured."""
+    srv = testd()
+    docs, files = shards(2, ["-t1", "-c2", "-d300ms", "--latency"], srv.url, tmp_path)
+    old = os.path.join(tmp_path, "old.json")
+    with open(old, "w") as f:
+        json.dump(without_ttfb(docs[1]), f)
+    out = os.path.join(tmp_path, "m.json")
+    run = volley("merge", "--json", out, "--latency", "--threshold", "ttfb p99 < 1h", files[0],
+                 old)
+    assert run.returncode == 2, run
+    assert "Threshold ttfb p99 < 1h: FAILED (ttfb p99: nothing measured)" in run.stdout
+    assert "    TTFB  " not in run.stdout and "    Latency  " in run.stdout
+    with open(out) as f:
+        m = json.load(f)
+    assert m["ttfb"] is None and m["ttfb_uncorrected"] is None
+    assert m["requests"] == m["latency"]["count"] == docs[0]["requests"] + docs[1]["requests"]
+    run = merge("--json", out, "--latency", "--threshold", "ttfb p99 < 1h", *files)
+    assert run.returncode == 0 and "    TTFB  " in run.stdout, run
+    with open(out) as f:
+        m = json.load(f)
+    total = hist_sum(d["ttfb"]["hdr_histogram"] for d in docs)
+    assert buckets(hdr(m["ttfb"]["hdr_histogram"])) == buckets(total)
+    assert m["ttfb"]["count"] == m["requests"] == total.get_total_count()
 
 
 def test_merge_reads_stdin_writes_json_to_stdout_and_prints_latency(testd, tmp_path):
@@ -330,6 +367,17 @@ def span(doc, head):
     return doc["start_time_us"] + doc["duration_us"] - head["intervals_start_us"]
 
 
+def timeline_counts():
+    """The counters of the table a timeline record has as counts, at its top level."""
+    counters, _ = figures()
+    return [c for c, _, form in counters.values() if c and form == "count" and "." not in c]
+
+
+def timeline_dists():
+    """The distributions of the table a timeline record has."""
+    return [c for c in figures()[1].values() if c]
+
+
 def check_merged_intervals(merged, parts, places, interval_us, span_us):
     """Merged interval j holds what the parts' intervals placed there hold:
     counts summed, histograms added bucket by bucket (by hdrh), the figures
@@ -344,15 +392,13 @@ def check_merged_intervals(merged, parts, places, interval_us, span_us):
         else:
             assert m["length_us"] == max([span_us - j * interval_us] +
                                          [r["length_us"] for r in here])
-        for key in ("requests", "bytes", "connects", "reconnects"):
+        for key in timeline_counts():
             assert m[key] == sum(r[key] for r in here), (j, key)
         for group in ("status", "errors"):
             for key in m[group]:
                 assert m[group][key] == sum(r[group][key] for r in here), (j, group, key)
         assert m["requests_per_sec"] == pytest.approx(m["requests"] * 1e6 / m["length_us"])
-        kinds = ("latency", "latency_uncorrected") if m["sent_per_sec"] is not None \
-            else ("latency",)
-        for kind in kinds:
+        for kind in (k for k in timeline_dists() if m[k] is not None):
             lat, total = m[kind], hist_sum(r[kind]["hdr_histogram"] for r in here)
             assert buckets(hdr(lat["hdr_histogram"])) == buckets(total), (j, kind)
             assert lat["count"] == total.get_total_count() == sum(r[kind]["count"] for r in here)
@@ -382,7 +428,7 @@ def check_summary(summary, merged, interval_us):
 
 def check_totals(doc, merged):
     """The merged intervals add up to the merged totals."""
-    for key in ("requests", "bytes", "connects", "reconnects"):
+    for key in timeline_counts():
         assert sum(m[key] for m in merged) == doc[key], key
     for key in doc["errors"]:
         assert sum(m["errors"][key] for m in merged) == doc["errors"][key], key
@@ -454,6 +500,39 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
     assert read_jsonl(again) == (head, merged)
 
 
+def test_a_timeline_without_ttfb_merges_into_intervals_without_it(testd, tmp_path):
+    """A result and its timeline of an earlier volley, without ttfb, merge
+    with a new part's: the merged intervals have no ttfb (null, an empty
+    CSV field), and the rest adds up as ever."""
+    srv = testd()
+    docs, files, timelines, parts = with_timelines(
+        2, ["-t1", "-c2", "-d600ms", "--interval", "200ms"], srv.url, tmp_path)
+    old_json, old_tl = (os.path.join(tmp_path, name) for name in ("old.json", "old.jsonl"))
+    with open(old_json, "w") as f:
+        json.dump(without_ttfb(docs[1]), f)
+    with open(timelines[1]) as f, open(old_tl, "w") as out:
+        for n, line in enumerate(f):
+            record = json.loads(line)
+            out.write(json.dumps(without_ttfb(record) if n else record) + "\n")
+    tl, csv = os.path.join(tmp_path, "m.jsonl"), os.path.join(tmp_path, "m.csv")
+    merge("--timeline", tl, files[0], old_json, timelines[0], old_tl)
+    merge("--timeline", csv, files[0], old_json, timelines[0], old_tl)
+    _, merged = read_jsonl(tl)
+    assert merged and all(r["ttfb"] is None for r in merged)
+    assert sum(r["requests"] for r in merged) == docs[0]["requests"] + docs[1]["requests"]
+    with open(csv) as f:
+        rows = [line.rstrip("\n").split(",") for line in f][1:]
+    cells = [dict(zip(rows[0], row)) for row in rows[1:]]
+    assert all(c["ttfb_count"] == "" and c["latency_count"] != "" for c in cells)
+    merge("--timeline", tl, *files, *timelines)
+    _, merged = read_jsonl(tl)
+    places = offsets(timelines, 200000)
+    for j, r in enumerate(merged):
+        here = [p[j - o] for p, o in zip(parts, places) if 0 <= j - o < len(p)]
+        total = hist_sum(h["ttfb"]["hdr_histogram"] for h in here)
+        assert buckets(hdr(r["ttfb"]["hdr_histogram"])) == buckets(total)
+
+
 def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, tmp_path):
     """Shard i starts 0.55 s after shard i - 1: with 500 ms intervals, 1.1
     and 2.2 intervals after shard 0, so its first interval goes into merged
@@ -472,6 +551,24 @@ def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, t
     check_totals(m, merged)
     check_summary(m["intervals"], merged, 500000)
     assert srv.stats()["responses"] >= m["requests"] > 0
+
+
+@functools.lru_cache(maxsize=None)
+def figures():
+    """The table of figures (src/stats.h, through volley --list-fields):
+    {document path: (timeline column or None, rule, form)} for the counters,
+    and {key: timeline column or None} for the distributions (the counters
+    by code, "map" lines, add up code by code)."""
+    counters, dists = {}, {}
+    for line in volley("--list-fields").stdout.splitlines():
+        kind, path, column, *rest = line.split()
+        column = None if column == "-" else column
+        if kind == "counter":
+            counters[path] = (column, *rest)
+        elif kind == "distribution":
+            dists[path] = column
+    assert "requests" in counters and "latency" in dists
+    return counters, dists
 
 
 def leaves(doc, prefix=""):
@@ -554,15 +651,36 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             check()
             checked.add(head)
 
+    counters, dists = figures()
+
+    def counter(path):
+        """A counter of the table: by its rule and the form it is written in."""
+        _, how, form = counters[path]
+        values = [dict(leaves(d)).get(path) for d in docs]
+        if how == "min":
+            known = [v for v in values if v is not None]
+            assert flat[path] == (min(known) if known else None), path
+        elif form == "count":
+            assert flat[path] == total(path), path
+        elif form == "per_sec":  # a count over the run: the parts' counts over the whole's
+            count = sum(round(v * d["duration_us"] / 1e6) for v, d in zip(values, docs))
+            assert flat[path] == pytest.approx(count / seconds), path
+        else:  # a mean per the first counter of its object
+            group = path.split(".")[0]
+            per = next(p for p in counters if p.startswith(group + "."))
+            n = [dict(leaves(d))[per] for d in docs]
+            assert flat[path] == pytest.approx(sum(v * c for v, c in zip(values, n) if c) /
+                                               flat[per], rel=1e-9), path
+
     def rule(path):
         """The rule path is merged by, checked; None when it has none."""
         head = path.split(".")[0]
-        if path in ("requests", "bytes", "connects", "reopened", "reconnects", "success.ok",
-                    "success.attempts", "tls.handshakes", "tls.resumed", "cpu.cpus",
-                    "options.threads") or head in ("errors", "error_causes", "status_codes"):
+        if path in counters:
+            counter(path)
+        elif path in ("success.ok", "success.attempts", "cpu.cpus", "options.threads") or \
+                head in ("error_causes", "status_codes"):
             assert flat[path] == total(path), path
-        elif head in ("latency", "latency_uncorrected", "scheduling_lag", "connect_time",
-                      "requests_per_sec"):
+        elif head in dists:
             once(head, lambda: check_distribution(head, m[head], docs))
         elif head in ("options", "schema_version", "volley"):
             assert flat[path] == dict(leaves(docs[0]))[path], path
@@ -586,20 +704,14 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
                 {"requests_per_sec": m["requests"] / seconds, "bytes_per_sec": m["bytes"] / seconds})
         elif path == "success.percent":
             assert flat[path] == pytest.approx(100 * m["success"]["ok"] / m["success"]["attempts"])
-        elif path == "tls.handshake_mean_us":
-            mean = sum(d["tls"]["handshake_mean_us"] * d["tls"]["handshakes"] for d in docs)
-            assert flat[path] == pytest.approx(mean / m["tls"]["handshakes"], rel=1e-9)
         elif path == "rate.target":
             assert flat[path] == m["options"]["rate"] == pytest.approx(total("shard.rate"))
         elif path == "rate.achieved":
             assert flat[path] == pytest.approx(m["requests"] / seconds)
-        elif path == "rate.sent":
-            sent = sum(round(d["rate"]["sent"] * d["duration_us"] / 1e6) for d in docs)
-            assert flat[path] == pytest.approx(sent / seconds)
         elif head == "shard":
             assert m["shard"] is None
-        elif head == "http2":  # HTTP/1.1 parts; test_h2.py merges HTTP/2 ones
-            assert m["http2"] is None and all(d["http2"] is None for d in docs)
+        elif head in ("http2", "http3"):  # HTTP/1.1 parts: test_h2.py and test_h3.py merge
+            assert m[head] is None and all(d[head] is None for d in docs)
         elif head == "inputs":
             assert [(i["file"], i["timeline"], i["shard"], i["start_time_us"], i["duration_us"],
                      i["requests"]) for i in m["inputs"]] == \

@@ -39,7 +39,7 @@ TEST(an_empty_run_has_counts_of_zero_and_null_statistics)
 {
     struct config cfg;
     parse(&cfg);
-    struct result r = {.cfg = &cfg, .runtime_us = 3000000, .pipeline = 1};
+    struct result r = {.spec = &cfg.spec, .runtime_us = 3000000, .pipeline = 1};
     stats_init(&r.stats);
     char *doc = render(&r);
     CHECK_HAS(doc, "\"schema_version\": 1,");
@@ -62,7 +62,7 @@ TEST(success_counts_socket_errors_as_failed_attempts)
 {
     struct config cfg;
     parse(&cfg);
-    struct result r = {.cfg = &cfg, .runtime_us = 1000000, .pipeline = 1};
+    struct result r = {.spec = &cfg.spec, .runtime_us = 1000000, .pipeline = 1};
     stats_init(&r.stats);
     r.stats.requests = 6;
     r.stats.status[200] = 3;
@@ -103,7 +103,7 @@ TEST(the_busiest_worker_thread_decides_saturation)
 {
     struct config cfg;
     parse(&cfg); /* 2 threads */
-    struct result r = {.cfg = &cfg, .runtime_us = 2000000};
+    struct result r = {.spec = &cfg.spec, .runtime_us = 2000000};
     struct cpu_load load;
 
     /* 1.85 CPUs on average, but no thread over 90%: not saturated. */

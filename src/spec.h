@@ -1,0 +1,99 @@
+/* What a run asked for, as one description: filled from the command line
+ * (cli.c) or, by volley merge, from the options of the results it adds up
+ * (merge_read.c). Every writer (the text report, --json, the timeline and
+ * the HdrHistogram log) reads the run from this, never from the command
+ * line's parser; the engine reads its load model here too.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_SPEC_H
+#define VOLLEY_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "request.h"
+
+/* The shortest --interval: shorter ones would cost more in writing records
+ * than they show. */
+#define SPEC_INTERVAL_MIN_US 10000
+
+/* One stage of --stages: the rate ramps to rate over duration_us. */
+struct stage {
+    uint64_t duration_us;
+    uint64_t rate;
+};
+
+/* This process's part of a run spread over several (--shard I/N): exact
+ * shares of -c and -n (the first shards take one more), and of -R in
+ * proportion to its connections, whose send times interleave with the
+ * other shards' as one process's connections would. Without --shard, the
+ * one part is the whole run. */
+struct shard {
+    uint64_t index, count; /* count 0: not sharded */
+    uint64_t connections;  /* this shard's connections */
+    uint64_t first_conn;   /* global index of its first one among all shards' */
+    uint64_t requests;     /* its share of -n, 0 without -n */
+    double rate;           /* its share of -R, 0 without -R */
+};
+
+struct run_spec {
+    char *url; /* as typed */
+    bool tls;  /* an https URL */
+    uint64_t threads, connections;
+    uint64_t duration_us;   /* -d, as the report's header says it */
+    uint64_t time_limit_us; /* when the run ends by itself: -d, or 0 for none (-d 0, or -n
+                               without -d) */
+    uint64_t timeout_us;
+    uint64_t rate;     /* -R: requests/sec over all connections, 0 = closed model */
+    uint64_t requests; /* -n: stop after exactly this many responses, 0 = no limit */
+    /* --stages: the open model's target over time. rate is then the mean
+     * target of the stages and stages_from the rate they start from (-R,
+     * or 0); duration_us their sum. */
+    struct stage *stages;
+    size_t nstages;
+    uint64_t stages_from;
+    uint64_t ramp_up_us; /* closed model: the connections open evenly over it */
+    uint64_t warmup_us;  /* run this long first, left out of every result */
+    bool http2;          /* speak HTTP/2: ALPN h2 over TLS, h2c with prior knowledge */
+    bool http3;          /* speak HTTP/3 over QUIC (ALPN h3) */
+    uint64_t streams;    /* -m: requests in flight per connection (HTTP/2 streams,
+                            HTTP/1.1 pipeline depth of the static request) */
+    bool no_keepalive;   /* a new connection for every request */
+    char *unix_socket;   /* connect here instead of the URL's host and port */
+    char *script;        /* -s FILE or NULL */
+    char **script_args;  /* args[1..] for init(); the URL is args[0] */
+    size_t nscript_args;
+    struct header *headers; /* -H, in order, names unique ignoring case */
+    size_t nheaders;
+    /* Results over time: 0 when no intervals are known (volley merge
+     * without the parts' timelines). */
+    uint64_t interval_us;
+    char *timeline; /* --timeline FILE (CSV if it ends in .csv), "-" for stdout */
+    char *hdr_log;  /* --hdr-log FILE */
+    /* Beyond one machine: connections, rate and requests above are the
+     * whole run's, shard this process's part of it. */
+    struct shard shard;
+    /* What the text report prints: -L, -U. */
+    bool latency, u_latency;
+};
+
+/* A copy of src, owning its own strings and lists. */
+void spec_copy(struct run_spec *dst, const struct run_spec *src);
+void spec_free(struct run_spec *spec);
+
+/* The header named name (ignoring case), or NULL. */
+const struct header *spec_header(const struct run_spec *spec, const char *name);
+/* -H name: value, replacing a header of the same name (ignoring case). */
+void spec_set_header(struct run_spec *spec, const char *name, size_t name_len, const char *value,
+                     size_t value_len);
+
+/* --shard: this process's shares of the whole run (without --shard, the
+ * whole); false with a one-line reason in err when the run cannot be
+ * divided so. Lowers threads to the shard's connections. */
+bool spec_shard_shares(struct run_spec *spec, char *err, size_t errlen);
+/* --stages: the run lasts their sum, at a mean target that stands for -R
+ * wherever one rate is reported; the profile starts from -R. False with a
+ * reason in err when the stages last no time or send nothing. */
+bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen);
+
+#endif
