@@ -392,3 +392,42 @@ def test_ecn_is_off_unless_asked_for(go_h3, udp_relay, tmp_path):
     # straight to quic-go, which marks its packets ECT(0): volley reads the marks
     _, doc = run_json(tmp_path, "--http3", "--ecn", "-t1", "-c2", "-n", "500", srv.url)
     assert doc["http3"]["ecn_received"]["ect0"] > 0, doc["http3"]
+
+
+def test_shards_of_an_http3_run_merge(go_h3, tmp_path):
+    from test_multi import merge, one_line_error, shards
+    srv = go_h3("--max-streams", 4)
+    docs, files = shards(2, ["--http3", "-t1", "-c2", "-m8", "-n", "2000"], srv.url, tmp_path)
+    out = tmp_path / "merged.json"
+    run = merge("--json", out, *files)
+    with open(out) as f:
+        whole = json.load(f)
+    assert whole["requests"] == 2000 == len(srv.log())
+    assert run.stdout.startswith(f"Running 2000 requests test @ {srv.url} over HTTP/3\n"), run
+    assert whole["options"]["protocol"] == "HTTP/3" and whole["options"]["streams"] == 8
+    h3 = whole["http3"]
+    assert h3["streams"] == 4 and "-m 8 ran as -m 4" in run.stdout + run.stderr
+    for key in ("packets_sent", "packets_received", "connections_measured", "refused"):
+        assert h3[key] == sum(d["http3"][key] for d in docs), key
+    assert h3["rtt_min_us"] == min(d["http3"]["rtt_min_us"] for d in docs)
+    mean = sum(d["http3"]["rtt_smoothed_mean_us"] * d["http3"]["connections_measured"]
+               for d in docs) / h3["connections_measured"]
+    assert h3["rtt_smoothed_mean_us"] == pytest.approx(mean, rel=1e-6)
+    # the same shard over HTTP/2 is not a part of it
+    h2 = dict(docs[1], http3=None, options=dict(docs[1]["options"], protocol="HTTP/2"))
+    other = tmp_path / "h2.json"
+    other.write_text(json.dumps(h2))
+    one_line_error(volley("merge", files[0], other),
+                   f"{files[0]} over HTTP/3 and {other} over HTTP/2 cannot be one run")
+
+
+def test_timeline_over_http3(go_h3, tmp_path):
+    srv = go_h3()
+    timeline = tmp_path / "t.jsonl"
+    _, doc = run_json(tmp_path, "--http3", "-t1", "-c2", "-m4", "-R", "400", "-d1500ms",
+                      "--interval", "500ms", "--timeline", timeline, srv.url)
+    records = [json.loads(line) for line in timeline.read_text().splitlines()]
+    intervals = [r for r in records if r.get("type") == "interval"]
+    assert len(intervals) == 3, records
+    assert sum(r["requests"] for r in intervals) == doc["requests"] > 0
+    assert records[0]["type"] == "run" and records[0]["url"] == srv.url, records[0]
