@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "h1.h"
+#include "protocols.h"
 #include "stats.h"
 #include "threshold.h"
 #include "units.h"
@@ -41,6 +43,9 @@ static const char usage_text[] =
     "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
     "                           or HTTP/1.1 pipelining (default 1)\n"
     "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
+    "        --alpn        <L>  Offer these protocols over https, in order, each\n"
+    "                           connection speaking the one its server chose:\n"
+    "                           h2,http/1.1 (--alpn h2 is --http2)\n"
     "        --http3            Speak HTTP/3 over QUIC (ALPN h3, https only)\n"
     "        --ecn              HTTP/3: send ECN-capable packets, count the marks received\n"
     "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
@@ -117,6 +122,7 @@ enum {
     OPT_ABORT_ON_FAIL,
     OPT_ABORT_AFTER,
     OPT_LIST_FIELDS,
+    OPT_ALPN,
 };
 
 static const struct option long_options[] = {
@@ -134,6 +140,7 @@ static const struct option long_options[] = {
     {"requests", required_argument, NULL, 'n'},
     {"streams", required_argument, NULL, 'm'},
     {"http2", no_argument, NULL, OPT_HTTP2},
+    {"alpn", required_argument, NULL, OPT_ALPN},
     {"http3", no_argument, NULL, OPT_HTTP3},
     {"0rtt", no_argument, NULL, OPT_EARLY_DATA},
     {"ecn", no_argument, NULL, OPT_ECN},
@@ -395,6 +402,40 @@ static void add_server_pid(struct config *cfg, const char *arg)
     cfg->server_pids[cfg->nserver_pids++] = xstrdup(arg);
 }
 
+/* --http2, --alpn LIST: the protocols a connection may speak, by their
+ * ALPN ids, and the option as given, for messages. */
+static void protocols_arg(struct config *cfg, const char *option, const char *list)
+{
+    const char *ids[PROTOCOLS_COUNT + 1];
+    size_t n = 0;
+    char *copy = xstrdup(list), *save = NULL;
+    bool http2 = strcmp(option, "--http2") == 0, http3 = strcmp(option, "--http3") == 0;
+    if (cfg->protocol_option && (http3 || strcmp(cfg->protocol_option, "--http3") == 0)) {
+        free(copy);
+        /* QUIC is offered alone: no TLS over TCP negotiates it */
+        const char *other = http3 ? cfg->protocol_option : option;
+        usage_error("%.*s and --http3 exclude each other", (int)strcspn(other, " "), other);
+    }
+    if (cfg->protocol_option && http2 != (strcmp(cfg->protocol_option, "--http2") == 0)) {
+        free(copy);
+        usage_error("--http2 is --alpn h2: give one of them");
+    }
+    for (char *id = strtok_r(copy, ",", &save); id && n <= PROTOCOLS_COUNT;
+         id = strtok_r(NULL, ",", &save))
+        ids[n++] = id;
+    bool ok = spec_set_protocols(&cfg->spec, ids, n, true);
+    free(copy);
+    if (!ok)
+        usage_error("invalid %s '%s': a list of protocols volley speaks, each once: h2, "
+                    "http/1.1",
+                    option, list);
+    if (!http3 && spec_quic(&cfg->spec))
+        usage_error("invalid %s '%s': h3 runs over QUIC, not TLS over TCP: give --http3", option,
+                    list);
+    free(cfg->protocol_option);
+    cfg->protocol_option = http2 || http3 ? xstrdup(option) : xasprintf("%s %s", option, list);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -403,6 +444,8 @@ static void defaults(struct config *cfg)
     cfg->spec.duration_us = 10 * 1000000ULL;
     cfg->spec.timeout_us = 2 * 1000000ULL;
     cfg->spec.streams = 1;
+    cfg->spec.protocols[0] = &proto_h1;
+    cfg->spec.nprotocols = 1;
     cfg->progress = true;
     cfg->spec.interval_us = 1000000;
 }
@@ -458,14 +501,17 @@ static void parse_options(int argc, char **argv, struct config *cfg)
                 usage_error("number of streams must be 1 to %d", CLI_STREAMS_MAX);
             break;
         case OPT_HTTP2:
-            cfg->spec.http2 = true;
+            protocols_arg(cfg, "--http2", "h2");
+            break;
+        case OPT_ALPN:
+            protocols_arg(cfg, "--alpn", optarg);
             break;
         case OPT_HTTP3:
 #ifndef VOLLEY_HTTP3
             die("--http3: this volley was built without HTTP/3: install ngtcp2 >= 1.11 (with "
                 "its GnuTLS helper) and nghttp3 >= 1.8 (deps/install.sh does), then rebuild");
 #endif
-            cfg->spec.http3 = true;
+            protocols_arg(cfg, "--http3", "h3");
             break;
         case OPT_EARLY_DATA:
             cfg->early_data = true;
@@ -615,17 +661,20 @@ static void validate(struct config *cfg)
     shard_shares(cfg);
     if (cfg->spec.u_latency && !cfg->spec.rate)
         usage_error("-U/--u_latency needs -R/--rate");
+    /* Over cleartext nothing negotiates: one protocol, h2 with prior knowledge. */
+    if (!cfg->url.tls && cfg->spec.nprotocols > 1)
+        usage_error("%s: several protocols need an https URL, where TLS chooses one; over http, "
+                    "--alpn h2 speaks HTTP/2 with prior knowledge",
+                    cfg->protocol_option);
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
-    if (cfg->spec.http3 && !cfg->url.tls)
+    if (spec_quic(&cfg->spec) && !cfg->url.tls)
         usage_error("--http3 needs an https URL: QUIC is always encrypted");
-    if (cfg->spec.http3 && cfg->spec.http2)
-        usage_error("--http2 and --http3 exclude each other");
-    if (cfg->spec.http3 && cfg->spec.unix_socket)
+    if (spec_quic(&cfg->spec) && cfg->spec.unix_socket)
         usage_error("--http3 runs over UDP: it does not combine with --unix-socket");
-    if (cfg->early_data && !cfg->spec.http3)
+    if (cfg->early_data && !spec_quic(&cfg->spec))
         usage_error("--0rtt needs --http3");
-    if (cfg->ecn && !cfg->spec.http3)
+    if (cfg->ecn && !spec_quic(&cfg->spec))
         usage_error("--ecn needs --http3");
     if (cfg->cacert)
         cfg->verify = true;
@@ -684,6 +733,7 @@ void cli_free(struct config *cfg)
         free(cfg->server_pids[i]);
     free(cfg->server_pids);
     free(cfg->start_at);
+    free(cfg->protocol_option);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)

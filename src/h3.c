@@ -23,6 +23,7 @@
 #include "buf.h"
 #include "clock.h"
 #include "h2req.h"
+#include "h3.h"
 #include "pool.h"
 #include "proto.h"
 #include "quic.h"
@@ -874,8 +875,23 @@ static void h3_abort(struct proto_session *session)
     s->q = NULL;
 }
 
+/* Over HTTP/3 a request is HEADERS (and DATA) frames made from its bytes,
+ * HTTP/2's fields (RFC 9114 §4.2): what HTTP/2 cannot carry, HTTP/3 cannot. */
+static bool h3_check(const struct request *r, bool tls, char *err, size_t errlen)
+{
+    struct h2req check = {0};
+    bool ok = h2req_build_for(&check, r, tls, "HTTP/3", err, errlen);
+    h2req_free(&check);
+    return ok;
+}
+
 const struct proto_ops proto_h3 = {
     .name = "HTTP/3",
+    .alpn = "h3",
+    .figures = STATS_AT_HTTP3,
+    .multiplexed = true,
+    .check = h3_check,
+    .transport = &transport_quic,
     .create = h3_create,
     .destroy = h3_destroy,
     .open = h3_open,

@@ -56,12 +56,6 @@ static bool same_value(const struct jdoc *a, const struct jdoc *b)
     }
 }
 
-/* The protocol a part spoke, as its options name it. */
-static const char *protocol(const struct run_spec *spec)
-{
-    return spec->http3 ? "HTTP/3" : spec->http2 ? "HTTP/2" : "HTTP/1.1";
-}
-
 /* Parts of one run hit the same URL in the same load model; the shards of
  * one sharded run were given the same options and are each there once. */
 static void check_same_run(const struct part *p, const struct part *first, const bool *seen)
@@ -76,9 +70,12 @@ static void check_same_run(const struct part *p, const struct part *first, const
     if (p->counted != first->counted)
         merge_bad(file, "%s with -n and %s without cannot be one run",
                   p->counted ? p->file : first->file, p->counted ? first->file : p->file);
-    if (p->spec.http2 != first->spec.http2 || p->spec.http3 != first->spec.http3)
+    if (!spec_same_protocols(&p->spec, &first->spec)) {
+        char a[128], b[128];
         merge_bad(file, "%s over %s and %s over %s cannot be one run", first->file,
-                  protocol(&first->spec), p->file, protocol(&p->spec));
+                  spec_protocols_text(&first->spec, false, " or ", a, sizeof a), p->file,
+                  spec_protocols_text(&p->spec, false, " or ", b, sizeof b));
+    }
     if (!p->spec.shard.count != !first->spec.shard.count)
         merge_bad(file, "a shard and a whole run cannot be parts of one run (%s is %s)",
                   first->file, first->spec.shard.count ? "a shard" : "a whole run");

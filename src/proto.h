@@ -19,6 +19,7 @@ struct request;
 /* A protocol's session: its own state, opaque to the connection. */
 struct proto_session;
 struct sock;
+struct transport;
 
 /* A final response as the response() hook sees it, whatever the protocol,
  * and when it came. */
@@ -81,9 +82,23 @@ enum proto_status {
     PROTO_FAIL,  /* a protocol error: close and count it under *cause */
 };
 
-/* A protocol, as a table of operations on its sessions. */
+/* A protocol, as a table of operations on its sessions, with what the
+ * rest of volley needs to know of it. */
 struct proto_ops {
     const char *name; /* "HTTP/1.1", "HTTP/2", "HTTP/3" */
+    const char *alpn; /* its ALPN id (RFC 7301): "http/1.1", "h2", "h3" */
+    /* Where its own figures sit in the document (STATS_AT_HTTP2), or
+     * STATS_AT_NONE. */
+    enum stats_place figures;
+    /* Whether a connection has several batches in flight (-m: streams)
+     * rather than one, pipelined -m deep. */
+    bool multiplexed;
+    /* Whether it can carry the batch r (tls: an https URL); false with a
+     * one-line reason in err. NULL: it carries whatever request_set took. */
+    bool (*check)(const struct request *r, bool tls, char *err, size_t errlen);
+    /* The transport it needs (HTTP/3: QUIC's, over UDP), offered alone; NULL
+     * when TCP, or TLS over it, carries it as the URL says. */
+    const struct transport *transport;
     struct proto_session *(*create)(const struct proto_conf *conf, const struct proto_sink *sink);
     void (*destroy)(struct proto_session *s);
     /* The connection is (re)opened over sock and ready: start afresh. What
@@ -130,11 +145,5 @@ struct proto_ops {
     /* The connection is going away: forget every request in flight. */
     void (*abort)(struct proto_session *s);
 };
-
-extern const struct proto_ops proto_h1;
-extern const struct proto_ops proto_h2;
-#ifdef VOLLEY_HTTP3
-extern const struct proto_ops proto_h3;
-#endif
 
 #endif

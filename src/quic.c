@@ -1121,6 +1121,15 @@ static bool quic_resumed(struct sock *s)
     return q && q->tls && gnutls_session_is_resumed(q->tls);
 }
 
+/* ALPN h3, the one protocol offered (GNUTLS_ALPN_MANDATORY): a handshake
+ * completes only with it, and 0-RTT resumes a session that had it. */
+static const char *quic_alpn(struct sock *s, size_t *len)
+{
+    (void)s;
+    *len = 2;
+    return "h3";
+}
+
 static size_t quic_pending(struct sock *s)
 {
     (void)s;
@@ -1206,6 +1215,7 @@ const struct transport transport_quic = {
     .datagram = true,
     .handshake = quic_handshake,
     .resumed = quic_resumed,
+    .alpn = quic_alpn,
     .read = quic_read,
     .write = quic_write,
     .pending = quic_pending,

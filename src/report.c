@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "h1.h"
+#include "protocols.h"
 #include "spec.h"
 #include "timeline.h"
 #include "units.h"
@@ -31,8 +33,11 @@ static void report_shard(FILE *f, const struct run_spec *spec)
 void report_header(FILE *f, const struct run_spec *spec)
 {
     char d[UNITS_BUF];
-    /* wrk's line, naming the protocol when it is not wrk's. */
-    const char *proto = spec->http3 ? " over HTTP/3" : spec->http2 ? " over HTTP/2" : "";
+    /* wrk's line, naming the protocols when they are not wrk's */
+    char names[128], proto[160] = "";
+    if (!spec_offers(spec, &proto_h1) || spec_protocol(spec) == NULL)
+        snprintf(proto, sizeof proto, " over %s",
+                 spec_protocols_text(spec, false, " or ", names, sizeof names));
     if (spec->requests && !spec->time_limit_us)
         fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", spec->requests, spec->url, proto);
     else if (!spec->time_limit_us) /* -d 0: until Ctrl-C */
@@ -238,16 +243,22 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
 }
 
 /* HTTP/2 and HTTP/3: the streams a connection could open at once, -m
- * capped by the server's limit; UINT64_MAX when no server said. */
+ * capped by the server's limit (the fewest any server allowed);
+ * UINT64_MAX when no server said. */
 static uint64_t streams_allowed(const struct result *r)
 {
-    return r->spec->http3 ? r->stats.h3_streams : r->spec->http2 ? r->stats.h2_streams : UINT64_MAX;
+    uint64_t h2 = spec_offers_figures(r->spec, STATS_AT_HTTP2) ? r->stats.h2_streams : UINT64_MAX;
+    uint64_t h3 = spec_offers_figures(r->spec, STATS_AT_HTTP3) ? r->stats.h3_streams : UINT64_MAX;
+    return h2 < h3 ? h2 : h3;
 }
 
 size_t report_inflight(const struct result *r)
 {
     uint64_t allowed = streams_allowed(r);
-    if (!r->spec->http2 && !r->spec->http3)
+    bool streams = false;
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        streams |= r->stats.by_protocol[i] && protocols_all[i]->multiplexed;
+    if (!streams)
         return r->pipeline;
     return (size_t)(allowed < r->spec->streams ? allowed : r->spec->streams);
 }
@@ -269,7 +280,7 @@ static void quic_events(FILE *f, const struct result *r)
 {
     const struct stats *s = &r->stats;
     const char *sep = "";
-    if (!r->spec->http3)
+    if (!spec_quic(r->spec))
         return;
     if (s->errors.connect + s->errors.read + s->errors.write + s->errors.timeout) {
         fputs("Note: HTTP/3 errors by cause:", f);
@@ -286,9 +297,31 @@ static void quic_events(FILE *f, const struct result *r)
                 s->h3_lost);
 }
 
+/* Connections that spoke different protocols (--alpn): how many each. */
+static void protocol_mix(FILE *f, const struct result *r)
+{
+    const uint64_t *n = r->stats.by_protocol;
+    size_t used = 0;
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        used += n[i] != 0;
+    if (used < 2)
+        return;
+    const char *sep = "Protocols: ";
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++) {
+        if (!n[i])
+            continue;
+        fprintf(f, "%s%" PRIu64 " %sover %s", sep, n[i],
+                *sep == 'P' ? (n[i] == 1 ? "connection " : "connections ") : "",
+                protocols_all[i]->name);
+        sep = ", ";
+    }
+    fputc('\n', f);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
+    protocol_mix(f, r);
     streams_capped(f, r);
     quic_events(f, r);
     report_cpu_load(r, &load);

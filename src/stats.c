@@ -227,6 +227,8 @@ void stats_merge(struct stats *dst, const struct stats *src)
         for (size_t code = 0; code < stats_maps[i].n; code++)
             d[code] += v[code];
     }
+    for (int i = 0; i < STATS_PROTOCOLS; i++)
+        dst->by_protocol[i] += src->by_protocol[i];
     for (size_t i = 0; i < stats_ndists; i++)
         hist_merge(stats_dist_get(dst, &stats_dists[i]), stats_dist_get(src, &stats_dists[i]));
 }
@@ -242,8 +244,8 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
             return true;
     }
-    /* Causes add up to the socket errors, status codes to the responses:
-     * bounded by those. */
+    /* Causes add up to the socket errors, status codes to the responses,
+     * protocols to the connects: bounded by those. */
     for (size_t i = 0; i < stats_nmaps; i++) {
         const uint64_t *d = stats_map_get(dst, &stats_maps[i]);
         const uint64_t *v = stats_map_get(src, &stats_maps[i]);

@@ -205,6 +205,8 @@ stats_code_name_fn stats_h2_code_name;
 stats_code_name_fn stats_h3_code_name, stats_quic_code_name;
 /* A TLS alert's number ("120"); an ECN codepoint's name ("ect0", "ce"). */
 stats_code_name_fn stats_alert_name, stats_ecn_name;
+/* Room for the protocols a connection may speak (proto.h's PROTOCOLS_COUNT). */
+#define STATS_PROTOCOLS 4
 
 struct stats {
 #define STATS_COUNTER_MEMBER(field, place, key, column, rule, flags) uint64_t field;
@@ -212,7 +214,8 @@ struct stats {
 #undef STATS_COUNTER_MEMBER
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
-    uint64_t status[STATS_STATUS_MAX]; /* per status code; other codes go to [0] */
+    uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
+    uint64_t by_protocol[STATS_PROTOCOLS]; /* connections that spoke each (protocols_all order) */
 #define STATS_MAP_MEMBER(field, place, key, n, name) uint64_t field[n];
     STATS_CODE_MAPS(STATS_MAP_MEMBER)
 #undef STATS_MAP_MEMBER

@@ -414,7 +414,8 @@ def test_shards_of_an_http3_run_merge(go_h3, tmp_path):
                for d in docs) / h3["connections_measured"]
     assert h3["rtt_smoothed_mean_us"] == pytest.approx(mean, rel=1e-6)
     # the same shard over HTTP/2 is not a part of it
-    h2 = dict(docs[1], http3=None, options=dict(docs[1]["options"], protocol="HTTP/2"))
+    h2 = dict(docs[1], http3=None,
+              options=dict(docs[1]["options"], protocol="HTTP/2", alpn=["h2"]))
     other = tmp_path / "h2.json"
     other.write_text(json.dumps(h2))
     one_line_error(volley("merge", files[0], other),
