@@ -44,10 +44,8 @@
  * buffer is refilled by the next batch while this one is in flight. */
 struct h2_batch {
     struct h2_batch *next_free;
-    struct request req;
-    struct h2req conv;
+    struct h2req_batch copy;
     size_t open; /* its streams nghttp2 may still read from */
-    bool valid;  /* conv is the conversion of req */
 };
 
 struct h2_stream {
@@ -91,10 +89,7 @@ struct h2 {
     size_t out_off;
     bool offered; /* out was handed to a write: it may not grow until written */
     /* The static request's conversion, made once. */
-    const struct request *static_req;
-    const char *static_data;
-    size_t static_len;
-    struct h2req static_conv;
+    struct h2req_static static_copy;
     /* Every record ever made, and those free to reuse. */
     struct h2_stream **streams, *free_streams;
     size_t nstreams;
@@ -480,13 +475,12 @@ static void h2_destroy(struct proto_session *session)
         free(s->streams[i]);
     }
     for (size_t i = 0; i < s->nbatches; i++) {
-        request_free(&s->all_batches[i]->req);
-        h2req_free(&s->all_batches[i]->conv);
+        h2req_batch_free(&s->all_batches[i]->copy);
         free(s->all_batches[i]);
     }
     free(s->streams);
     free(s->all_batches);
-    h2req_free(&s->static_conv);
+    h2req_static_free(&s->static_copy);
     buf_free(&s->out);
     nghttp2_session_callbacks_del(s->callbacks);
     nghttp2_option_del(s->option);
@@ -523,25 +517,10 @@ static bool h2_ready(const struct proto_session *session)
     return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
 }
 
-/* The static request's conversion: it stays the same for the whole run. */
-static const struct h2req *static_conv(struct h2 *s, const struct request *r, bool tls)
+/* A record for what request() returned: its copy is converted again only
+ * when the bytes differ (most scripts return the same few requests). */
+static struct h2_batch *batch_conv(struct h2 *s, const struct request *r)
 {
-    char err[256];
-    if (s->static_req != r || s->static_data != r->data || s->static_len != r->len) {
-        if (!h2req_build(&s->static_conv, r, tls, err, sizeof err))
-            die("the request cannot be sent over HTTP/2: %s", err);
-        s->static_req = r;
-        s->static_data = r->data;
-        s->static_len = r->len;
-    }
-    return &s->static_conv;
-}
-
-/* A copy of what request() returned, converted, unless the record holds
- * the same bytes already (most scripts return the same few requests). */
-static struct h2_batch *batch_conv(struct h2 *s, const struct request *r, bool tls)
-{
-    char err[256];
     struct h2_batch *b = s->free_batches;
     if (b) {
         s->free_batches = b->next_free;
@@ -551,28 +530,7 @@ static struct h2_batch *batch_conv(struct h2 *s, const struct request *r, bool t
         s->all_batches[s->nbatches++] = b;
     }
     b->open = 0;
-    if (b->valid && b->req.len == r->len && memcmp(b->req.data, r->data, r->len) == 0)
-        return b;
-    b->valid = false;
-    if (r->len + 1 > b->req.cap) {
-        b->req.cap = r->len + 1;
-        b->req.data = xrealloc(b->req.data, b->req.cap);
-    }
-    memcpy(b->req.data, r->data, r->len);
-    b->req.data[r->len] = '\0';
-    b->req.len = r->len;
-    /* HTTP/1.1 sends what request() returns as it is; HTTP/2 must read it. */
-    size_t n = http_request_parse(b->req.data, r->len, NULL, 0, err, sizeof err);
-    if (n == 0)
-        die("request() returned a malformed request: %s", err);
-    if (n != r->depth)
-        die("request() returned %zu requests where its first call returned %zu: over HTTP/2 "
-            "every call must return as many",
-            n, r->depth);
-    b->req.depth = n;
-    if (!h2req_build(&b->conv, &b->req, tls, err, sizeof err))
-        die("request() returned a request HTTP/2 cannot carry: %s", err);
-    b->valid = true;
+    h2req_batch_set(&b->copy, r, s->conf->tls, "HTTP/2");
     return b;
 }
 
@@ -580,8 +538,9 @@ static void h2_submit(struct proto_session *session, const struct request *r, bo
                       uint64_t now, uint64_t start_at)
 {
     struct h2 *s = (struct h2 *)(void *)session;
-    struct h2_batch *b = own ? batch_conv(s, r, s->conf->tls) : NULL;
-    const struct h2req *conv = b ? &b->conv : static_conv(s, r, s->conf->tls);
+    struct h2_batch *b = own ? batch_conv(s, r) : NULL;
+    const struct h2req *conv =
+        b ? &b->copy.conv : h2req_static(&s->static_copy, r, s->conf->tls, "HTTP/2");
     s->batches++;
     for (size_t i = 0; i < n; i++) {
         struct h2_stream *st = stream_take(s);
