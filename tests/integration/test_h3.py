@@ -291,6 +291,11 @@ def test_verify_over_http3(go_h3, certs):
 @pytest.mark.parametrize("args,message", [
     (["--http3", "http://127.0.0.1:1/"], "--http3 needs an https URL: QUIC is always encrypted"),
     (["--http3", "--http2", "https://127.0.0.1:1/"], "--http2 and --http3 exclude each other"),
+    (["--http2", "--http3", "https://127.0.0.1:1/"], "--http2 and --http3 exclude each other"),
+    (["--http3", "--alpn", "h2", "https://127.0.0.1:1/"],
+     "--alpn and --http3 exclude each other"),
+    (["--alpn", "h3,h2", "https://127.0.0.1:1/"],
+     "invalid --alpn 'h3,h2': h3 runs over QUIC, not TLS over TCP: give --http3"),
     (["--0rtt", "https://127.0.0.1:1/"], "--0rtt needs --http3"),
     (["--ecn", "https://127.0.0.1:1/"], "--ecn needs --http3"),
     (["--http3", "--unix-socket", "/tmp/x", "https://localhost/"],
