@@ -28,7 +28,8 @@ void spec_copy(struct run_spec *dst, const struct run_spec *src)
     dst->timeline = dup_or_null(src->timeline);
     dst->hdr_log = dup_or_null(src->hdr_log);
     dst->stages = xcalloc(src->nstages + 1, sizeof *dst->stages);
-    memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
+    if (src->nstages) /* no --stages: src->stages may be NULL, which memcpy may not take */
+        memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
     dst->script_args = xcalloc(src->nscript_args + 1, sizeof *dst->script_args);
     for (size_t i = 0; i < src->nscript_args; i++)
         dst->script_args[i] = xstrdup(src->script_args[i]);
