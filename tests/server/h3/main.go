@@ -211,6 +211,25 @@ func handler(s *stats, delay time.Duration, body []byte) http.Handler {
 	})
 }
 
+// bind binds the UDP address and, with tcp, the TCP port of the same
+// number: on port 0, ports until one is free for both.
+func bind(addr string, tcp bool) (net.PacketConn, net.Listener, error) {
+	for try := 0; ; try++ {
+		udp, err := net.ListenPacket("udp", addr)
+		if err != nil || !tcp {
+			return udp, nil, err
+		}
+		ln, err := net.Listen("tcp", udp.LocalAddr().String())
+		if err == nil {
+			return udp, ln, nil
+		}
+		udp.Close()
+		if !strings.HasSuffix(addr, ":0") || try == 20 {
+			return nil, nil, fmt.Errorf("--tcp: %v", err)
+		}
+	}
+}
+
 func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "UDP address")
 	certFile := flag.String("cert", "", "certificate, PEM")
@@ -236,7 +255,7 @@ func main() {
 			fail("%v", err)
 		}
 	}
-	udp, err := net.ListenPacket("udp", *listen)
+	udp, tcpLn, err := bind(*listen, *tcp)
 	if err != nil {
 		fail("%v", err)
 	}
@@ -258,14 +277,10 @@ func main() {
 		},
 	}
 	addr := udp.LocalAddr().String()
-	if *tcp {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			fail("--tcp: %v", err)
-		}
+	if tcpLn != nil {
 		https := &http.Server{Handler: server.Handler, TLSConfig: &tls.Config{
 			Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}}
-		go https.ServeTLS(ln, "", "")
+		go https.ServeTLS(tcpLn, "", "")
 	}
 	fmt.Printf("port %s\n", addr[strings.LastIndex(addr, ":")+1:])
 	os.Stdout.Sync()
