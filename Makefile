@@ -23,9 +23,9 @@ VOLLEY_CPPFLAGS = -Isrc -Ibuild -D_GNU_SOURCE -DVOLLEY_VERSION='"$(VERSION)"' \
 VOLLEY_CFLAGS   = -std=gnu11 -pthread -Wall -Wextra -ffile-prefix-map=$(CURDIR)=.
 VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(HTTP3_LIBS) -lm -pthread
 
-# QUIC and HTTP/3 (src/quic*.c, src/h3*.c and their unit tests) are built only
-# with their libraries (HTTP3 in deps/libs.mk).
-HTTP3_ONLY = $(if $(filter 1,$(HTTP3)),,src/quic%.c src/h3%.c tests/unit/test_quic%.c \
+# QUIC and HTTP/3 (src/quic*.c, its datagrams in src/udp.c, src/h3*.c and
+# their unit tests) are built only with their libraries (HTTP3 in deps/libs.mk).
+HTTP3_ONLY = $(if $(filter 1,$(HTTP3)),,src/quic%.c src/udp.c src/h3%.c tests/unit/test_quic%.c \
                                           tests/unit/test_h3%.c)
 SRCS     := $(filter-out $(HTTP3_ONLY),$(sort $(wildcard src/*.c)))
 OBJS     := $(SRCS:src/%.c=build/%.o)
@@ -35,7 +35,7 @@ UNIT_SRCS := $(filter-out $(HTTP3_ONLY),$(sort $(wildcard tests/unit/test_*.c)))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
 
-.PHONY: all check test tests bench demo clean distclean
+.PHONY: all check check-kube test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
 all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
@@ -78,6 +78,12 @@ else
 check test: tests
 	$(PYTHON) tests/run.py
 endif
+
+# volley-kube and the shipped manifest on a real one-node Kubernetes cluster
+# that the test builds (cached in /var/cache/volley-check-kube), starts on
+# 127.0.0.1 and tears down: needs root (tests/kube/cluster.py).
+check-kube: all
+	$(PYTHON) tests/run.py tests/kube/check_kube.py
 
 # A short benchmark against the in-tree test server, to see the report.
 demo: volley $(TESTD)

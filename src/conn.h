@@ -79,12 +79,24 @@ struct conn_config {
     struct conn_hooks hooks;
 };
 
+/* Responses counted but not yet in the histograms, all with the same
+ * times: those of one read that took the same times (a pipelined batch
+ * answered at once) are recorded together, with their count. */
+struct conn_tally {
+    uint64_t start_at, sent_at, first_at, done_at; /* as struct proto_response's */
+    uint64_t n;                                    /* 0: none */
+};
+
 /* What changes while the run is on (on the worker's thread only). */
 struct conn_live {
-    bool stopping;            /* the run is over for this worker: do nothing more */
+    bool stopping; /* the run is over for this worker: do nothing more */
+    /* --start-at in the closed model: the connections open before the run
+     * and send nothing until it starts (then conn_kick()), as under -R. */
+    bool held;
     size_t unsettled;         /* connections not yet opened nor failed to open */
     bool delay;               /* the script defines delay(): ask it before each batch */
     struct proto_wants wants; /* what response() takes of a response */
+    struct conn_tally tally;  /* emptied after each read: see conn_record */
 };
 
 enum conn_state {
@@ -97,8 +109,7 @@ enum conn_state {
 struct conn {
     const struct conn_config *cfg;
     struct conn_live *live;
-    struct proto_sink sink; /* where its session's requests end */
-    size_t index;           /* in the worker */
+    size_t index; /* in the worker */
     struct sock sock;
     enum conn_state state;
     ev_io rio, wio;
@@ -107,7 +118,6 @@ struct conn {
      * session per protocol spoken, kept across reconnects. */
     const struct proto_ops *proto;
     struct proto_session *session;
-    size_t protocol; /* proto's index in conn_config's protocols */
     struct proto_session *sessions[PROTOCOLS_COUNT];
     struct request own;         /* the batch request() returned */
     uint64_t connect_at;        /* when the current connection attempt began */
@@ -118,6 +128,7 @@ struct conn {
                                 time, as neither wait was the server's doing */
     uint64_t backoff_us;        /* the pause before the next attempt after a failure */
     uint64_t retry_at;          /* no attempt before this, after a failure */
+    uint64_t refusals;          /* requests refused unprocessed since the last response */
     uint64_t delay_until;       /* end of the delay() pause before the next batch, or 0 */
     bool delay_served;          /* that pause is over; the batch has not gone yet */
     struct schedule_entry turn; /* -R: the intended send time of the next batch, and
@@ -127,10 +138,11 @@ struct conn {
     size_t claimed;             /* -n: requests claimed for it meanwhile */
     bool opened;                /* it has been open before */
     bool carried;               /* request bytes went out since it opened */
-    bool settled;               /* counted in env->unsettled already */
+    bool settled;               /* counted in live->unsettled already */
     bool done;                  /* request() gave nothing: it sends no more */
     bool read_wants_write;      /* TLS: a read waits for the socket to be writable */
     bool write_wants_read;      /* TLS: a write waits for it to be readable */
+    uint8_t protocol;           /* proto's index in conn_config's protocols */
 };
 
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index);
@@ -142,6 +154,10 @@ void conn_kick(struct conn *c);
 /* The schedule's call when the intended time of a connection (its turn)
  * has come. */
 void conn_turn(struct schedule_entry *turn);
+/* Records the responses tallied into cfg's statistics. Each read does it
+ * before it returns; whoever takes the statistics away (the end of an
+ * interval, of the warm-up) does it first too. */
+void conn_record(const struct conn_config *cfg, struct conn_live *live);
 /* Close and stop every watcher (end of run). Requests in flight are handed
  * back to -n's budget, to be sent by the connections that go on. */
 void conn_stop(struct conn *c);

@@ -9,20 +9,40 @@
  * through h2req without copies, and stay alive until nghttp2 is done with
  * the stream.
  *
- * Every request ends once: answered (END_STREAM), failed (RST_STREAM, or
- * the connection's error), or handed back to -n's budget to be sent again
- * when the server did not process it (REFUSED_STREAM, above a GOAWAY's last
- * stream id, or never sent before the GOAWAY came).
+ * Every request ends once: answered (END_STREAM), failed (RST_STREAM, a
+ * malformed response, or the connection's error), or handed back to -n's
+ * budget to be sent again when the server did not process it
+ * (REFUSED_STREAM, above a GOAWAY's last stream id, or never sent before the
+ * GOAWAY came), as long as the connection does not refuse everything.
+ *
+ * nghttp2's own checks of HTTP messages are off: they look at every field
+ * of every response whatever volley needs. volley makes the checks of RFC
+ * 9113 §8.1.1 and §8.2 itself, in one pass over the fields nghttp2 decodes,
+ * with or without a response() hook, so a response counts the same whatever
+ * the script.
+ *
+ * What it checks before a run (a request, a cleartext target) is in
+ * h2_start.c.
  * SPDX-License-Identifier: MIT */
+#include "h2.h"
+
 #include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "clock.h"
-#include "h2.h"
+#include "h2_start.h"
 #include "h2req.h"
+#include "http.h"
 #include "http_request.h"
+#include "mux.h"
+#include "net.h"
 #include "pool.h"
 #include "proto.h"
 #include "request.h"
@@ -37,44 +57,26 @@
 /* Stream ids end at 2^31 - 1 (RFC 9113 §5.1.1): a connection near the end
  * takes no more batches, finishes its streams and is reopened. */
 #define H2_LAST_ID 0x7fffffff
-/* What a stream's response buffers may keep once it is done. */
-#define H2_KEEP (16 * 1024)
 
-/* The bytes of a batch request() returned, copied: the connection's own
- * buffer is refilled by the next batch while this one is in flight. */
-struct h2_batch {
-    struct h2_batch *next_free;
-    struct h2req_batch copy;
-    size_t open; /* its streams nghttp2 may still read from */
-};
-
+/* A request's record: what HTTP/2 keeps beside the common part. */
 struct h2_stream {
-    struct h2_stream *prev, *next; /* in flight, oldest first; next: the free list */
-    struct h2_batch *batch;        /* NULL for the static request */
-    const struct h2req_msg *msg;
-    size_t body_off;    /* of msg's body, handed to nghttp2 */
-    uint64_t queued_at; /* submitted: --timeout counts from here */
-    uint64_t start_at;  /* where latency counts from under -R, else 0 */
-    uint64_t sent_at;   /* its HEADERS frame went out, 0 until then */
-    uint64_t first_at;  /* the response's first HEADERS frame began, 0 until then */
-    int status;
-    bool final;              /* its final (non-1xx) response head has come */
-    bool ended;              /* answered, failed or handed back */
-    bool reset;              /* the server reset it */
-    bool used;               /* not on the free list */
-    struct buf fields, body; /* for the response() hook */
+    struct mux_req r;
+    size_t body_off;   /* of msg's body, handed to nghttp2 */
+    size_t head;       /* its response's header lists so far (RFC 9113 §6.5.2) */
+    int64_t length;    /* the final head's content-length, or -1 */
+    uint64_t received; /* DATA payload bytes of the response */
+    bool status_seen;  /* in the header block being read: :status came */
+    bool regular_seen; /* ... and a regular field */
 };
 
 struct h2 {
     const struct proto_conf *conf;
-    struct proto_sink sink;
     nghttp2_session *ng; /* while the connection is open */
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *option;
     struct pool pool; /* nghttp2's memory, reused across streams and reconnects */
     nghttp2_mem mem;
-    struct h2_stream *head, *tail; /* in flight */
-    size_t inflight;
+    struct mux mux;         /* the requests in flight */
     size_t limit;           /* streams it may have open: -m, capped by the server */
     uint64_t settings_at;   /* its SETTINGS went out unacknowledged, or 0 */
     uint64_t now;           /* of the input or output being handled */
@@ -83,18 +85,12 @@ struct h2 {
     size_t batches; /* sent on this connection */
     bool draining;  /* no new stream: GOAWAY, or out of stream ids */
     bool failed;    /* the connection failed, for the reason in why */
-    bool stopped;   /* a response() hook ended the run: count nothing more */
     enum cause why;
     struct buf out; /* gathered output; out_off of it written */
     size_t out_off;
     bool offered; /* out was handed to a write: it may not grow until written */
     /* The static request's conversion, made once. */
     struct h2req_static static_copy;
-    /* Every record ever made, and those free to reuse. */
-    struct h2_stream **streams, *free_streams;
-    size_t nstreams;
-    struct h2_batch **all_batches, *free_batches;
-    size_t nbatches;
 };
 
 static void fail(struct h2 *s, enum cause why)
@@ -109,92 +105,37 @@ static void fail(struct h2 *s, enum cause why)
 /* Records                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static struct h2_stream *stream_take(struct h2 *s)
-{
-    struct h2_stream *st = s->free_streams;
-    if (st) {
-        s->free_streams = st->next;
-    } else {
-        st = xcalloc(1, sizeof *st);
-        s->streams = xrealloc(s->streams, (s->nstreams + 1) * sizeof *s->streams);
-        s->streams[s->nstreams++] = st;
-    }
-    st->used = true;
-    return st;
-}
+static struct h2_stream *stream(struct mux_req *r) { return (struct h2_stream *)(void *)r; }
 
-static void batch_put(struct h2 *s, struct h2_batch *b)
-{
-    b->next_free = s->free_batches;
-    s->free_batches = b;
-}
-
-/* nghttp2 is done with the stream: its record, and its batch once every
- * stream of it is done, can be reused. */
+/* nghttp2 is done with the stream: its record can be reused. */
 static void stream_put(struct h2 *s, struct h2_stream *st)
 {
     if (s->last == st)
         s->last_id = 0;
-    if (st->batch && --st->batch->open == 0)
-        batch_put(s, st->batch);
-    buf_reset(&st->fields, H2_KEEP);
-    buf_reset(&st->body, H2_KEEP);
-    st->used = false;
-    st->next = s->free_streams;
-    s->free_streams = st;
+    mux_put(&s->mux, &st->r);
 }
 
-static void unlink_stream(struct h2 *s, struct h2_stream *st)
-{
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        s->head = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    else
-        s->tail = st->prev;
-    st->prev = st->next = NULL;
-    st->ended = true;
-    s->inflight--;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Outcomes                                                                   */
-/* ------------------------------------------------------------------------ */
-
-static void answered(struct h2 *s, struct h2_stream *st)
-{
-    uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
-    struct proto_response r = {
-        .status = st->status,
-        .lower_case = true,
-        .fields = st->fields.data,
-        .fields_len = st->fields.len,
-        .body = st->body.data,
-        .body_len = st->body.len,
-        .start_at = st->start_at ? st->start_at : sent,
-        .sent_at = sent,
-        .first_at = st->first_at,
-        .done_at = s->now,
-    };
-    unlink_stream(s, st);
-    if (!s->sink.response(s->sink.arg, &r))
-        s->stopped = true;
-}
-
-/* The server did not process it: -n sends it again. */
+/* The server did not process it: it is sent again, unless the connection
+ * refuses everything. */
 static void refused(struct h2 *s, struct h2_stream *st)
 {
-    unlink_stream(s, st);
     s->conf->stats->h2_refused++;
-    s->sink.returned(s->sink.arg, 1);
+    mux_refused(&s->mux, &st->r);
 }
 
-static void stream_failed(struct h2 *s, struct h2_stream *st, enum cause why)
+/* The response to stream id is malformed (RFC 9113 §8.1.1): its request
+ * fails, and the stream is reset unless the server has ended it. */
+static void malformed(struct h2 *s, struct h2_stream *st, int32_t id, enum cause why, bool ended)
 {
-    unlink_stream(s, st);
-    s->sink.failed(s->sink.arg, why);
+    mux_failed(&s->mux, &st->r, why);
+    if (!ended)
+        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
+}
+
+/* Its response has no content (RFC 9110 §6.3): after HEAD, 204 and 304. */
+static bool bodiless(const struct h2_stream *st)
+{
+    return st->r.msg->head || st->r.status == 204 || st->r.status == 304;
 }
 
 /* The connection failed with a GOAWAY this error code, ours or the server's. */
@@ -225,7 +166,8 @@ static struct h2_stream *stream_of(struct h2 *s, int32_t id)
     return s->last;
 }
 
-/* :status is three digits (RFC 9113 §8.3.2); anything else is 0. */
+/* :status is three digits (RFC 9113 §8.3.2), 100 to 999; anything else
+ * is 0. */
 static int status_of(const uint8_t *v, size_t n)
 {
     int status = 0;
@@ -234,7 +176,83 @@ static int status_of(const uint8_t *v, size_t n)
             return 0;
         status = status * 10 + (v[i] - '0');
     }
-    return status;
+    return status >= 100 ? status : 0;
+}
+
+#define FIELD_IS(name, n, lit) ((n) == sizeof(lit) - 1 && memcmp((name), (lit), (n)) == 0)
+
+/* A content-length (RFC 9110 §8.6): digits, once, not in a 1xx head, and 0
+ * or absent in a 204. */
+static bool content_length(struct h2_stream *st, const uint8_t *v, size_t n)
+{
+    int64_t length = 0;
+    if (st->length >= 0 || st->r.status < 200 || n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9' || length > (INT64_MAX - 9) / 10)
+            return false;
+        length = length * 10 + (v[i] - '0');
+    }
+    st->length = length;
+    return st->r.status != 204 || length == 0;
+}
+
+/* A regular field of a response head: no capitals in its name (RFC 9113
+ * §8.2.1; a name from HPACK's static table has none) and not one of
+ * HTTP/1.1's connection-specific fields (§8.2.2). Other characters a field
+ * may not have leave the field out of what the hook gets, as nghttp2 leaves
+ * them out for h2load and curl. */
+static bool regular_field(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                          const uint8_t *value, size_t valuelen, bool static_name)
+{
+    for (size_t i = 0; i < namelen && !static_name; i++)
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            return false;
+    switch (namelen) {
+    case 2: /* TE is allowed with "trailers" alone */
+        return !FIELD_IS(name, namelen, "te") ||
+               (valuelen == 8 && strncasecmp((const char *)value, "trailers", 8) == 0);
+    case 7:
+        return !FIELD_IS(name, namelen, "upgrade");
+    case 10:
+        return !FIELD_IS(name, namelen, "connection") && !FIELD_IS(name, namelen, "keep-alive");
+    case 14:
+        return !FIELD_IS(name, namelen, "content-length") || st->r.final ||
+               content_length(st, value, valuelen);
+    case 16:
+        return !FIELD_IS(name, namelen, "proxy-connection");
+    case 17:
+        return !FIELD_IS(name, namelen, "transfer-encoding");
+    default:
+        return true;
+    }
+}
+
+/* One field of a header block: CAUSE_COUNT when it is fine, or what makes
+ * the response fail. Every block of the response (interim heads, the final
+ * head, trailers) counts towards one HTTP/1.1 head's limit, as SETTINGS
+ * asked the server; past it, the rest is not looked at, so a few bytes of
+ * HPACK references cost no more memory than that. */
+static enum cause check_field(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                              const uint8_t *value, size_t valuelen, bool static_name)
+{
+    st->head += namelen + valuelen + 32;
+    if (st->head > HTTP_MAX_HEAD)
+        return CAUSE_HEAD_TOO_LARGE;
+    if (namelen == 0 || name[0] != ':') {
+        st->regular_seen = true;
+        return regular_field(st, name, namelen, value, valuelen, static_name) ? CAUSE_COUNT
+                                                                              : CAUSE_H2_PROTOCOL;
+    }
+    /* RFC 9113 §8.3.2: one :status, before the regular fields, and no
+     * other pseudo-header field; none in trailers (§8.1). 101 does not
+     * apply to HTTP/2 (§8.6). */
+    if (st->r.final || st->regular_seen || st->status_seen || !FIELD_IS(name, namelen, ":status"))
+        return CAUSE_H2_PROTOCOL;
+    st->status_seen = true;
+    st->r.status = status_of(value, valuelen);
+    st->length = -1;
+    return st->r.status && st->r.status != 101 ? CAUSE_COUNT : CAUSE_H2_PROTOCOL;
 }
 
 /* A HEADERS frame begins: the first of a stream's is its response's first
@@ -245,50 +263,65 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     (void)ng;
     struct h2 *s = user_data;
     struct h2_stream *st = stream_of(s, frame->hd.stream_id);
-    if (st && !st->first_at)
-        st->first_at = s->now;
+    if (st && !st->r.first_at)
+        st->r.first_at = s->now;
     return 0;
 }
 
-static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user_data)
+/* The fields as nghttp2 holds them, which says which names come from
+ * HPACK's static table. */
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rcbuf *name_buf,
+                     nghttp2_rcbuf *value_buf, uint8_t flags, void *user_data)
 {
     (void)ng, (void)flags;
     struct h2 *s = user_data;
-    bool status = namelen == 7 && memcmp(name, ":status", 7) == 0;
-    if (!status && !s->conf->wants->head)
+    int32_t id = frame->hd.stream_id;
+    struct h2_stream *st = stream_of(s, id);
+    if (!st || st->r.ended || s->mux.stopped)
         return 0;
-    struct h2_stream *st = stream_of(s, frame->hd.stream_id);
-    if (!st || st->final || st->ended)
+    nghttp2_vec n = nghttp2_rcbuf_get_buf(name_buf), v = nghttp2_rcbuf_get_buf(value_buf);
+    const uint8_t *name = n.base, *value = v.base;
+    size_t namelen = n.len, valuelen = v.len;
+    enum cause why =
+        check_field(st, name, namelen, value, valuelen, nghttp2_rcbuf_is_static(name_buf));
+    if (why != CAUSE_COUNT) {
+        malformed(s, st, id, why, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
         return 0;
-    if (status) {
-        st->status = status_of(value, valuelen);
-    } else if (name[0] != ':') {
-        /* The hook gets the fields as lines: a field that would not be one
-         * line (RFC 9113 §8.2.1 allows no CR, LF or NUL, nor capitals in
-         * names) makes the response malformed, and its stream is reset. */
-        if (!nghttp2_check_header_name(name, namelen) ||
-            !nghttp2_check_header_value(value, valuelen))
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-        buf_append(&st->fields, name, namelen);
-        buf_append(&st->fields, ": ", 2);
-        buf_append(&st->fields, value, valuelen);
-        buf_append(&st->fields, "\r\n", 2);
+    }
+    /* The hook gets the final head's regular fields as lines: a field that
+     * would not be one line is left out. */
+    if (s->conf->wants->head && !st->r.final && name[0] != ':' &&
+        nghttp2_check_header_name(name, namelen) && nghttp2_check_header_value(value, valuelen)) {
+        buf_append(&st->r.fields, name, namelen);
+        buf_append(&st->r.fields, ": ", 2);
+        buf_append(&st->r.fields, value, valuelen);
+        buf_append(&st->r.fields, "\r\n", 2);
     }
     return 0;
 }
 
+/* Response content: only after the final head, and as long as its
+ * content-length says, or none at all for a response that has none (RFC
+ * 9113 §8.1.1). The hook gets at most HTTP_MAX_BODY of it, as over
+ * HTTP/1.1. */
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user_data)
 {
-    (void)ng, (void)flags;
+    (void)ng;
     struct h2 *s = user_data;
-    if (!s->conf->wants->body)
-        return 0;
     struct h2_stream *st = stream_of(s, id);
-    if (st && !st->ended)
-        buf_append(&st->body, data, len);
+    if (!st || st->r.ended || s->mux.stopped)
+        return 0;
+    bool ended = flags & NGHTTP2_FLAG_END_STREAM;
+    st->received += len;
+    if (!st->r.final) {
+        malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
+    } else if ((len && bodiless(st)) || (st->length >= 0 && st->received > (uint64_t)st->length)) {
+        malformed(s, st, id, CAUSE_UNEXPECTED, ended);
+    } else if (s->conf->wants->body && st->r.body.len < HTTP_MAX_BODY) {
+        size_t room = HTTP_MAX_BODY - st->r.body.len;
+        buf_append(&st->r.body, data, len < room ? len : room);
+    }
     return 0;
 }
 
@@ -312,13 +345,45 @@ static void on_goaway(struct h2 *s, const nghttp2_goaway *g)
     /* nghttp2 will start no stream now: those whose HEADERS have not gone
      * out never will. Those above last_stream_id it closes with
      * REFUSED_STREAM right after this; those below may still be answered. */
-    for (struct h2_stream *st = s->head, *next; st; st = next) {
-        next = st->next;
-        if (!st->sent_at)
+    for (struct mux_req *r = s->mux.head, *next; r; r = next) {
+        struct h2_stream *st = stream(r);
+        next = r->next;
+        if (!st->r.sent_at)
             refused(s, st);
     }
     if (g->error_code != NGHTTP2_NO_ERROR)
         fail(s, CAUSE_GOAWAY);
+}
+
+/* A header block ended: an interim head, the final head, or trailers
+ * (which must end the stream, RFC 9113 §8.1). */
+static void end_of_block(struct h2 *s, struct h2_stream *st, int32_t id, bool ended)
+{
+    bool status = st->status_seen;
+    st->status_seen = st->regular_seen = false;
+    if (st->r.final) {
+        if (!ended)
+            malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
+    } else if (!status || (st->r.status < 200 && ended)) {
+        malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
+    } else if (st->r.status >= 200) {
+        st->r.final = true; /* trailers after it are not the hook's */
+    } else {
+        /* A 1xx interim head: the final one starts afresh. */
+        buf_clear(&st->r.fields);
+    }
+}
+
+/* The server ended the stream: a complete response, unless it had no
+ * final head or its content fell short of its content-length. */
+static void end_of_stream(struct h2 *s, struct h2_stream *st)
+{
+    if (!st->r.final)
+        mux_failed(&s->mux, &st->r, CAUSE_H2_PROTOCOL);
+    else if (st->length >= 0 && !bodiless(st) && st->received < (uint64_t)st->length)
+        mux_failed(&s->mux, &st->r, CAUSE_TRUNCATED);
+    else
+        mux_answered(&s->mux, &st->r, s->now);
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
@@ -326,29 +391,16 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     (void)ng;
     struct h2 *s = user_data;
     struct h2_stream *st;
-    if (s->stopped)
+    if (s->mux.stopped)
         return 0;
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
         st = stream_of(s, frame->hd.stream_id);
-        if (!st || st->ended)
-            break;
-        if (frame->hd.type == NGHTTP2_HEADERS && st->status >= 200) {
-            st->final = true; /* trailers after it are not the hook's */
-        } else if (frame->hd.type == NGHTTP2_HEADERS) {
-            /* A 1xx interim head: the final one starts afresh. */
-            st->status = 0;
-            buf_clear(&st->fields);
-        }
-        /* A stream that ends without a final head (no :status, or a 1xx
-         * one) carried a malformed response. */
-        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-            if (st->final)
-                answered(s, st);
-            else
-                stream_failed(s, st, CAUSE_H2_PROTOCOL);
-        }
+        if (st && !st->r.ended && frame->hd.type == NGHTTP2_HEADERS)
+            end_of_block(s, st, frame->hd.stream_id, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+        if (st && !st->r.ended && frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+            end_of_stream(s, st);
         break;
     case NGHTTP2_SETTINGS:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK)
@@ -360,7 +412,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         uint32_t code = frame->rst_stream.error_code;
         s->conf->stats->h2_resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
         if ((st = stream_of(s, frame->hd.stream_id)) != NULL)
-            st->reset = true;
+            st->r.reset = true;
         break;
     }
     case NGHTTP2_GOAWAY:
@@ -377,17 +429,35 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     struct h2_stream *st = stream_of(s, id);
     if (!st)
         return 0;
-    if (!st->ended && !s->stopped) {
+    if (!st->r.ended && !s->mux.stopped) {
         if (code == NGHTTP2_REFUSED_STREAM)
             refused(s, st);
-        else if (st->reset)
-            stream_failed(s, st, CAUSE_STREAM_RESET);
+        else if (st->r.reset)
+            mux_failed(&s->mux, &st->r, CAUSE_STREAM_RESET);
         else /* nghttp2 reset it: the response broke the protocol */
-            stream_failed(s, st, CAUSE_H2_PROTOCOL);
+            mux_failed(&s->mux, &st->r, CAUSE_H2_PROTOCOL);
     }
-    if (!st->ended) /* stopping: the connection hands it back */
+    if (!st->r.ended) /* stopping: the connection hands it back */
         return 0;
     stream_put(s, st);
+    return 0;
+}
+
+/* nghttp2 would not send a request's HEADERS. Over its limit on a header
+ * block (a request() returned one too large: the static request was checked
+ * at start-up), the request fails unsent; sending it again would fail
+ * again. For other reasons (a GOAWAY came first) nghttp2 closes the stream
+ * as refused. */
+static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, int error,
+                             void *user_data)
+{
+    (void)ng;
+    struct h2 *s = user_data;
+    struct h2_stream *st;
+    if (frame->hd.type != NGHTTP2_HEADERS || error != NGHTTP2_ERR_FRAME_SIZE_ERROR ||
+        s->mux.stopped || !(st = stream_of(s, frame->hd.stream_id)) || st->r.ended)
+        return 0;
+    mux_unsent(&s->mux, &st->r, CAUSE_REQUEST_TOO_LARGE);
     return 0;
 }
 
@@ -398,7 +468,7 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
     struct h2_stream *st;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
         (st = stream_of(s, frame->hd.stream_id)) != NULL)
-        st->sent_at = s->now;
+        st->r.sent_at = s->now;
     else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
         fail(s, goaway_cause(frame->goaway.error_code)); /* nghttp2 ended it */
     return 0;
@@ -411,7 +481,7 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 {
     (void)ng, (void)id, (void)buf, (void)user_data;
     struct h2_stream *st = source->ptr;
-    size_t n = st->msg->body_len - st->body_off;
+    size_t n = st->r.msg->body_len - st->body_off;
     *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
     if (n <= length)
         *flags |= NGHTTP2_DATA_FLAG_EOF; /* the rest fits in this frame */
@@ -431,7 +501,7 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
     if (s->out.len && s->out.len + 9 + length > H2_OUT_MAX)
         return NGHTTP2_ERR_WOULDBLOCK;
     buf_append(&s->out, framehd, 9);
-    buf_append(&s->out, st->msg->body + st->body_off - length, length);
+    buf_append(&s->out, st->r.msg->body + st->body_off - length, length);
     return 0;
 }
 
@@ -439,25 +509,28 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
 /* The operations                                                             */
 /* ------------------------------------------------------------------------ */
 
-static struct proto_session *h2_create(const struct proto_conf *conf, const struct proto_sink *sink)
+static struct proto_session *h2_create(const struct proto_conf *conf, const struct proto_sink *sink,
+                                       void *arg)
 {
     struct h2 *s = xcalloc(1, sizeof *s);
     s->conf = conf;
-    s->sink = *sink;
+    mux_init(&s->mux, sink, arg, sizeof(struct h2_stream), sizeof(struct mux_batch));
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_frame_not_send);
     nghttp2_session_callbacks_set_send_data_callback(cb, send_body);
     s->callbacks = cb;
     /* Closed streams are not kept for a priority tree volley never uses. */
     nghttp2_option_set_no_closed_streams(s->option, 1);
     nghttp2_option_set_no_http_messaging(s->option, 1);
+    nghttp2_option_set_max_send_header_block_length(s->option, H2REQ_BLOCK_MAX);
     /* nghttp2's allocator: the session's pool. */
     s->mem =
         (nghttp2_mem){&s->pool, pool_mem_malloc, pool_mem_free, pool_mem_calloc, pool_mem_realloc};
@@ -469,17 +542,7 @@ static void h2_destroy(struct proto_session *session)
     struct h2 *s = (struct h2 *)(void *)session;
     if (s->ng)
         nghttp2_session_del(s->ng);
-    for (size_t i = 0; i < s->nstreams; i++) {
-        buf_free(&s->streams[i]->fields);
-        buf_free(&s->streams[i]->body);
-        free(s->streams[i]);
-    }
-    for (size_t i = 0; i < s->nbatches; i++) {
-        h2req_batch_free(&s->all_batches[i]->copy);
-        free(s->all_batches[i]);
-    }
-    free(s->streams);
-    free(s->all_batches);
+    mux_free(&s->mux, NULL);
     h2req_static_free(&s->static_copy);
     buf_free(&s->out);
     nghttp2_session_callbacks_del(s->callbacks);
@@ -496,6 +559,7 @@ static void h2_open(struct proto_session *session, struct sock *sock)
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, HTTP_MAX_HEAD},
     };
     if (nghttp2_session_client_new3(&s->ng, s->callbacks, s, s->option, &s->mem) != 0 ||
         nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, settings,
@@ -506,68 +570,41 @@ static void h2_open(struct proto_session *session, struct sock *sock)
     s->last_id = 0;
     s->limit = s->conf->streams;
     s->batches = 0;
-    s->draining = s->failed = s->stopped = false;
+    s->draining = s->failed = s->mux.stopped = false;
 }
 
 static bool h2_ready(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     if (!s->ng || s->draining || s->failed || (s->conf->no_keepalive && s->batches))
         return false;
-    return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
-}
-
-/* A record for what request() returned: its copy is converted again only
- * when the bytes differ (most scripts return the same few requests). */
-static struct h2_batch *batch_conv(struct h2 *s, const struct request *r)
-{
-    struct h2_batch *b = s->free_batches;
-    if (b) {
-        s->free_batches = b->next_free;
-    } else {
-        b = xcalloc(1, sizeof *b);
-        s->all_batches = xrealloc(s->all_batches, (s->nbatches + 1) * sizeof *s->all_batches);
-        s->all_batches[s->nbatches++] = b;
-    }
-    b->open = 0;
-    h2req_batch_set(&b->copy, r, s->conf->tls, "HTTP/2");
-    return b;
+    return mux_room(&s->mux, s->conf->depth, s->limit);
 }
 
 static void h2_submit(struct proto_session *session, const struct request *r, bool own, size_t n,
                       uint64_t now, uint64_t start_at)
 {
     struct h2 *s = (struct h2 *)(void *)session;
-    struct h2_batch *b = own ? batch_conv(s, r) : NULL;
+    struct mux_batch *b = own ? mux_batch(&s->mux) : NULL;
+    /* request()'s copy is converted again only when its bytes differ (most
+     * scripts return the same few requests). */
+    if (b)
+        h2req_batch_set(&b->copy, r, s->conf->tls, "HTTP/2");
     const struct h2req *conv =
         b ? &b->copy.conv : h2req_static(&s->static_copy, r, s->conf->tls, "HTTP/2");
     s->batches++;
     for (size_t i = 0; i < n; i++) {
-        struct h2_stream *st = stream_take(s);
-        st->batch = b;
-        st->msg = &conv->msgs[i];
+        struct h2_stream *st = stream(mux_add(&s->mux, b, &conv->msgs[i], now, start_at));
         st->body_off = 0;
-        st->queued_at = now;
-        st->start_at = start_at;
-        st->sent_at = st->first_at = 0;
-        st->status = 0;
-        st->final = st->ended = st->reset = false;
+        st->head = st->received = 0;
+        st->length = -1;
+        st->status_seen = st->regular_seen = false;
         nghttp2_data_provider body = {.source.ptr = st, .read_callback = read_body};
-        int32_t id = nghttp2_submit_request(s->ng, NULL, st->msg->nv, st->msg->nvlen,
-                                            st->msg->body_len ? &body : NULL, st);
+        int32_t id = nghttp2_submit_request(s->ng, NULL, st->r.msg->nv, st->r.msg->nvlen,
+                                            st->r.msg->body_len ? &body : NULL, st);
         /* h2req checked the fields, and the ids are watched below. */
         if (id < 0)
             die("HTTP/2: cannot submit a request: %s", nghttp2_strerror(id));
-        if (b)
-            b->open++;
-        st->prev = s->tail;
-        st->next = NULL;
-        if (s->tail)
-            s->tail->next = st;
-        else
-            s->head = st;
-        s->tail = st;
-        s->inflight++;
     }
     if ((uint64_t)nghttp2_session_get_next_stream_id(s->ng) + 2 * s->conf->depth > H2_LAST_ID)
         s->draining = true;
@@ -621,7 +658,7 @@ static enum proto_status verdict(struct h2 *s, enum cause *cause)
     }
     /* Done with: after a GOAWAY, near the end of the stream ids, or with
      * --no-keepalive after its batch. */
-    if (s->inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
+    if (s->mux.inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
         return PROTO_CLOSE;
     return PROTO_OK;
 }
@@ -632,7 +669,7 @@ static enum proto_status h2_input(struct proto_session *session, const char *buf
     struct h2 *s = (struct h2 *)(void *)session;
     s->now = now;
     ssize_t rv = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, len);
-    if (s->stopped)
+    if (s->mux.stopped)
         return PROTO_OK;
     if (rv < 0)
         fail(s, rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
@@ -653,7 +690,7 @@ static enum proto_status h2_eof(struct proto_session *session, uint64_t now, enu
         *cause = s->why;
         return PROTO_FAIL;
     }
-    if (s->inflight == 0) /* an idle connection, or one that drained */
+    if (s->mux.inflight == 0) /* an idle connection, or one that drained */
         return PROTO_CLOSE;
     *cause = CAUSE_CLOSED;
     return PROTO_FAIL;
@@ -661,14 +698,14 @@ static enum proto_status h2_eof(struct proto_session *session, uint64_t now, enu
 
 static size_t h2_inflight(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
-    return s->inflight;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
+    return s->mux.inflight;
 }
 
 static uint64_t h2_oldest(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
-    uint64_t t = s->head ? s->head->queued_at : 0;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
+    uint64_t t = s->mux.head ? s->mux.head->queued_at : 0;
     if (s->settings_at && (!t || s->settings_at < t))
         t = s->settings_at;
     return t;
@@ -676,13 +713,13 @@ static uint64_t h2_oldest(const struct proto_session *session)
 
 static enum cause h2_expired(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
-    const struct h2_stream *st = s->head;
-    if (s->settings_at && (!st || s->settings_at <= st->queued_at))
+    const struct h2 *s = (const struct h2 *)(const void *)session;
+    const struct h2_stream *st = stream(s->mux.head);
+    if (s->settings_at && (!st || s->settings_at <= st->r.queued_at))
         return CAUSE_SETTINGS_TIMEOUT;
-    if (st && !st->sent_at) /* the oldest never got a stream */
+    if (st && !st->r.sent_at) /* the oldest never got a stream */
         return CAUSE_STREAM_LIMIT;
-    if (st && st->body_off < st->msg->body_len) /* its body waits for a window */
+    if (st && st->body_off < st->r.msg->body_len) /* its body waits for a window */
         return CAUSE_FLOW_CONTROL;
     return CAUSE_RESPONSE_TIMEOUT;
 }
@@ -696,37 +733,11 @@ static void h2_abort(struct proto_session *session)
         nghttp2_session_del(s->ng);
         s->ng = NULL;
     }
-    s->head = s->tail = NULL;
-    s->inflight = 0;
+    mux_abort(&s->mux);
     s->last_id = 0;
-    s->free_streams = NULL;
-    for (size_t i = 0; i < s->nstreams; i++) {
-        struct h2_stream *st = s->streams[i];
-        if (st->used) {
-            st->batch = NULL;
-            stream_put(s, st);
-        } else {
-            st->next = s->free_streams;
-            s->free_streams = st;
-        }
-    }
-    s->free_batches = NULL;
-    for (size_t i = 0; i < s->nbatches; i++)
-        batch_put(s, s->all_batches[i]);
     s->out.len = s->out_off = 0;
     s->offered = false;
     s->settings_at = 0;
-}
-
-/* Over HTTP/2 a request is HEADERS (and DATA) frames made from its bytes:
- * fields HTTP/2 forbids, or a Host that no :authority can stand for, cannot
- * go. */
-static bool h2_check(const struct request *r, bool tls, char *err, size_t errlen)
-{
-    struct h2req check = {0};
-    bool ok = h2req_build(&check, r, tls, err, errlen);
-    h2req_free(&check);
-    return ok;
 }
 
 const struct proto_ops proto_h2 = {
@@ -734,7 +745,8 @@ const struct proto_ops proto_h2 = {
     .alpn = "h2",
     .figures = STATS_AT_HTTP2,
     .multiplexed = true,
-    .check = h2_check,
+    .check = h2_check_request,
+    .probe = h2_probe,
     .create = h2_create,
     .destroy = h2_destroy,
     .open = h2_open,

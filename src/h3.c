@@ -24,14 +24,12 @@
 #include "clock.h"
 #include "h2req.h"
 #include "h3.h"
+#include "mux.h"
 #include "pool.h"
 #include "proto.h"
 #include "quic.h"
 #include "request.h"
 #include "xalloc.h"
-
-/* What a stream's response buffers may keep once it is done. */
-#define H3_KEEP (16 * 1024)
 
 /* A batch's requests as nghttp3 takes them: the header lists of h2req's
  * conversion, as nghttp3_nv. */
@@ -45,56 +43,35 @@ struct h3_msgs {
 /* The bytes of a batch request() returned, copied: the connection's own
  * buffer is refilled by the next batch while this one is in flight. */
 struct h3_batch {
-    struct h3_batch *next_free;
-    struct h2req_batch copy;
+    struct mux_batch b;
     struct h3_msgs msgs;
-    size_t open; /* its streams QUIC may still read the bytes of */
 };
 
+/* A request's record: what HTTP/3 keeps beside the common part. */
 struct h3_stream {
-    struct h3_stream *prev, *next; /* in flight, oldest first; next: the free list */
-    struct h3_batch *batch;        /* NULL for the static request */
-    const struct h2req_msg *msg;
+    struct mux_req r;
     const nghttp3_nv *nv;
-    int64_t id;         /* -1 until it has a stream */
-    uint64_t queued_at; /* submitted: --timeout counts from here */
-    uint64_t start_at;  /* where latency counts from under -R, else 0 */
-    uint64_t sent_at;   /* it got its stream, 0 until then */
-    uint64_t first_at;  /* its response's first head began, 0 until then */
-    int status;
-    bool final;   /* its final (non-1xx) response head has come */
-    bool ended;   /* answered, failed or handed back */
-    bool reset;   /* the server reset it */
+    int64_t id;   /* -1 until it has a stream (sent_at is when it got it) */
     bool blocked; /* its body waits for the server's window */
-    bool used;    /* not on the free list */
-    struct buf fields, body;
 };
 
 struct h3 {
     const struct proto_conf *conf;
-    struct proto_sink sink;
     struct quic *q;
     nghttp3_conn *ng; /* while the connection is open */
     struct pool pool; /* nghttp3's memory, reused across streams and reconnects */
     nghttp3_mem mem;
     struct quic_app app;
-    struct h3_stream *head, *tail; /* in flight */
-    struct h3_stream *waiting;     /* the first of them that has no stream yet */
-    size_t inflight;
-    size_t limit;   /* streams it may have open: -m, capped by the server */
-    uint64_t now;   /* of the input being handled */
-    size_t batches; /* sent on this connection */
-    bool draining;  /* no new stream: GOAWAY */
-    bool failed;    /* the connection failed, for the reason in why */
-    bool stopped;   /* a response() hook ended the run: count nothing more */
+    struct mux mux;            /* the requests in flight */
+    struct h3_stream *waiting; /* the first of them that has no stream yet */
+    size_t limit;              /* streams it may have open: -m, capped by the server */
+    uint64_t now;              /* of the input being handled */
+    size_t batches;            /* sent on this connection */
+    bool draining;             /* no new stream: GOAWAY */
+    bool failed;               /* the connection failed, for the reason in why */
     enum cause why;
     struct h2req_static static_copy;
     struct h3_msgs static_msgs;
-    /* Every record ever made, and those free to reuse. */
-    struct h3_stream **streams, *free_streams;
-    size_t nstreams;
-    struct h3_batch **all_batches, *free_batches;
-    size_t nbatches;
 };
 
 static struct h3 *session_of(struct proto_session *session) { return (struct h3 *)(void *)session; }
@@ -113,71 +90,30 @@ static void fail(struct h3 *s, enum cause why, uint64_t code)
 /* Records                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static struct h3_stream *stream_take(struct h3 *s)
-{
-    struct h3_stream *st = s->free_streams;
-    if (st) {
-        s->free_streams = st->next;
-    } else {
-        st = xcalloc(1, sizeof *st);
-        s->streams = xrealloc(s->streams, (s->nstreams + 1) * sizeof *s->streams);
-        s->streams[s->nstreams++] = st;
-    }
-    st->used = true;
-    return st;
-}
+static struct h3_stream *stream(struct mux_req *r) { return (struct h3_stream *)(void *)r; }
 
-static void batch_put(struct h3 *s, struct h3_batch *b)
-{
-    b->next_free = s->free_batches;
-    s->free_batches = b;
-}
-
-/* QUIC is done with the stream: its record, and its batch once every
- * stream of it is done, can be reused. */
-static void stream_put(struct h3 *s, struct h3_stream *st)
-{
-    if (st->batch && --st->batch->open == 0)
-        batch_put(s, st->batch);
-    st->batch = NULL;
-    buf_reset(&st->fields, H3_KEEP);
-    buf_reset(&st->body, H3_KEEP);
-    st->used = false;
-    st->next = s->free_streams;
-    s->free_streams = st;
-}
-
+/* The request is over: out of those in flight (and of those waiting for a
+ * stream). */
 static void unlink_stream(struct h3 *s, struct h3_stream *st)
 {
     if (s->waiting == st)
-        s->waiting = st->next;
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        s->head = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    else
-        s->tail = st->prev;
-    st->prev = st->next = NULL;
-    st->ended = true;
-    s->inflight--;
+        s->waiting = stream(st->r.next);
 }
 
 /* A record that never got a stream is QUIC's no more: it goes back now. */
 static void settle(struct h3 *s, struct h3_stream *st)
 {
     if (st->id < 0)
-        stream_put(s, st);
+        mux_put(&s->mux, &st->r);
 }
 
 /* The record of a request stream in flight, by id (rare events only: most
  * callbacks carry the record). */
 static struct h3_stream *find(struct h3 *s, int64_t id)
 {
-    for (struct h3_stream *st = s->head; st && st != s->waiting; st = st->next)
-        if (st->id == id)
-            return st;
+    for (struct mux_req *r = s->mux.head; r && stream(r) != s->waiting; r = r->next)
+        if (stream(r)->id == id)
+            return stream(r);
     return NULL;
 }
 
@@ -187,38 +123,24 @@ static struct h3_stream *find(struct h3 *s, int64_t id)
 
 static void answered(struct h3 *s, struct h3_stream *st)
 {
-    uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
-    uint64_t now = s->now ? s->now : clock_us();
-    struct proto_response r = {
-        .status = st->status,
-        .lower_case = true,
-        .fields = st->fields.data,
-        .fields_len = st->fields.len,
-        .body = st->body.data,
-        .body_len = st->body.len,
-        .start_at = st->start_at ? st->start_at : sent,
-        .sent_at = sent,
-        .first_at = st->first_at ? st->first_at : now,
-        .done_at = now,
-    };
     unlink_stream(s, st);
-    if (!s->sink.response(s->sink.arg, &r))
-        s->stopped = true;
+    mux_answered(&s->mux, &st->r, s->now ? s->now : clock_us());
 }
 
-/* The server did not process it: -n sends it again. */
+/* The server did not process it: it is sent again, unless the connection
+ * refuses everything. */
 static void refused(struct h3 *s, struct h3_stream *st)
 {
     unlink_stream(s, st);
     s->conf->stats->h3_refused++;
-    s->sink.returned(s->sink.arg, 1);
+    mux_refused(&s->mux, &st->r);
     settle(s, st);
 }
 
 static void stream_failed(struct h3 *s, struct h3_stream *st, enum cause why)
 {
     unlink_stream(s, st);
-    s->sink.failed(s->sink.arg, why);
+    mux_failed(&s->mux, &st->r, why);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -244,8 +166,8 @@ static int on_begin_headers(nghttp3_conn *ng, int64_t id, void *user, void *sd)
     (void)ng, (void)id;
     struct h3 *s = user;
     struct h3_stream *st = sd;
-    if (st && !st->first_at)
-        st->first_at = s->now ? s->now : clock_us();
+    if (st && !st->r.first_at)
+        st->r.first_at = s->now ? s->now : clock_us();
     return 0;
 }
 
@@ -255,11 +177,11 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     (void)ng, (void)id, (void)flags;
     struct h3 *s = user;
     struct h3_stream *st = sd;
-    if (!st || st->final || st->ended)
+    if (!st || st->r.final || st->r.ended)
         return 0;
     nghttp3_vec v = nghttp3_rcbuf_get_buf(value);
     if (token == NGHTTP3_QPACK_TOKEN__STATUS) {
-        st->status = status_of(v.base, v.len);
+        st->r.status = status_of(v.base, v.len);
         return 0;
     }
     if (!s->conf->wants->head)
@@ -269,10 +191,10 @@ static int on_header(nghttp3_conn *ng, int64_t id, int32_t token, nghttp3_rcbuf 
     nghttp3_vec n = nghttp3_rcbuf_get_buf(name);
     if (n.len && n.base[0] == ':')
         return 0;
-    buf_append(&st->fields, n.base, n.len);
-    buf_append(&st->fields, ": ", 2);
-    buf_append(&st->fields, v.base, v.len);
-    buf_append(&st->fields, "\r\n", 2);
+    buf_append(&st->r.fields, n.base, n.len);
+    buf_append(&st->r.fields, ": ", 2);
+    buf_append(&st->r.fields, v.base, v.len);
+    buf_append(&st->r.fields, "\r\n", 2);
     return 0;
 }
 
@@ -280,14 +202,14 @@ static int on_end_headers(nghttp3_conn *ng, int64_t id, int fin, void *user, voi
 {
     (void)ng, (void)id, (void)fin, (void)user;
     struct h3_stream *st = sd;
-    if (!st || st->final || st->ended)
+    if (!st || st->r.final || st->r.ended)
         return 0;
-    if (st->status >= 200) {
-        st->final = true; /* trailers after it are not the hook's */
+    if (st->r.status >= 200) {
+        st->r.final = true; /* trailers after it are not the hook's */
     } else {
         /* A 1xx interim head: the final one starts afresh. */
-        st->status = 0;
-        buf_clear(&st->fields);
+        st->r.status = 0;
+        buf_clear(&st->r.fields);
     }
     return 0;
 }
@@ -299,8 +221,8 @@ static int on_data(nghttp3_conn *ng, int64_t id, const uint8_t *data, size_t len
     struct h3 *s = user;
     struct h3_stream *st = sd;
     quic_consumed(s->q, id, len);
-    if (s->conf->wants->body && st && !st->ended)
-        buf_append(&st->body, data, len);
+    if (s->conf->wants->body && st && !st->r.ended)
+        buf_append(&st->r.body, data, len);
     return 0;
 }
 
@@ -319,9 +241,9 @@ static int on_end_stream(nghttp3_conn *ng, int64_t id, void *user, void *sd)
     (void)ng, (void)id;
     struct h3 *s = user;
     struct h3_stream *st = sd;
-    if (!st || st->ended || s->stopped)
+    if (!st || st->r.ended || s->mux.stopped)
         return 0;
-    if (st->final)
+    if (st->r.final)
         answered(s, st);
     else
         stream_failed(s, st, CAUSE_H3_PROTOCOL);
@@ -335,16 +257,16 @@ static int on_stream_close(nghttp3_conn *ng, int64_t id, uint64_t code, void *us
     struct h3_stream *st = sd;
     if (!st)
         return 0;
-    if (!st->ended && !s->stopped) {
+    if (!st->r.ended && !s->mux.stopped) {
         if (code == NGHTTP3_H3_REQUEST_REJECTED)
             refused(s, st);
-        else if (st->reset)
+        else if (st->r.reset)
             stream_failed(s, st, CAUSE_STREAM_RESET);
         else /* nghttp3 reset it: the response broke the protocol */
             stream_failed(s, st, CAUSE_H3_PROTOCOL);
     }
-    if (st->ended) /* stopped: the connection hands it back */
-        stream_put(s, st);
+    if (st->r.ended) /* stopped: the connection hands it back */
+        mux_put(&s->mux, &st->r);
     return 0;
 }
 
@@ -372,8 +294,9 @@ static int on_shutdown(nghttp3_conn *ng, int64_t id, void *user)
     struct h3 *s = user;
     s->conf->stats->h3_goaways++;
     s->draining = true;
-    for (struct h3_stream *st = s->head, *next; st; st = next) {
-        next = st->next;
+    for (struct mux_req *r = s->mux.head, *next; r; r = next) {
+        struct h3_stream *st = stream(r);
+        next = r->next;
         if (st->id >= 0 && st->id < id)
             continue;
         if (st->id >= 0) {
@@ -392,8 +315,8 @@ static nghttp3_ssize read_body(nghttp3_conn *ng, int64_t id, nghttp3_vec *v, siz
 {
     (void)ng, (void)id, (void)n, (void)user;
     struct h3_stream *st = sd;
-    v[0].base = (uint8_t *)st->msg->body;
-    v[0].len = st->msg->body_len;
+    v[0].base = (uint8_t *)st->r.msg->body;
+    v[0].len = st->r.msg->body_len;
     *flags |= NGHTTP3_DATA_FLAG_EOF;
     return 1;
 }
@@ -456,12 +379,12 @@ static int app_reset(void *arg, int64_t id, uint64_t code)
 {
     struct h3 *s = arg;
     struct h3_stream *st = find(s, id);
-    if (st && !st->reset) {
+    if (st && !st->r.reset) {
         uint64_t i = code - NGHTTP3_H3_NO_ERROR;
         s->conf->stats->h3_resets[code >= NGHTTP3_H3_NO_ERROR && i < STATS_H3_CODES - 1
                                       ? i
                                       : STATS_H3_CODES - 1]++;
-        st->reset = code != NGHTTP3_H3_REQUEST_REJECTED;
+        st->r.reset = code != NGHTTP3_H3_REQUEST_REJECTED;
     }
     int rv = nghttp3_conn_shutdown_stream_read(s->ng, id);
     return rv ? h3_error(s, rv) : 0;
@@ -523,15 +446,17 @@ static void app_shut(void *arg, int64_t id)
 static bool start_session(struct h3 *s);
 
 /* The server refused the 0-RTT data: every request it carried goes back to
- * be sent again, on a session started afresh. */
+ * be sent again at once (the server did nothing wrong), on a session
+ * started afresh; QUIC forgot their streams. */
 static int app_early_rejected(void *arg)
 {
     struct h3 *s = arg;
-    for (struct h3_stream *st = s->head, *next; st; st = next) {
-        next = st->next;
-        refused(s, st);
-        if (st->id >= 0)
-            stream_put(s, st);
+    for (struct mux_req *r = s->mux.head, *next; r; r = next) {
+        next = r->next;
+        unlink_stream(s, stream(r));
+        s->conf->stats->h3_refused++;
+        mux_returned(&s->mux, r);
+        mux_put(&s->mux, r);
     }
     nghttp3_conn_del(s->ng);
     s->ng = NULL;
@@ -574,19 +499,7 @@ static void msgs_free(struct h3_msgs *m)
     free(m->first);
 }
 
-static struct h3_batch *batch_take(struct h3 *s)
-{
-    struct h3_batch *b = s->free_batches;
-    if (b) {
-        s->free_batches = b->next_free;
-    } else {
-        b = xcalloc(1, sizeof *b);
-        s->all_batches = xrealloc(s->all_batches, (s->nbatches + 1) * sizeof *s->all_batches);
-        s->all_batches[s->nbatches++] = b;
-    }
-    b->open = 0;
-    return b;
-}
+static void batch_free(struct mux_batch *b) { msgs_free(&((struct h3_batch *)(void *)b)->msgs); }
 
 /* Give the requests that wait a stream each, as far as the server's limit
  * allows; nghttp3 frames their HEADERS (and DATA) for the next output. */
@@ -597,16 +510,16 @@ static void open_streams(struct h3 *s)
         if (quic_streams_left(s->q) == 0 || quic_open_bidi(s->q, &st->id, st) != 0)
             break;
         nghttp3_data_reader body = {.read_data = read_body};
-        int rv = nghttp3_conn_submit_request(s->ng, st->id, st->nv, st->msg->nvlen,
-                                             st->msg->body_len ? &body : NULL, st);
+        int rv = nghttp3_conn_submit_request(s->ng, st->id, st->nv, st->r.msg->nvlen,
+                                             st->r.msg->body_len ? &body : NULL, st);
         if (rv != 0) {
             h3_error(s, rv);
             break;
         }
-        st->sent_at = clock_us();
+        st->r.sent_at = clock_us();
         if (quic_early(s->q) && !quic_over(s->q))
             s->conf->stats->h3_early_requests++;
-        s->waiting = st->next;
+        s->waiting = stream(st->r.next);
     }
 }
 
@@ -614,11 +527,12 @@ static void open_streams(struct h3 *s)
 /* The operations                                                             */
 /* ------------------------------------------------------------------------ */
 
-static struct proto_session *h3_create(const struct proto_conf *conf, const struct proto_sink *sink)
+static struct proto_session *h3_create(const struct proto_conf *conf, const struct proto_sink *sink,
+                                       void *arg)
 {
     struct h3 *s = xcalloc(1, sizeof *s);
     s->conf = conf;
-    s->sink = *sink;
+    mux_init(&s->mux, sink, arg, sizeof(struct h3_stream), sizeof(struct h3_batch));
     s->app = (struct quic_app){
         .arg = s,
         .recv = app_recv,
@@ -645,18 +559,7 @@ static void h3_destroy(struct proto_session *session)
     struct h3 *s = session_of(session);
     if (s->ng)
         nghttp3_conn_del(s->ng);
-    for (size_t i = 0; i < s->nstreams; i++) {
-        buf_free(&s->streams[i]->fields);
-        buf_free(&s->streams[i]->body);
-        free(s->streams[i]);
-    }
-    for (size_t i = 0; i < s->nbatches; i++) {
-        h2req_batch_free(&s->all_batches[i]->copy);
-        msgs_free(&s->all_batches[i]->msgs);
-        free(s->all_batches[i]);
-    }
-    free(s->streams);
-    free(s->all_batches);
+    mux_free(&s->mux, batch_free);
     h2req_static_free(&s->static_copy);
     msgs_free(&s->static_msgs);
     pool_clear(&s->pool);
@@ -689,7 +592,7 @@ static void h3_open(struct proto_session *session, struct sock *sock)
     s->q = quic_of(sock);
     s->limit = s->conf->streams;
     s->batches = 0;
-    s->draining = s->failed = s->stopped = false;
+    s->draining = s->failed = s->mux.stopped = false;
     s->now = 0;
     if (!start_session(s))
         return;
@@ -709,7 +612,7 @@ static bool h3_ready(const struct proto_session *session)
     const struct h3 *s = (const struct h3 *)(const void *)session;
     if (!s->ng || s->draining || s->failed || (s->conf->no_keepalive && s->batches))
         return false;
-    return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
+    return mux_room(&s->mux, s->conf->depth, s->limit);
 }
 
 static void h3_submit(struct proto_session *session, const struct request *r, bool own, size_t n,
@@ -720,10 +623,10 @@ static void h3_submit(struct proto_session *session, const struct request *r, bo
     const struct h2req *conv;
     const struct h3_msgs *msgs;
     if (own) {
-        b = batch_take(s);
-        if (h2req_batch_set(&b->copy, r, s->conf->tls, "HTTP/3"))
-            msgs_build(&b->msgs, &b->copy.conv);
-        conv = &b->copy.conv;
+        b = (struct h3_batch *)(void *)mux_batch(&s->mux);
+        if (h2req_batch_set(&b->b.copy, r, s->conf->tls, "HTTP/3"))
+            msgs_build(&b->msgs, &b->b.copy.conv);
+        conv = &b->b.copy.conv;
         msgs = &b->msgs;
     } else {
         const struct request *was = s->static_copy.req;
@@ -735,28 +638,13 @@ static void h3_submit(struct proto_session *session, const struct request *r, bo
     }
     s->batches++;
     for (size_t i = 0; i < n; i++) {
-        struct h3_stream *st = stream_take(s);
-        st->batch = b;
-        st->msg = &conv->msgs[i];
+        struct h3_stream *st =
+            stream(mux_add(&s->mux, b ? &b->b : NULL, &conv->msgs[i], now, start_at));
         st->nv = msgs->nv + msgs->first[i];
         st->id = -1;
-        st->queued_at = now;
-        st->start_at = start_at;
-        st->sent_at = st->first_at = 0;
-        st->status = 0;
-        st->final = st->ended = st->reset = st->blocked = false;
-        if (b)
-            b->open++;
-        st->prev = s->tail;
-        st->next = NULL;
-        if (s->tail)
-            s->tail->next = st;
-        else
-            s->head = st;
-        s->tail = st;
+        st->blocked = false;
         if (!s->waiting)
             s->waiting = st;
-        s->inflight++;
     }
     open_streams(s);
 }
@@ -783,12 +671,12 @@ static enum proto_status verdict(struct h3 *s, enum cause *cause)
         /* The server closed without an error, or went quiet for the idle
          * timeout: a normal end while nothing was outstanding. */
         enum cause why = quic_cause(s->q);
-        if (s->inflight == 0 && (why == CAUSE_CLOSED || why == CAUSE_QUIC_IDLE_TIMEOUT))
+        if (s->mux.inflight == 0 && (why == CAUSE_CLOSED || why == CAUSE_QUIC_IDLE_TIMEOUT))
             return PROTO_CLOSE;
         *cause = why;
         return PROTO_FAIL;
     }
-    if (s->inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
+    if (s->mux.inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
         return PROTO_CLOSE;
     return PROTO_OK;
 }
@@ -800,7 +688,7 @@ static enum proto_status h3_input(struct proto_session *session, const char *buf
     s->now = now;
     quic_input(s->q, buf, len);
     s->now = 0;
-    if (s->stopped)
+    if (s->mux.stopped)
         return PROTO_OK;
     return verdict(s, cause);
 }
@@ -819,26 +707,26 @@ static enum proto_status h3_eof(struct proto_session *session, uint64_t now, enu
     enum proto_status st = verdict(s, cause);
     if (st == PROTO_OK) {
         *cause = CAUSE_CLOSED;
-        return s->inflight ? PROTO_FAIL : PROTO_CLOSE;
+        return s->mux.inflight ? PROTO_FAIL : PROTO_CLOSE;
     }
     return st;
 }
 
 static size_t h3_inflight(const struct proto_session *session)
 {
-    return ((const struct h3 *)(const void *)session)->inflight;
+    return ((const struct h3 *)(const void *)session)->mux.inflight;
 }
 
 static uint64_t h3_oldest(const struct proto_session *session)
 {
     const struct h3 *s = (const struct h3 *)(const void *)session;
-    return s->head ? s->head->queued_at : 0;
+    return s->mux.head ? s->mux.head->queued_at : 0;
 }
 
 static enum cause h3_expired(const struct proto_session *session)
 {
     const struct h3 *s = (const struct h3 *)(const void *)session;
-    const struct h3_stream *st = s->head;
+    const struct h3_stream *st = stream(s->mux.head);
     if (st && st->id < 0) /* the oldest never got a stream */
         return CAUSE_STREAM_LIMIT;
     /* Its body waits for a window: the stream's, or the connection's. */
@@ -856,22 +744,8 @@ static void h3_abort(struct proto_session *session)
         nghttp3_conn_del(s->ng);
         s->ng = NULL;
     }
-    s->head = s->tail = s->waiting = NULL;
-    s->inflight = 0;
-    s->free_streams = NULL;
-    for (size_t i = 0; i < s->nstreams; i++) {
-        struct h3_stream *st = s->streams[i];
-        if (st->used) {
-            st->batch = NULL;
-            stream_put(s, st);
-        } else {
-            st->next = s->free_streams;
-            s->free_streams = st;
-        }
-    }
-    s->free_batches = NULL;
-    for (size_t i = 0; i < s->nbatches; i++)
-        batch_put(s, s->all_batches[i]);
+    mux_abort(&s->mux);
+    s->waiting = NULL;
     s->q = NULL;
 }
 

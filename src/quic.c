@@ -1,76 +1,56 @@
-/* The QUIC transport: ngtcp2 over a connection's connected UDP socket, with
- * its TLS 1.3 handshake through GnuTLS (ngtcp2's crypto helper) and one set
- * of credentials for the whole run. A connection slot keeps, across
- * reconnects, what the next handshake may use: the newest session ticket
- * (resumption), the server's transport parameters (0-RTT, with --0rtt) and
- * its address-validation token.
+/* The QUIC transport: an ngtcp2 client connection over a connection's
+ * connected UDP socket, driven by the connection machine (conn.c) through
+ * the transport's operations and by the HTTP/3 session (h3.c) through its
+ * streams. It owns the connection's life: the handshake (its TLS is
+ * quic_tls.c's), reading what came and packing what goes, the timers, and
+ * what its end says (a TLS alert, CONNECTION_CLOSE, a stateless reset),
+ * with QUIC's figures. A connection slot keeps, across reconnects, what
+ * the next handshake may use: the session ticket (quic_tls.c), the server's
+ * transport parameters (0-RTT, with --0rtt) and its address-validation
+ * token.
  *
- * Datagrams go out in batches: quic_output() packs up to a GSO batch of
- * packets (every one the same size but the last) and the transport's write()
- * sends them with one sendmsg() and UDP_SEGMENT; where the kernel cannot
- * segment, with one sendmmsg(). They come in the same way: read() takes one
- * GRO batch (coalesced datagrams of one size), or where there is no GRO, as
- * many datagrams as recvmmsg() has, and quic_input() feeds each to ngtcp2.
- * The loss-recovery, pacing and idle timers are one ev_timer on the worker's
- * loop, set from ngtcp2_conn_get_expiry() after every batch in or out; when
- * it fires the connection is woken (sock->wake) to write what recovery
- * sends, or to close.
+ * Packets go out in batches: quic_output() packs up to a batch of packets
+ * (every one the same size but the last), which the transport's write()
+ * hands to udp.c, one system call a batch (GSO or sendmmsg); read() takes
+ * a batch of datagrams (GRO or recvmmsg) and quic_input() feeds each to
+ * ngtcp2. The loss-recovery, pacing and idle timers are one ev_timer on the
+ * worker's loop, set from ngtcp2_conn_get_expiry() after every batch in or
+ * out; when it fires the connection is woken (sock->wake) to write what
+ * recovery sends, or to close.
  * SPDX-License-Identifier: MIT */
 #include "quic.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
 #include <gnutls/crypto.h>
-#include <gnutls/gnutls.h>
-#include <netinet/in.h>
-#include <netinet/udp.h>
 #include <ngtcp2/ngtcp2_crypto.h>
-#include <ngtcp2/ngtcp2_crypto_gnutls.h>
-#include <poll.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include "buf.h"
 #include "clock.h"
-#include "net.h"
 #include "pool.h"
+#include "quic_tls.h"
+#include "udp.h"
 #include "xalloc.h"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
 
 /* The largest UDP payload volley sends (ngtcp2's default, which fits an
  * Ethernet MTU over IPv6) and accepts (the transport parameter: a little
  * more, for servers that probe a path's MTU on loopback). */
 #define QUIC_TX_PAYLOAD 1452
-#define QUIC_RX_PAYLOAD 1500
-/* A batch of datagrams: the kernel segments at most 64 (UDP_MAX_SEGMENTS),
- * in at most 64 KiB. */
-#define QUIC_BATCH_SEGMENTS 64
-#define QUIC_BATCH_BYTES (64 * 1024 - 512)
-/* Datagrams one recvmmsg() takes where there is no GRO. */
-#define QUIC_RX_SLOTS 32
+#define QUIC_RX_PAYLOAD UDP_PAYLOAD_MAX
 /* The least RTT a handshake assumes before it has measured one: the
  * start-up check's measure, but no less than this, so that a server slow to
  * answer a handshake gets no spurious retransmissions. */
 #define QUIC_MIN_INITIAL_RTT (50 * NGTCP2_MILLISECONDS)
 /* The flow-control windows volley opens to the server: a response never
  * waits for a window update, and the windows move as the session consumes
- * what arrives. The socket's receive buffer is sized to hold a burst of
- * that order (the kernel caps it at net.core.rmem_max unless volley may
- * force it). */
+ * what arrives. The socket's receive buffer (udp.c) is sized to hold a
+ * burst of that order. */
 #define QUIC_STREAM_WINDOW (16u * 1024 * 1024)
 #define QUIC_CONN_WINDOW (64u * 1024 * 1024)
-#define QUIC_SOCKET_BUFFER (4 * 1024 * 1024)
 /* Closed with no word from the server for this long; a request in flight
  * meets --timeout first unless it is longer. */
 #define QUIC_IDLE_TIMEOUT (30 * NGTCP2_SECONDS)
@@ -78,26 +58,11 @@
  * two and some to spare (reserved stream types it may send, RFC 9114 §6.2.3). */
 #define QUIC_UNI_STREAMS 16
 
-/* TLS 1.3 only, with the AEADs QUIC uses (RFC 9001 §5.3). */
-static const char priority_string[] =
-    "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"
-    "+AES-128-CCM:%DISABLE_TLS13_COMPAT_MODE";
-static const gnutls_datum_t alpn_h3 = {(unsigned char *)"h3", 2};
-
 /* Set up once by quic_setup before the workers start, only read after. */
 static struct {
-    gnutls_certificate_credentials_t cred;
-    gnutls_priority_t priority;
-    char *sni;         /* the server name to send, or NULL (IP literals get none) */
-    char *verify_name; /* with --verify: the name the certificate must carry */
-    bool early_data;
     bool ecn;                    /* --ecn: packets marked as ngtcp2 says, marks received read */
     ngtcp2_duration initial_rtt; /* from the start-up check, or 0 */
 } run;
-
-/* Whether sendmsg() takes UDP_SEGMENT and the socket UDP_GRO: learnt from the
- * first refusal, for every connection after it. */
-static atomic_bool no_gso, no_gro;
 
 /* A record of stream data that came before the session was attached (in
  * the packet that completed the handshake), replayed to it then. */
@@ -109,9 +74,9 @@ struct early_rx {
 
 struct quic {
     struct sock *sock;
-    /* Kept across reconnects: what the next handshake may use. */
-    gnutls_datum_t ticket; /* GnuTLS session data with the newest ticket */
-    uint8_t params[256];   /* the server's transport parameters for 0-RTT */
+    /* Kept across reconnects: what the next handshake may use (and in tls,
+     * the session ticket). */
+    uint8_t params[256]; /* the server's transport parameters for 0-RTT */
     size_t params_len;
     uint8_t *token; /* NEW_TOKEN, for address validation */
     size_t token_len;
@@ -119,8 +84,8 @@ struct quic {
     ngtcp2_mem mem;
     /* The current connection. */
     ngtcp2_conn *conn;
-    gnutls_session_t tls;
-    ngtcp2_crypto_conn_ref ref;
+    struct quic_tls tls;
+    struct udp udp;
     struct sockaddr_storage local, remote;
     ngtcp2_path path;
     ev_timer timer;
@@ -132,32 +97,14 @@ struct quic {
     bool closed_by_peer;
     bool stateless_reset;
     bool version_negotiation;
-    bool early;        /* 0-RTT was attempted */
-    bool completed;    /* the handshake completed */
-    bool gro;          /* the socket coalesces datagrams */
-    uint8_t rx_ecn;    /* --ecn: the ECN marks of the last read's datagrams */
-    uint8_t tx_ecn;    /* --ecn: the marks of the batch to send */
-    uint8_t carry_ecn; /* --ecn: those of the packet kept for the next batch */
-    int tos;           /* --ecn: the marks the socket sends with, -1 unset */
-    enum cause cause;  /* why it is over */
-    /* The datagrams of the last read: each rx_seg bytes long but the last
-     * (GRO), or rx_lens[i] each (recvmmsg). */
-    size_t rx_seg, rx_n;
-    uint16_t rx_lens[QUIC_RX_SLOTS];
-    /* The batch to send: tx_end bytes in datagrams of tx_seg bytes but the
-     * last, tx_off of them written; past tx_end (to tx.len), a packet larger
-     * than those, which starts the next batch. */
-    struct buf tx;
-    size_t tx_off, tx_end, tx_seg;
+    bool early;               /* 0-RTT was attempted */
+    bool completed;           /* the handshake completed */
+    enum cause cause;         /* why it is over */
+    enum tls_failure tls_why; /* cause CAUSE_TLS_HANDSHAKE: why */
+    struct udp_batch tx;      /* the packets to send */
 };
 
 static uint64_t now_ns(void) { return clock_us() * 1000; }
-
-static bool is_ip_literal(const char *host)
-{
-    unsigned char addr[sizeof(struct in6_addr)];
-    return inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
-}
 
 struct quic *quic_of(struct sock *s) { return s->state; }
 
@@ -165,58 +112,15 @@ struct quic *quic_of(struct sock *s) { return s->state; }
 /* The run's credentials                                                      */
 /* ------------------------------------------------------------------------ */
 
-static void check_readable(const char *option, const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        die("%s %s: %s", option, path, strerror(errno));
-    fclose(f);
-}
-
 void quic_setup(const struct quic_options *o)
 {
-    int rv;
-    if (gnutls_certificate_allocate_credentials(&run.cred) != 0 ||
-        gnutls_priority_init(&run.priority, priority_string, NULL) != 0)
-        die("unable to initialize TLS for HTTP/3");
-    const char *name = o->sni ? o->sni : o->host;
-    if (o->sni && (!*o->sni || strlen(o->sni) > 255))
-        die("--sni '%s': a server name has 1 to 255 characters", o->sni);
-    run.sni = (o->sni || !is_ip_literal(name)) ? xstrdup(name) : NULL;
-    if (o->verify) {
-        run.verify_name = xstrdup(name);
-        /* No system store is not an error: --cacert may be all there is. */
-        gnutls_certificate_set_x509_system_trust(run.cred);
-        if (o->cacert) {
-            check_readable("--cacert", o->cacert);
-            rv = gnutls_certificate_set_x509_trust_file(run.cred, o->cacert, GNUTLS_X509_FMT_PEM);
-            if (rv <= 0)
-                die("--cacert %s: no PEM certificate in it", o->cacert);
-        }
-    }
-    if (o->cert) {
-        const char *key = o->key ? o->key : o->cert;
-        check_readable("--cert", o->cert);
-        check_readable(o->key ? "--key" : "--cert", key);
-        rv = gnutls_certificate_set_x509_key_file(run.cred, o->cert, key, GNUTLS_X509_FMT_PEM);
-        if (rv < 0)
-            die("%s %s: %s", o->key ? "--key" : "--cert", key,
-                rv == GNUTLS_E_CERTIFICATE_KEY_MISMATCH
-                    ? "the private key does not match the certificate"
-                    : "no PEM certificate and unencrypted private key in it");
-    }
-    run.early_data = o->early_data;
+    quic_tls_setup(&o->tls);
     run.ecn = o->ecn;
 }
 
 void quic_cleanup(void)
 {
-    if (run.cred)
-        gnutls_certificate_free_credentials(run.cred);
-    if (run.priority)
-        gnutls_priority_deinit(run.priority);
-    free(run.sni);
-    free(run.verify_name);
+    quic_tls_cleanup();
     memset(&run, 0, sizeof run);
 }
 
@@ -237,13 +141,15 @@ static void end(struct quic *q, enum cause cause)
 }
 
 /* A TLS alert ended the handshake: one the server sent (in CONNECTION_CLOSE,
- * as a CRYPTO_ERROR) or one GnuTLS raised here (a certificate that does not
- * verify). */
-static void count_alert(struct quic *q, unsigned alert)
+ * as a CRYPTO_ERROR) or one GnuTLS raised here (local: mostly a certificate
+ * that does not verify). */
+static void count_alert(struct quic *q, unsigned alert, bool local)
 {
     struct stats *st = figures(q);
     if (st)
         st->h3_alerts[alert & 0xff]++;
+    enum tls_failure why = stats_tls_alert_failure(alert);
+    q->tls_why = local && why == TLS_FAIL_CERT_REFUSED ? TLS_FAIL_CERT_VERIFY : why;
 }
 
 /* The peer's CONNECTION_CLOSE: by its code, transport or application. */
@@ -254,7 +160,7 @@ static void peer_closed(struct quic *q)
     q->closed_by_peer = true;
     if (e->type == NGTCP2_CCERR_TYPE_TRANSPORT && e->error_code >= NGTCP2_CRYPTO_ERROR &&
         e->error_code <= NGTCP2_CRYPTO_ERROR + 0xff) {
-        count_alert(q, (unsigned)(e->error_code - NGTCP2_CRYPTO_ERROR));
+        count_alert(q, (unsigned)(e->error_code - NGTCP2_CRYPTO_ERROR), false);
         end(q, q->completed ? CAUSE_QUIC_CLOSE : CAUSE_TLS_HANDSHAKE);
         return;
     }
@@ -309,7 +215,7 @@ static void failed(struct quic *q, int rv)
         end(q, CAUSE_CONNECT_TIMEOUT);
         break;
     case NGTCP2_ERR_CRYPTO:
-        count_alert(q, ngtcp2_conn_get_tls_alert(q->conn));
+        count_alert(q, ngtcp2_conn_get_tls_alert(q->conn), true);
         ngtcp2_ccerr_set_tls_alert(&q->ccerr, ngtcp2_conn_get_tls_alert(q->conn), NULL, 0);
         end(q, CAUSE_TLS_HANDSHAKE);
         break;
@@ -321,6 +227,7 @@ static void failed(struct quic *q, int rv)
     default:
         if (q->ccerr.error_code == NGTCP2_NO_ERROR && q->ccerr.type == NGTCP2_CCERR_TYPE_TRANSPORT)
             ngtcp2_ccerr_set_liberr(&q->ccerr, rv, NULL, 0);
+        q->tls_why = TLS_FAIL_OTHER;
         end(q, q->completed ? CAUSE_QUIC_PROTOCOL : CAUSE_TLS_HANDSHAKE);
         break;
     }
@@ -459,7 +366,7 @@ static int on_handshake_completed(ngtcp2_conn *conn, void *user_data)
     q->params_len = n > 0 ? (size_t)n : 0;
     if (!q->early)
         return 0;
-    if (gnutls_session_get_flags(q->tls) & GNUTLS_SFLAGS_EARLY_DATA) {
+    if (quic_tls_early_taken(&q->tls)) {
         if (st)
             st->h3_early_accepted++;
         return 0;
@@ -501,22 +408,6 @@ static ngtcp2_conn *conn_of_ref(ngtcp2_crypto_conn_ref *ref)
     return q->conn;
 }
 
-/* TLS 1.3 sends tickets after the handshake, whenever the server likes: the
- * slot keeps the newest, to resume (and with --0rtt, send early data). */
-static int on_ticket(gnutls_session_t tls, unsigned htype, unsigned when, unsigned incoming,
-                     const gnutls_datum_t *msg)
-{
-    (void)htype, (void)when, (void)incoming, (void)msg;
-    ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(tls);
-    struct quic *q = ref->user_data;
-    gnutls_datum_t data;
-    if (gnutls_session_get_data2(tls, &data) != 0)
-        return 0;
-    gnutls_free(q->ticket.data);
-    q->ticket = data;
-    return 0;
-}
-
 static const ngtcp2_callbacks callbacks = {
     .client_initial = ngtcp2_crypto_client_initial_cb,
     .recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb,
@@ -549,40 +440,6 @@ static const ngtcp2_callbacks callbacks = {
 /* Starting a connection                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* A receive buffer for the windows: forced past net.core.rmem_max where
- * volley may (CAP_NET_ADMIN), else as large as the limit allows. */
-static void size_buffers(int fd)
-{
-    int n = QUIC_SOCKET_BUFFER;
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &n, sizeof n) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n, sizeof n);
-    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &n, sizeof n) != 0)
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &n, sizeof n);
-}
-
-static void set_socket_options(struct quic *q, int fd)
-{
-    int one = 1;
-    size_buffers(fd);
-    q->gro = !atomic_load(&no_gro) && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
-    if (!q->gro)
-        atomic_store(&no_gro, true);
-    /* QUIC needs the Don't Fragment bit (RFC 9000 §14): a datagram too large
-     * for the path is lost, not cut into fragments. ECN stays off unless
-     * asked for (--ecn): then the marks of what comes in are read, for
-     * ngtcp2's ECN validation and the figures. */
-    int pmtu = IP_PMTUDISC_DO;
-    bool v6 = q->remote.ss_family == AF_INET6;
-    if (v6)
-        setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
-    else
-        setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-    q->tos = -1;
-    if (run.ecn)
-        setsockopt(fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_RECVTCLASS : IP_RECVTOS, &one,
-                   sizeof one);
-}
-
 static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 
 /* The slot's state, made on its first connection. */
@@ -599,33 +456,6 @@ static struct quic *state_of(struct sock *s)
     }
     q->sock = s;
     return q;
-}
-
-static bool new_tls(struct quic *q)
-{
-    /* Early data only with --0rtt: GnuTLS would otherwise offer it on every
-     * resumption, and servers would take 0-RTT that never comes. */
-    unsigned flags = GNUTLS_CLIENT | GNUTLS_NO_END_OF_EARLY_DATA | GNUTLS_NONBLOCK;
-    if (gnutls_init(&q->tls, flags | (run.early_data ? GNUTLS_ENABLE_EARLY_DATA : 0)) != 0)
-        return false;
-    if (ngtcp2_crypto_gnutls_configure_client_session(q->tls) != 0 ||
-        gnutls_priority_set(q->tls, run.priority) != 0 ||
-        gnutls_credentials_set(q->tls, GNUTLS_CRD_CERTIFICATE, run.cred) != 0 ||
-        gnutls_alpn_set_protocols(q->tls, &alpn_h3, 1, GNUTLS_ALPN_MANDATORY) != 0)
-        return false;
-    if (run.sni && gnutls_server_name_set(q->tls, GNUTLS_NAME_DNS, run.sni, strlen(run.sni)) != 0)
-        return false;
-    if (run.verify_name)
-        gnutls_session_set_verify_cert(q->tls, run.verify_name, 0);
-    q->ref.get_conn = conn_of_ref;
-    q->ref.user_data = q;
-    gnutls_session_set_ptr(q->tls, &q->ref);
-    gnutls_handshake_set_hook_function(q->tls, GNUTLS_HANDSHAKE_NEW_SESSION_TICKET,
-                                       GNUTLS_HOOK_POST, on_ticket);
-    /* A ticket the server no longer takes only costs a full handshake. */
-    if (q->ticket.size)
-        gnutls_session_set_data(q->tls, q->ticket.data, q->ticket.size);
-    return true;
 }
 
 static void new_settings(struct quic *q, ngtcp2_settings *settings, ngtcp2_transport_params *params)
@@ -663,7 +493,7 @@ static bool start(struct quic *q)
         end(q, CAUSE_CONNECT_OTHER);
         return false;
     }
-    set_socket_options(q, s->fd);
+    udp_open(&q->udp, s->fd, q->remote.ss_family == AF_INET6, run.ecn);
     q->path = (ngtcp2_path){
         .local = {.addr = (struct sockaddr *)&q->local, .addrlen = local_len},
         .remote = {.addr = (struct sockaddr *)&q->remote, .addrlen = remote_len},
@@ -674,20 +504,21 @@ static bool start(struct quic *q)
     ngtcp2_cid dcid = {.datalen = 18}, scid = {.datalen = 16};
     on_rand(dcid.data, dcid.datalen, NULL);
     on_rand(scid.data, scid.datalen, NULL);
-    if (!new_tls(q) || ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &q->path, NGTCP2_PROTO_VER_V1,
-                                              &callbacks, &settings, &params, &q->mem, q) != 0)
+    if (!quic_tls_start(&q->tls, conn_of_ref, q) ||
+        ngtcp2_conn_client_new(&q->conn, &dcid, &scid, &q->path, NGTCP2_PROTO_VER_V1, &callbacks,
+                               &settings, &params, &q->mem, q) != 0)
         die("HTTP/3: out of memory");
-    ngtcp2_conn_set_tls_native_handle(q->conn, q->tls);
+    ngtcp2_conn_set_tls_native_handle(q->conn, q->tls.session);
     ngtcp2_ccerr_default(&q->ccerr);
     q->over = q->closed_by_peer = q->stateless_reset = q->version_negotiation = false;
     q->completed = q->early = false;
+    q->tls_why = TLS_FAIL_OTHER;
     q->app = NULL;
-    q->rx_n = q->rx_seg = 0;
-    q->tx.len = q->tx_off = q->tx_end = q->tx_seg = 0;
+    udp_batch_clear(&q->tx);
     buf_clear(&q->stash);
     /* --0rtt: with a ticket and the server's parameters, requests go out
      * in the first flight; the session opens at once. */
-    if (run.early_data && q->ticket.size && q->params_len &&
+    if (quic_tls_may_send_early(&q->tls) && q->params_len &&
         ngtcp2_conn_decode_and_set_0rtt_transport_params(q->conn, q->params, q->params_len) == 0) {
         q->early = true;
         struct stats *st = figures(q);
@@ -720,8 +551,7 @@ static void arm(struct quic *q)
     ev_timer_start(loop, &q->timer);
 }
 
-/* What the timer is for: false when it ended the connection. */
-static bool expire(struct quic *q)
+bool quic_expire(struct quic *q)
 {
     int rv = ngtcp2_conn_handle_expiry(q->conn, now_ns());
     if (rv != 0)
@@ -736,7 +566,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     q->armed = UINT64_MAX;
     if (!q->conn)
         return;
-    expire(q);
+    quic_expire(q);
     /* The connection writes what recovery sends (its write path calls
      * quic_output), or closes when it is over. */
     q->sock->wake(q->sock);
@@ -757,91 +587,13 @@ static int read_error(struct quic *q, int err)
     return IO_ERROR;
 }
 
-/* --ecn: the marks of a datagram, from IP_TOS or IPV6_TCLASS. A GRO batch
- * holds only datagrams of the same marks. */
-static void read_tos(struct quic *q, const struct cmsghdr *c)
-{
-    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
-        q->rx_ecn = *(const uint8_t *)CMSG_DATA(c) & NGTCP2_ECN_MASK;
-    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS &&
-               c->cmsg_len >= CMSG_LEN(sizeof(int))) {
-        int tclass;
-        memcpy(&tclass, CMSG_DATA(c), sizeof tclass);
-        q->rx_ecn = (uint8_t)(tclass & NGTCP2_ECN_MASK);
-    }
-}
-
-/* One GRO batch: datagrams of one size (the last maybe shorter), their
- * size in the control message. */
-static ssize_t read_gro(struct quic *q, char *buf, size_t len)
-{
-    struct iovec iov = {.iov_base = buf, .iov_len = len};
-    union {
-        char buf[CMSG_SPACE(sizeof(int)) * 2];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov,
-                         .msg_iovlen = 1,
-                         .msg_control = control.buf,
-                         .msg_controllen = sizeof control.buf};
-    ssize_t n = recvmsg(q->sock->fd, &msg, MSG_DONTWAIT);
-    if (n < 0)
-        return read_error(q, errno);
-    q->rx_seg = (size_t)n;
-    q->rx_ecn = NGTCP2_ECN_NOT_ECT;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
-            int seg;
-            memcpy(&seg, CMSG_DATA(c), sizeof seg);
-            if (seg > 0)
-                q->rx_seg = (size_t)seg;
-        } else {
-            read_tos(q, c);
-        }
-    }
-    q->rx_n = 0;
-    return n;
-}
-
-/* As many datagrams as recvmmsg() has, packed one after the other. */
-static ssize_t read_mmsg(struct quic *q, char *buf, size_t len)
-{
-    struct mmsghdr msgs[QUIC_RX_SLOTS];
-    struct iovec iov[QUIC_RX_SLOTS];
-    size_t slots = len / QUIC_RX_PAYLOAD;
-    if (slots > QUIC_RX_SLOTS)
-        slots = QUIC_RX_SLOTS;
-    if (slots == 0)
-        slots = 1;
-    size_t slot = len / slots;
-    memset(msgs, 0, sizeof msgs[0] * slots);
-    for (size_t i = 0; i < slots; i++) {
-        iov[i] = (struct iovec){.iov_base = buf + i * slot, .iov_len = slot};
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
-    }
-    int got = recvmmsg(q->sock->fd, msgs, (unsigned)slots, MSG_DONTWAIT, NULL);
-    if (got < 0)
-        return read_error(q, errno);
-    size_t n = 0;
-    for (int i = 0; i < got; i++) {
-        size_t k = msgs[i].msg_len;
-        memmove(buf + n, buf + (size_t)i * slot, k);
-        q->rx_lens[i] = (uint16_t)k;
-        n += k;
-    }
-    q->rx_n = (size_t)got;
-    q->rx_seg = 0;
-    q->rx_ecn = NGTCP2_ECN_NOT_ECT; /* --ecn reads the marks of GRO batches only */
-    return (ssize_t)n;
-}
-
 static ssize_t quic_read(struct sock *s, char *buf, size_t len)
 {
     struct quic *q = s->state;
     if (q->over)
         return IO_ERROR;
-    return q->gro ? read_gro(q, buf, len) : read_mmsg(q, buf, len);
+    ssize_t n = udp_read(&q->udp, buf, len);
+    return n < 0 ? read_error(q, errno) : n;
 }
 
 static bool feed(struct quic *q, const char *data, size_t len, ngtcp2_tstamp ts)
@@ -852,9 +604,9 @@ static bool feed(struct quic *q, const char *data, size_t len, ngtcp2_tstamp ts)
     /* Fewer than 21 bytes are never a QUIC packet (RFC 9000 §10.3). */
     if (len < 21)
         return true;
-    ngtcp2_pkt_info pi = {.ecn = q->rx_ecn};
+    ngtcp2_pkt_info pi = {.ecn = q->udp.rx_ecn};
     if (st && run.ecn)
-        st->h3_ecn[q->rx_ecn]++;
+        st->h3_ecn[q->udp.rx_ecn]++;
     int rv = ngtcp2_conn_read_pkt(q->conn, &q->path, &pi, (const uint8_t *)data, len, ts);
     if (rv != 0) {
         failed(q, rv);
@@ -868,16 +620,10 @@ bool quic_input(struct quic *q, const char *buf, size_t len)
     if (q->over)
         return false;
     ngtcp2_tstamp ts = now_ns();
-    if (q->rx_n) {
-        for (size_t i = 0, off = 0; i < q->rx_n && off < len; off += q->rx_lens[i++])
-            if (!feed(q, buf + off, q->rx_lens[i], ts))
-                break;
-    } else {
-        size_t seg = q->rx_seg ? q->rx_seg : len;
-        for (size_t off = 0; off < len; off += seg)
-            if (!feed(q, buf + off, len - off < seg ? len - off : seg, ts))
-                break;
-    }
+    struct udp_cursor c = {0};
+    size_t at, n;
+    while (udp_next(&q->udp, &c, len, &at, &n) && feed(q, buf + at, n, ts))
+        ;
     arm(q);
     return !q->over;
 }
@@ -923,69 +669,46 @@ static ngtcp2_ssize pack(struct quic *q, uint8_t *dest, size_t len, ngtcp2_pkt_i
     }
 }
 
-/* Pack the next batch into q->tx: packets of one size but the last, as
- * many as the congestion controller's send quantum and one GSO batch
- * allow. A packet larger than the first cannot join the batch: it is kept
- * to start the next one. */
+/* Pack the next batch into q->tx (udp.c's: packets of one size but the
+ * last, with the same marks), as many as the congestion controller's send
+ * quantum and one batch allow. */
 static void fill(struct quic *q)
 {
     ngtcp2_tstamp ts = now_ns();
     struct stats *st = figures(q);
     size_t max = ngtcp2_conn_get_max_tx_udp_payload_size(q->conn);
     size_t limit = ngtcp2_conn_get_send_quantum(q->conn);
-    if (limit > QUIC_BATCH_BYTES)
-        limit = QUIC_BATCH_BYTES;
-    size_t len = q->tx.len - q->tx_end, seg = len, count = len ? 1 : 0;
-    if (len) {
-        memmove(q->tx.data, q->tx.data + q->tx_end, len);
-        q->tx_ecn = q->carry_ecn;
-    }
-    q->tx.len = q->tx_end = len;
-    buf_reserve(&q->tx, limit + max);
-    while (count < QUIC_BATCH_SEGMENTS && (count == 0 || len + seg <= limit) &&
-           (count == 0 || len == count * seg)) {
+    udp_batch_begin(&q->tx, limit < UDP_BATCH_BYTES ? limit : UDP_BATCH_BYTES, max);
+    char *dest;
+    while ((dest = udp_batch_room(&q->tx)) != NULL) {
         ngtcp2_pkt_info pi = {0};
-        ngtcp2_ssize n = pack(q, (uint8_t *)q->tx.data + len, max, &pi, ts);
+        ngtcp2_ssize n = pack(q, (uint8_t *)dest, max, &pi, ts);
         if (n < 0)
             failed(q, (int)n);
         if (n <= 0)
             break;
         if (st)
             st->h3_packets_sent++;
-        /* With --ecn every packet of a batch carries the same marks. */
-        uint8_t ecn = run.ecn ? pi.ecn : NGTCP2_ECN_NOT_ECT;
-        if (count && ((size_t)n > seg || ecn != q->tx_ecn)) {
-            q->tx.len = len + (size_t)n; /* the next batch's first */
-            q->carry_ecn = ecn;
+        if (!udp_batch_add(&q->tx, (size_t)n, run.ecn ? pi.ecn : NGTCP2_ECN_NOT_ECT))
             break;
-        }
-        if (count++ == 0) {
-            seg = (size_t)n;
-            q->tx_ecn = ecn;
-        }
-        len += (size_t)n;
-        q->tx.len = len;
     }
-    q->tx_end = len;
-    q->tx_seg = seg;
-    q->tx_off = 0;
-    if (len)
+    if (q->tx.end)
         ngtcp2_conn_update_pkt_tx_time(q->conn, ts);
 }
 
 size_t quic_output(struct quic *q, const char **data)
 {
-    if (q->tx_off == q->tx_end) {
+    if (q->tx.off == q->tx.end) {
         if (!q->conn || q->over)
             return 0;
         fill(q);
         arm(q);
     }
-    *data = q->tx.data + q->tx_off;
-    return q->tx_end - q->tx_off;
+    *data = q->tx.buf.data + q->tx.off;
+    return q->tx.end - q->tx.off;
 }
 
-void quic_wrote(struct quic *q, size_t n) { q->tx_off += n; }
+void quic_wrote(struct quic *q, size_t n) { q->tx.off += n; }
 
 static ssize_t write_error(struct quic *q, int err)
 {
@@ -996,79 +719,13 @@ static ssize_t write_error(struct quic *q, int err)
     return IO_ERROR;
 }
 
-/* The datagrams of len bytes at data (seg bytes each but the last) with
- * sendmmsg(); how many bytes went. */
-static ssize_t send_mmsg(struct quic *q, const char *data, size_t len, size_t seg)
-{
-    struct mmsghdr msgs[QUIC_BATCH_SEGMENTS];
-    struct iovec iov[QUIC_BATCH_SEGMENTS];
-    unsigned k = 0;
-    for (size_t off = 0; off < len && k < QUIC_BATCH_SEGMENTS; off += seg, k++) {
-        iov[k] = (struct iovec){.iov_base = (char *)data + off,
-                                .iov_len = len - off < seg ? len - off : seg};
-        msgs[k] = (struct mmsghdr){.msg_hdr = {.msg_iov = &iov[k], .msg_iovlen = 1}};
-    }
-    int sent = sendmmsg(q->sock->fd, msgs, k, MSG_DONTWAIT);
-    if (sent <= 0)
-        return write_error(q, sent < 0 ? errno : EAGAIN);
-    size_t n = 0;
-    for (int i = 0; i < sent; i++)
-        n += iov[i].iov_len;
-    return (ssize_t)n;
-}
-
-/* The same with one sendmsg() the kernel segments (UDP_SEGMENT). */
-static ssize_t send_gso(struct quic *q, const char *data, size_t len, size_t seg)
-{
-    struct iovec iov = {.iov_base = (char *)data, .iov_len = len};
-    union {
-        char buf[CMSG_SPACE(sizeof(uint16_t))];
-        struct cmsghdr align;
-    } control;
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (len > seg) {
-        memset(&control, 0, sizeof control);
-        msg.msg_control = control.buf;
-        msg.msg_controllen = sizeof control.buf;
-        struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-        c->cmsg_level = SOL_UDP;
-        c->cmsg_type = UDP_SEGMENT;
-        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        uint16_t size = (uint16_t)seg;
-        memcpy(CMSG_DATA(c), &size, sizeof size);
-    }
-    ssize_t n = sendmsg(q->sock->fd, &msg, MSG_DONTWAIT);
-    if (n >= 0)
-        return (ssize_t)len;
-    /* A kernel or device without UDP segmentation: sendmmsg from now on. */
-    if (len > seg && (errno == EIO || errno == EINVAL || errno == EOPNOTSUPP)) {
-        atomic_store(&no_gso, true);
-        return send_mmsg(q, data, len, seg);
-    }
-    return write_error(q, errno);
-}
-
-/* --ecn: the socket sends with the batch's marks (one system call when
- * they change: ngtcp2 marks every packet alike once the path is validated). */
-static void mark(struct quic *q)
-{
-    if (!run.ecn || q->tos == q->tx_ecn)
-        return;
-    int tos = q->tx_ecn;
-    if (q->remote.ss_family == AF_INET6)
-        setsockopt(q->sock->fd, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof tos);
-    else
-        setsockopt(q->sock->fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
-    q->tos = tos;
-}
-
 static ssize_t quic_write(struct sock *s, const char *buf, size_t len)
 {
     struct quic *q = s->state;
-    mark(q);
     /* What is left of the batch starts on a datagram's boundary. */
-    size_t seg = q->tx_seg ? q->tx_seg : len;
-    return atomic_load(&no_gso) ? send_mmsg(q, buf, len, seg) : send_gso(q, buf, len, seg);
+    size_t seg = q->tx.seg ? q->tx.seg : len;
+    ssize_t n = udp_send(&q->udp, buf, len, seg, q->tx.ecn);
+    return n < 0 ? write_error(q, errno) : n;
 }
 
 /* Everything ngtcp2 has to send now, written by the transport itself
@@ -1118,7 +775,7 @@ static int quic_handshake(struct sock *s)
 static bool quic_resumed(struct sock *s)
 {
     struct quic *q = s->state;
-    return q && q->tls && gnutls_session_is_resumed(q->tls);
+    return q && quic_tls_resumed(&q->tls);
 }
 
 /* ALPN h3, the one protocol offered (GNUTLS_ALPN_MANDATORY): a handshake
@@ -1180,12 +837,10 @@ static void quic_close(struct sock *s)
     say_goodbye(q);
     count_end(q);
     ngtcp2_conn_del(q->conn);
-    gnutls_deinit(q->tls);
+    quic_tls_end(&q->tls);
     q->conn = NULL;
-    q->tls = NULL;
     q->app = NULL;
-    buf_reset(&q->tx, 0);
-    q->tx_off = q->tx_end = 0;
+    udp_batch_clear(&q->tx);
     buf_reset(&q->stash, 0);
 }
 
@@ -1195,9 +850,9 @@ static void quic_release(struct sock *s)
     if (!q)
         return;
     quic_close(s);
-    gnutls_free(q->ticket.data);
+    quic_tls_free(&q->tls);
     free(q->token);
-    buf_free(&q->tx);
+    buf_free(&q->tx.buf);
     buf_free(&q->stash);
     pool_clear(&q->pool);
     free(q);
@@ -1208,6 +863,13 @@ static enum cause quic_failure(struct sock *s)
 {
     struct quic *q = s->state;
     return q ? quic_cause(q) : CAUSE_CONNECT_OTHER;
+}
+
+/* Why the TLS handshake failed, when that is its cause. */
+static int quic_tls_failure(struct sock *s)
+{
+    struct quic *q = s->state;
+    return q ? (int)q->tls_why : TLS_FAIL_OTHER;
 }
 
 const struct transport transport_quic = {
@@ -1222,6 +884,7 @@ const struct transport transport_quic = {
     .close = quic_close,
     .release = quic_release,
     .cause = quic_failure,
+    .failure = quic_tls_failure,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -1281,10 +944,10 @@ bool quic_window_full(struct quic *q)
 }
 
 /* ------------------------------------------------------------------------ */
-/* The start-up check                                                         */
+/* For the start-up check                                                     */
 /* ------------------------------------------------------------------------ */
 
-static void describe(struct quic *q, char *why, size_t len)
+void quic_describe(struct quic *q, char *why, size_t len)
 {
     const ngtcp2_ccerr *e = q->conn ? ngtcp2_conn_get_ccerr(q->conn) : NULL;
     unsigned alert = 0;
@@ -1297,20 +960,9 @@ static void describe(struct quic *q, char *why, size_t len)
         alert = ngtcp2_conn_get_tls_alert(q->conn);
         has_alert = alert != 0;
     }
-    unsigned status = q->tls ? gnutls_session_get_verify_cert_status(q->tls) : 0;
-    if (status && run.verify_name) {
-        gnutls_datum_t out;
-        if (gnutls_certificate_verification_status_print(status, GNUTLS_CRT_X509, &out, 0) == 0) {
-            snprintf(why, len, "certificate verification failed: %s", (const char *)out.data);
-            gnutls_free(out.data);
-            return;
-        }
-    }
-    if (has_alert) {
-        const char *name = gnutls_alert_get_name((gnutls_alert_description_t)alert);
-        snprintf(why, len, "TLS alert %u (%s)%s", alert, name ? name : "unknown",
-                 alert == 120 ? ": the server does not speak HTTP/3 (ALPN h3)" : "");
-    } else if (q->closed_by_peer) {
+    if (quic_tls_why(&q->tls, has_alert, alert, why, len))
+        return;
+    if (q->closed_by_peer) {
         snprintf(why, len, "the server closed the connection (%s error 0x%llx)",
                  e->type == NGTCP2_CCERR_TYPE_TRANSPORT ? "transport" : "application",
                  (unsigned long long)e->error_code);
@@ -1325,48 +977,16 @@ static void describe(struct quic *q, char *why, size_t len)
     }
 }
 
-bool quic_probe(const struct net_addr *addr, int timeout_ms, char *why, size_t why_len)
+uint64_t quic_expiry_us(struct quic *q)
 {
-    bool in_progress;
-    int fd = net_connect(addr, SOCK_DGRAM, &in_progress);
-    if (fd < 0) {
-        snprintf(why, why_len, "%s", strerror(errno));
-        return false;
-    }
-    struct sock s = {.fd = fd};
-    uint64_t deadline = clock_us() + (uint64_t)timeout_ms * 1000;
-    int rv;
-    while ((rv = quic_handshake(&s)) != IO_OK && rv != IO_ERROR) {
-        struct quic *q = s.state;
-        uint64_t now = clock_us(), wait = deadline > now ? deadline - now : 0;
-        ngtcp2_tstamp expiry = ngtcp2_conn_get_expiry(q->conn);
-        if (expiry != UINT64_MAX && expiry / 1000 < now + wait)
-            wait = expiry / 1000 > now ? expiry / 1000 - now : 0;
-        struct pollfd p = {.fd = fd, .events = rv == IO_WANT_WRITE ? POLLOUT : POLLIN};
-        int ready = poll(&p, 1, (int)((wait + 999) / 1000));
-        if (ready < 0 && errno != EINTR)
-            break;
-        if (ready == 0 && clock_us() >= deadline) {
-            snprintf(why, why_len, "no QUIC handshake in %dms", timeout_ms);
-            quic_release(&s);
-            close(fd);
-            return false;
-        }
-        if (ready == 0 && !expire(q)) {
-            rv = IO_ERROR;
-            break;
-        }
-    }
-    bool ok = rv == IO_OK;
-    if (ok) {
-        ngtcp2_conn_info info;
-        ngtcp2_conn_get_conn_info(((struct quic *)s.state)->conn, &info);
-        run.initial_rtt =
-            info.smoothed_rtt > QUIC_MIN_INITIAL_RTT ? info.smoothed_rtt : QUIC_MIN_INITIAL_RTT;
-    } else {
-        describe(s.state, why, why_len);
-    }
-    quic_release(&s);
-    close(fd);
-    return ok;
+    ngtcp2_tstamp expiry = q->conn ? ngtcp2_conn_get_expiry(q->conn) : UINT64_MAX;
+    return expiry == UINT64_MAX ? UINT64_MAX : expiry / 1000;
+}
+
+void quic_measured(struct quic *q)
+{
+    ngtcp2_conn_info info;
+    ngtcp2_conn_get_conn_info(q->conn, &info);
+    run.initial_rtt =
+        info.smoothed_rtt > QUIC_MIN_INITIAL_RTT ? info.smoothed_rtt : QUIC_MIN_INITIAL_RTT;
 }

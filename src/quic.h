@@ -14,11 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quic_tls.h"
 #include "stats.h"
 #include "transport.h"
 
-struct config;
-struct net_addr;
 struct quic;
 
 extern const struct transport transport_quic;
@@ -26,25 +25,14 @@ extern const struct transport transport_quic;
 /* What the run asks of QUIC (from the command line), set once before any
  * worker starts. */
 struct quic_options {
-    const char *host;   /* the URL's host: SNI (when a name) and the name verified */
-    const char *sni;    /* --sni, or NULL */
-    bool verify;        /* --verify */
-    const char *cacert; /* --cacert, or NULL */
-    const char *cert, *key;
-    bool early_data; /* --0rtt */
-    bool ecn;        /* --ecn */
+    struct quic_tls_options tls;
+    bool ecn; /* --ecn */
 };
 
 /* Builds the run's GnuTLS credentials. Exits with a one-line message when a
  * certificate or key file cannot be used. */
 void quic_setup(const struct quic_options *o);
 void quic_cleanup(void);
-
-/* One blocking handshake to addr, at start-up: true when it completed (the
- * server speaks QUIC and HTTP/3, its certificate verifies under --verify);
- * else false, with why it failed in why ("no answer in 2s", "TLS alert
- * 40 (handshake_failure)"). */
-bool quic_probe(const struct net_addr *addr, int timeout_ms, char *why, size_t why_len);
 
 /* What the session above a QUIC connection gives it: the stream events
  * (every function returns 0, or -1 to end the connection with the cause the
@@ -118,5 +106,15 @@ bool quic_over(struct quic *q);
 /* Whether the server's window on the connection is full: no stream may
  * send until it opens. */
 bool quic_window_full(struct quic *q);
+
+/* For a handshake without a loop (the start-up check, quic_start.c): when
+ * QUIC's timer is next due (clock_us), UINT64_MAX for never; what is due
+ * then, false when it ended the connection (also the timer's work during
+ * the run); why the handshake failed, in words; and, once it completed,
+ * the round trip it measured, which the run's handshakes start from. */
+uint64_t quic_expiry_us(struct quic *q);
+bool quic_expire(struct quic *q);
+void quic_describe(struct quic *q, char *why, size_t len);
+void quic_measured(struct quic *q);
 
 #endif

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -68,7 +69,10 @@ void report_cell(FILE *f, const char *s, int width)
 
 typedef char *(*formatter)(long double, char[UNITS_BUF]);
 
-static void stat_row(FILE *f, const char *name, const struct hist *h, formatter fmt)
+/* A row of the thread-stats table. wrk's own rows (Latency, Req/Sec) print
+ * glibc's "-nan" for an empty histogram's 0/0, as wrk does; volley's (TTFB)
+ * leave the field empty instead. */
+static void stat_row(FILE *f, const char *name, const struct hist *h, formatter fmt, bool wrks)
 {
     char buf[UNITS_BUF];
     double mean = hist_mean(h), stdev = hist_stdev(h);
@@ -77,8 +81,10 @@ static void stat_row(FILE *f, const char *name, const struct hist *h, formatter 
     report_cell(f, fmt(mean, buf), 8);
     report_cell(f, fmt(stdev, buf), 10);
     report_cell(f, fmt(hist_max(h), buf), 9);
-    /* An empty histogram prints glibc's "-nan" for 0/0, as wrk does. */
-    fprintf(f, "%8.2f%%\n", isnan(within) ? -NAN : within);
+    if (isnan(within) && !wrks)
+        fputc('\n', f);
+    else
+        fprintf(f, "%8.2f%%\n", isnan(within) ? -NAN : within);
 }
 
 static void latency_distribution(FILE *f, const struct hist *h)
@@ -144,18 +150,18 @@ void report_text(FILE *f, const struct result *r)
     long double seconds = (long double)r->runtime_us / 1e6L;
 
     fprintf(f, "  Thread Stats%6s%11s%8s%12s\n", "Avg", "Stdev", "Max", "+/- Stdev");
-    stat_row(f, "Latency", s->latency, units_time_us);
+    stat_row(f, "Latency", s->latency, units_time_us, true);
     /* Every request has a connection of its own: its set-up, which latency
      * leaves out, is a figure of the run too (ab's "Connect"). */
     if (r->spec->no_keepalive)
-        stat_row(f, "Connect", s->connect, units_time_us);
-    stat_row(f, "Req/Sec", s->rps, units_metric);
+        stat_row(f, "Connect", s->connect, units_time_us, false);
+    stat_row(f, "Req/Sec", s->rps, units_metric, true);
     /* --latency: the time to first byte too, as the table's last row, so
      * that the Latency and Req/Sec rows and the distribution below stay
      * where wrk's parsers look for them; not for a merge of results that
      * have none. */
     if (r->spec->latency && !(r->missing & (1u << STATS_DIST_ttfb)))
-        stat_row(f, "TTFB", s->ttfb, units_time_us);
+        stat_row(f, "TTFB", s->ttfb, units_time_us, false);
     if (r->spec->latency && r->spec->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
     else if (r->spec->latency)
@@ -190,8 +196,8 @@ static void rate_shortfall(FILE *f, const struct result *r)
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
-    /* a shard's own share of -R and -c */
-    double rate = spec->shard.rate;
+    /* a shard's own share of -R and -c, over what ran of the profile */
+    double rate = r->rate_target;
     uint64_t connections = spec->shard.connections;
     if (!spec->rate || seconds <= 0)
         return;
@@ -318,11 +324,54 @@ static void protocol_mix(FILE *f, const struct result *r)
     fputc('\n', f);
 }
 
+/* HTTP/2 and HTTP/3 (proto, whose figures are at place): the requests the
+ * server refused unprocessed, and its GOAWAY frames. A refused request is
+ * sent again, so only those refused too often are in the error lines. */
+static void refusals(FILE *f, const struct result *r, const char *proto, enum stats_place place,
+                     uint64_t goaways, uint64_t refused)
+{
+    uint64_t failed = r->stats.causes[CAUSE_REFUSED_STREAM];
+    if (!spec_offers_figures(r->spec, place) || (!goaways && !refused))
+        return;
+    fprintf(f, "Note: %s: ", proto);
+    if (goaways)
+        fprintf(f, "the server sent %" PRIu64 " GOAWAY frame%s%s", goaways, goaways == 1 ? "" : "s",
+                refused ? "; " : "");
+    if (refused && !failed)
+        fprintf(f, "%" PRIu64 " requests were refused unprocessed and sent again", refused);
+    else if (refused)
+        fprintf(f,
+                "%" PRIu64 " requests were refused unprocessed: %" PRIu64 " sent again, %" PRIu64
+                " refused too often (read errors)",
+                refused, refused - failed, failed);
+    fputc('\n', f);
+}
+
+/* Errors that ended no request (a connection that failed with nothing in
+ * flight) are counted under their causes only: the error lines count the
+ * requests that errors ended. */
+static void errors_without_requests(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    const struct errors *e = &s->errors;
+    uint64_t causes = 0, ended = e->connect + e->read + e->write + e->timeout;
+    for (int c = 0; c < CAUSE_COUNT; c++)
+        causes += s->causes[c];
+    if (causes > ended)
+        fprintf(f,
+                "Note: %" PRIu64 " connection errors ended no request (none was in flight): "
+                "they are in --json's error_causes, not in Socket errors\n",
+                causes - ended);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
     protocol_mix(f, r);
     streams_capped(f, r);
+    refusals(f, r, "HTTP/2", STATS_AT_HTTP2, r->stats.h2_goaways, r->stats.h2_refused);
+    refusals(f, r, "HTTP/3", STATS_AT_HTTP3, r->stats.h3_goaways, r->stats.h3_refused);
+    errors_without_requests(f, r);
     quic_events(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)

@@ -212,22 +212,22 @@ static void rate(struct json *j, const struct result *r, double seconds)
         return;
     }
     json_object_begin(j, "rate");
-    rate_number(j, "target", r->spec->shard.rate);
+    rate_number(j, "target", r->rate_target);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
     counters(j, &r->stats, STATS_AT_RATE, seconds);
     json_object_end(j);
 }
 
-/* Counters by code: an object keyed by the codes' names, those never
+/* A breakdown by code: an object keyed by the codes' names, those never
  * counted left out. */
-static void code_map(struct json *j, const struct stats *s, const struct stats_map *m)
+static void by_code(struct json *j, const struct stats *s, const struct stats_breakdown *b)
 {
-    const uint64_t *counts = stats_map_get(s, m);
+    const uint64_t *counts = stats_breakdown_get(s, b);
     char name[STATS_CODE_NAME_MAX];
-    json_object_begin(j, m->key);
-    for (unsigned code = 0; code < m->n; code++)
+    json_object_begin(j, b->key);
+    for (unsigned code = 0; code < b->n; code++)
         if (counts[code])
-            json_uint(j, m->name(code, name), counts[code]);
+            json_uint(j, b->name(code, name), counts[code]);
     json_object_end(j);
 }
 
@@ -242,9 +242,15 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
     }
     json_object_begin(j, key);
     counters(j, s, place, 0);
-    for (size_t i = 0; i < stats_nmaps; i++)
-        if (stats_maps[i].place == place)
-            code_map(j, s, &stats_maps[i]);
+    for (size_t i = 0; i < stats_nbreakdowns; i++)
+        if (stats_breakdowns[i].place == place && stats_breakdowns[i].name)
+            by_code(j, s, &stats_breakdowns[i]);
+    if (place == STATS_AT_TLS) {
+        json_object_begin(j, "handshake_failures");
+        for (int i = 0; i < TLS_FAIL_COUNT; i++)
+            json_uint(j, stats_tls_failure_name(i), s->tls_failures[i]);
+        json_object_end(j);
+    }
     json_object_end(j);
 }
 
@@ -292,6 +298,8 @@ static void warmup(struct json *j, const struct result *r)
     json_uint(j, "bytes", s->bytes);
     json_uint(j, "connects", s->connects);
     errors(j, s);
+    /* the connections it opened, which the run goes on over */
+    distribution(j, &stats_dists[STATS_DIST_connect], s->connect, true);
     json_object_end(j);
 }
 
@@ -312,6 +320,10 @@ bool report_json(FILE *f, const struct result *r)
     /* to the microsecond, to see how closely the shards of a run started */
     json_uint(&j, "start_time_us",
               (uint64_t)r->started.tv_sec * 1000000 + (uint64_t)r->started.tv_nsec / 1000);
+    if (r->start_late_known)
+        json_uint(&j, "start_late_us", r->start_late_us);
+    else
+        json_null(&j, "start_late_us");
     spec_json(&j, r->spec, r->pipeline);
     shard(&j, r->spec);
     inputs(&j, r);
@@ -341,6 +353,9 @@ bool report_json(FILE *f, const struct result *r)
     }
     warmup(&j, r);
     threshold_json(&j, r->verdicts, r->nverdicts, r->aborted);
+    json_object_begin(&j, "end");
+    run_end_json(&j, &r->end);
+    json_object_end(&j);
     json_object_end(&j);
     return json_finish(&j);
 }

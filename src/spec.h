@@ -107,7 +107,9 @@ bool spec_offers_figures(const struct run_spec *spec, enum stats_place place);
 /* Whether the run speaks a protocol with a transport of its own: HTTP/3,
  * over QUIC (UDP) rather than TCP. */
 bool spec_quic(const struct run_spec *spec);
-/* The protocol asked for when it is one ("HTTP/2"), or NULL for several. */
+/* The protocol asked for when it is one, or NULL for several. */
+const struct proto_ops *spec_only_protocol(const struct run_spec *spec);
+/* Its name ("HTTP/2"), or NULL for several. */
 const char *spec_protocol(const struct run_spec *spec);
 /* The protocols' names joined by sep into buf ("HTTP/2 or HTTP/1.1"), or
  * with alpn their ALPN ids ("h2,http/1.1"). */

@@ -30,12 +30,27 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_FLOW_CONTROL] = "flow_control",
     [CAUSE_SETTINGS_TIMEOUT] = "settings_timeout",
     [CAUSE_STREAM_LIMIT] = "stream_limit",
+    [CAUSE_REFUSED_STREAM] = "refused_stream",
+    [CAUSE_REQUEST_TOO_LARGE] = "request_too_large",
     [CAUSE_QUIC_CLOSE] = "connection_close",
     [CAUSE_QUIC_IDLE_TIMEOUT] = "idle_timeout",
     [CAUSE_QUIC_STATELESS_RESET] = "stateless_reset",
     [CAUSE_QUIC_VERSION] = "version_negotiation",
     [CAUSE_QUIC_PROTOCOL] = "quic_protocol",
     [CAUSE_H3_PROTOCOL] = "http3_protocol",
+};
+
+static const char *const tls_failure_names[TLS_FAIL_COUNT] = {
+    [TLS_FAIL_PROTOCOL_VERSION] = "protocol_version",
+    [TLS_FAIL_NOT_TLS] = "not_tls",
+    [TLS_FAIL_HANDSHAKE] = "handshake_failure",
+    [TLS_FAIL_CERT_REQUIRED] = "certificate_required",
+    [TLS_FAIL_CERT_REFUSED] = "certificate_refused",
+    [TLS_FAIL_CERT_VERIFY] = "certificate_verify",
+    [TLS_FAIL_NO_ALPN] = "no_application_protocol",
+    [TLS_FAIL_OTHER_ALERT] = "other_alert",
+    [TLS_FAIL_CLOSED] = "closed",
+    [TLS_FAIL_OTHER] = "other",
 };
 
 static const char *const h2_code_names[STATS_H2_CODES] = {
@@ -102,25 +117,25 @@ static const char *const ecn_names[STATS_ECN_MARKS] = {"not_ect", "ect1", "ect0"
 
 const struct stats_counter stats_counters[STATS_NCOUNTERS] = {
 #define STATS_COUNTER_ROW(f, place, key, column, rule, flags)                                      \
-    {#f, key, offsetof(struct stats, f), place, key, column, rule, flags},
+    {key, offsetof(struct stats, f), place, key, column, rule, flags},
     STATS_COUNTERS(STATS_COUNTER_ROW)
 #undef STATS_COUNTER_ROW
 #define STATS_ERROR_ROW(name, what)                                                                \
-    {"errors." #name, what, offsetof(struct stats, errors.name), STATS_AT_ERRORS, #name, #name,    \
-     STATS_SUM,       0},
+    {what, offsetof(struct stats, errors.name), STATS_AT_ERRORS, #name, #name, STATS_SUM, 0},
         STATS_ERRORS(STATS_ERROR_ROW)
 #undef STATS_ERROR_ROW
 };
 
-const struct stats_map stats_maps[STATS_NMAPS] = {
-#define STATS_MAP_ROW(f, place, key, n, name) {#f, offsetof(struct stats, f), place, key, n, name},
-    STATS_CODE_MAPS(STATS_MAP_ROW)
-#undef STATS_MAP_ROW
+const struct stats_breakdown stats_breakdowns[STATS_NBREAKDOWNS] = {
+#define STATS_BREAKDOWN_ROW(f, n, place, key, name)                                                \
+    {offsetof(struct stats, f), n, place, key, name},
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_ROW)
+#undef STATS_BREAKDOWN_ROW
 };
 
 const struct stats_dist stats_dists[STATS_NDISTS] = {
 #define STATS_DIST_ROW(f, key, column, highest, flags)                                             \
-    {#f, offsetof(struct stats, f), key, column, highest, flags},
+    {offsetof(struct stats, f), key, column, highest, flags},
     STATS_DISTRIBUTIONS(STATS_DIST_ROW)
 #undef STATS_DIST_ROW
 };
@@ -171,9 +186,11 @@ void stats_list_fields(FILE *f)
                 : c->flags & STATS_MEAN  ? "mean"
                                          : "count");
     }
-    for (size_t i = 0; i < stats_nmaps; i++)
-        fprintf(f, "map %s.%s - sum codes\n", stats_place_object(stats_maps[i].place),
-                stats_maps[i].key);
+    for (size_t i = 0; i < stats_nbreakdowns; i++) {
+        const struct stats_breakdown *b = &stats_breakdowns[i];
+        const char *object = stats_place_object(b->place);
+        fprintf(f, "breakdown %s%s%s - sum\n", object ? object : "", object ? "." : "", b->key);
+    }
     for (size_t i = 0; i < stats_ndists; i++)
         fprintf(f, "distribution %s %s histogram\n", stats_dists[i].key,
                 stats_dists[i].column ? stats_dists[i].column : "-");
@@ -217,18 +234,11 @@ void stats_merge(struct stats *dst, const struct stats *src)
         else if (v < *d)
             *d = v;
     }
-    for (int i = 0; i < CAUSE_COUNT; i++)
-        dst->causes[i] += src->causes[i];
-    for (int i = 0; i < STATS_STATUS_MAX; i++)
-        dst->status[i] += src->status[i];
-    for (size_t i = 0; i < stats_nmaps; i++) {
-        uint64_t *d = stats_map_at(dst, &stats_maps[i]);
-        const uint64_t *v = stats_map_get(src, &stats_maps[i]);
-        for (size_t code = 0; code < stats_maps[i].n; code++)
-            d[code] += v[code];
-    }
-    for (int i = 0; i < STATS_PROTOCOLS; i++)
-        dst->by_protocol[i] += src->by_protocol[i];
+#define STATS_BREAKDOWN_ADD(field, n, place, key, name)                                            \
+    for (size_t i = 0; i < (n); i++)                                                               \
+        dst->field[i] += src->field[i];
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_ADD)
+#undef STATS_BREAKDOWN_ADD
     for (size_t i = 0; i < stats_ndists; i++)
         hist_merge(stats_dist_get(dst, &stats_dists[i]), stats_dist_get(src, &stats_dists[i]));
 }
@@ -244,15 +254,12 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
             return true;
     }
-    /* Causes add up to the socket errors, status codes to the responses,
-     * protocols to the connects: bounded by those. */
-    for (size_t i = 0; i < stats_nmaps; i++) {
-        const uint64_t *d = stats_map_get(dst, &stats_maps[i]);
-        const uint64_t *v = stats_map_get(src, &stats_maps[i]);
-        for (size_t code = 0; code < stats_maps[i].n; code++)
-            if (sum_overflows(d[code], v[code]))
-                return true;
-    }
+#define STATS_BREAKDOWN_OVERFLOWS(field, n, place, key, name)                                      \
+    for (size_t i = 0; i < (n); i++)                                                               \
+        if (sum_overflows(dst->field[i], src->field[i]))                                           \
+            return true;
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_OVERFLOWS)
+#undef STATS_BREAKDOWN_OVERFLOWS
     for (size_t i = 0; i < stats_ndists; i++)
         if (sum_overflows(hist_count(stats_dist_get(dst, &stats_dists[i])),
                           hist_count(stats_dist_get(src, &stats_dists[i]))))
@@ -282,6 +289,33 @@ uint64_t stats_errors(const struct stats *s)
 }
 
 const char *stats_cause_name(enum cause c) { return cause_names[c]; }
+
+const char *stats_tls_failure_name(enum tls_failure f) { return tls_failure_names[f]; }
+
+enum tls_failure stats_tls_alert_failure(unsigned alert)
+{
+    switch (alert) {
+    case 70: /* protocol_version */
+        return TLS_FAIL_PROTOCOL_VERSION;
+    case 40: /* handshake_failure */
+    case 71: /* insufficient_security */
+        return TLS_FAIL_HANDSHAKE;
+    case 116: /* certificate_required */
+        return TLS_FAIL_CERT_REQUIRED;
+    case 42: /* bad_certificate */
+    case 43: /* unsupported_certificate */
+    case 44: /* certificate_revoked */
+    case 45: /* certificate_expired */
+    case 46: /* certificate_unknown */
+    case 48: /* unknown_ca */
+    case 49: /* access_denied */
+        return TLS_FAIL_CERT_REFUSED;
+    case 120: /* no_application_protocol */
+        return TLS_FAIL_NO_ALPN;
+    default:
+        return TLS_FAIL_OTHER_ALERT;
+    }
+}
 
 const char *stats_h2_code_name(unsigned code, char *buf)
 {

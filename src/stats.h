@@ -39,13 +39,15 @@ enum cause {
     CAUSE_WRITE_OTHER,
     CAUSE_RESPONSE_TIMEOUT,
     /* HTTP/2 */
-    CAUSE_GOAWAY,           /* read: GOAWAY with an error code */
-    CAUSE_STREAM_RESET,     /* read: RST_STREAM, any code but REFUSED_STREAM */
-    CAUSE_H2_PROTOCOL,      /* read: the server broke the protocol, or garbage */
-    CAUSE_H2_FLOOD,         /* read: more frames than a peer should send */
-    CAUSE_FLOW_CONTROL,     /* read: a flow-control error; timeout: a stalled body */
-    CAUSE_SETTINGS_TIMEOUT, /* timeout: SETTINGS never acknowledged */
-    CAUSE_STREAM_LIMIT,     /* timeout: no stream allowed to open */
+    CAUSE_GOAWAY,            /* read: GOAWAY with an error code */
+    CAUSE_STREAM_RESET,      /* read: RST_STREAM, any code but REFUSED_STREAM */
+    CAUSE_H2_PROTOCOL,       /* read: the server broke the protocol, or garbage */
+    CAUSE_H2_FLOOD,          /* read: more frames than a peer should send */
+    CAUSE_FLOW_CONTROL,      /* read: a flow-control error; timeout: a stalled body */
+    CAUSE_SETTINGS_TIMEOUT,  /* timeout: SETTINGS never acknowledged */
+    CAUSE_STREAM_LIMIT,      /* timeout: no stream allowed to open */
+    CAUSE_REFUSED_STREAM,    /* read: refused unprocessed every time it was sent again */
+    CAUSE_REQUEST_TOO_LARGE, /* write: a header block over what nghttp2 sends */
     /* HTTP/3 and QUIC */
     CAUSE_QUIC_CLOSE,           /* read: CONNECTION_CLOSE with an error code */
     CAUSE_QUIC_IDLE_TIMEOUT,    /* timeout: no packet from the server for the idle timeout */
@@ -54,6 +56,21 @@ enum cause {
     CAUSE_QUIC_PROTOCOL,        /* read: the server broke QUIC */
     CAUSE_H3_PROTOCOL,          /* read: the server broke HTTP/3 */
     CAUSE_COUNT
+};
+
+/* Why a TLS handshake failed: the tls_handshake cause in detail. */
+enum tls_failure {
+    TLS_FAIL_PROTOCOL_VERSION, /* no version in common: the server's is older than TLS 1.2 */
+    TLS_FAIL_NOT_TLS,          /* the server answered, but not in TLS (a plain HTTP port) */
+    TLS_FAIL_HANDSHAKE,        /* alert handshake_failure: no cipher suite, group or signature */
+    TLS_FAIL_CERT_REQUIRED,    /* alert certificate_required: give a client certificate */
+    TLS_FAIL_CERT_REFUSED,     /* an alert refusing the client certificate given */
+    TLS_FAIL_CERT_VERIFY,      /* --verify: the server's certificate did not verify */
+    TLS_FAIL_NO_ALPN,          /* alert no_application_protocol */
+    TLS_FAIL_OTHER_ALERT,      /* another alert from the server */
+    TLS_FAIL_CLOSED,           /* closed or reset without an alert */
+    TLS_FAIL_OTHER,
+    TLS_FAIL_COUNT
 };
 
 /* How volley merge adds up a counter of the parts of a run. */
@@ -80,7 +97,7 @@ enum stats_place {
 
 /* How a figure is written (flags). */
 #define STATS_PER_SEC 1u   /* as a rate over the run, or the interval: the key names the rate */
-#define STATS_MEAN 2u      /* divided by the counter before it in the table; null when that is 0 */
+#define STATS_MEAN 2u      /* divided by its place's first counter; null when that is 0 */
 #define STATS_OPEN 4u      /* measured only with -R: null without */
 #define STATS_TL_RATE 8u   /* a timeline record gives KEY_per_sec too, right after it */
 #define STATS_MOMENTS 16u  /* a distribution without percentiles: count, min, max, mean, stdev */
@@ -95,35 +112,48 @@ enum stats_place {
  * checks, and the docs check all follow from this table; docs/json.md
  * describes each key it writes. */
 #define STATS_COUNTERS(X)                                                                          \
+    /* complete responses, whatever their status */                                                \
     X(requests, STATS_AT_TOTALS, "requests", "requests", STATS_SUM, STATS_TL_RATE)                 \
+    /* bytes read, headers (and HTTP/2 framing) included */                                        \
     X(bytes, STATS_AT_TOTALS, "bytes", "bytes", STATS_SUM, 0)                                      \
+    /* connections established; of which not their slot's first; normal closes */                  \
     X(connects, STATS_AT_CONNECTIONS, "connects", "connects", STATS_SUM, 0)                        \
     X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, STATS_SUM, 0)                              \
     X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", STATS_SUM, 0)                  \
+    /* TLS handshakes completed; of which resumed a session; their time, TCP connect to done */    \
     X(handshakes, STATS_AT_TLS, "handshakes", NULL, STATS_SUM, 0)                                  \
     X(resumed, STATS_AT_TLS, "resumed", NULL, STATS_SUM, 0)                                        \
     X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, STATS_SUM, STATS_MEAN)                \
+    /* HTTP/2: the fewest streams a connection could open; GOAWAYs; refused requests */            \
     X(h2_streams, STATS_AT_HTTP2, "streams", NULL, STATS_MIN, 0)                                   \
     X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, STATS_SUM, 0)                           \
     X(h2_refused, STATS_AT_HTTP2, "refused", NULL, STATS_SUM, 0)                                   \
+    /* HTTP/3: connections whose QUIC figures were taken at their end; their \
+     * smoothed RTT and congestion window then (means), the least RTT seen */                     \
     X(h3_ended, STATS_AT_HTTP3, "connections_measured", NULL, STATS_SUM, 0)                        \
     X(h3_rtt_us, STATS_AT_HTTP3, "rtt_smoothed_mean_us", NULL, STATS_SUM, STATS_MEAN)              \
     X(h3_cwnd, STATS_AT_HTTP3, "cwnd_mean_bytes", NULL, STATS_SUM, STATS_MEAN)                     \
     X(h3_min_rtt_us, STATS_AT_HTTP3, "rtt_min_us", NULL, STATS_MIN, 0)                             \
+    /* HTTP/3: the fewest streams a connection could open; GOAWAYs; refused requests */            \
     X(h3_streams, STATS_AT_HTTP3, "streams", NULL, STATS_MIN, 0)                                   \
     X(h3_goaways, STATS_AT_HTTP3, "goaway_received", NULL, STATS_SUM, 0)                           \
     X(h3_refused, STATS_AT_HTTP3, "refused", NULL, STATS_SUM, 0)                                   \
+    /* QUIC's packets, from ngtcp2's figures at each connection's end */                           \
     X(h3_packets_sent, STATS_AT_HTTP3, "packets_sent", NULL, STATS_SUM, 0)                         \
     X(h3_packets_received, STATS_AT_HTTP3, "packets_received", NULL, STATS_SUM, 0)                 \
     X(h3_lost, STATS_AT_HTTP3, "packets_lost", NULL, STATS_SUM, 0)                                 \
+    /* --0rtt: handshakes that tried early data, and what the server said; requests sent early */  \
     X(h3_early_attempts, STATS_AT_HTTP3, "early_data_attempted", NULL, STATS_SUM, 0)               \
     X(h3_early_accepted, STATS_AT_HTTP3, "early_data_accepted", NULL, STATS_SUM, 0)                \
     X(h3_early_rejected, STATS_AT_HTTP3, "early_data_rejected", NULL, STATS_SUM, 0)                \
     X(h3_early_requests, STATS_AT_HTTP3, "early_data_requests", NULL, STATS_SUM, 0)                \
+    /* QUIC connections ended by a stateless reset, the idle timeout, version negotiation */       \
     X(h3_stateless_resets, STATS_AT_HTTP3, "stateless_resets", NULL, STATS_SUM, 0)                 \
     X(h3_idle_timeouts, STATS_AT_HTTP3, "idle_timeouts", NULL, STATS_SUM, 0)                       \
     X(h3_version_negotiations, STATS_AT_HTTP3, "version_negotiations", NULL, STATS_SUM, 0)         \
+    /* -R: requests whose batch went out */                                                        \
     X(sent, STATS_AT_RATE, "sent", "sent_per_sec", STATS_SUM, STATS_PER_SEC | STATS_OPEN)          \
+    /* delay() pauses asked for, and their length; HTTP/2 SETTINGS received (not ACKs) */          \
     X(pauses, STATS_AT_NONE, "pauses", NULL, STATS_SUM, 0)                                         \
     X(paused_us, STATS_AT_NONE, "paused_us", NULL, STATS_SUM, 0)                                   \
     X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, STATS_SUM, 0)
@@ -157,18 +187,25 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
  * STATS_MOMENTS, STATS_OPTIONAL, STATS_PER_RESPONSE). volley merge adds
  * them up bucket by bucket. */
 #define STATS_DISTRIBUTIONS(X)                                                                     \
+    /* connect and TLS handshake time of each connection */                                        \
     X(connect, "connect_time", NULL, STATS_LATENCY_MAX, 0)                                         \
+    /* first byte written (-R: intended) to last read; -R: from the send; how late it went */      \
     X(latency, "latency", "latency", STATS_LATENCY_MAX, STATS_PER_RESPONSE)                        \
     X(u_latency, "latency_uncorrected", "latency_uncorrected", STATS_LATENCY_MAX,                  \
       STATS_OPEN | STATS_PER_RESPONSE)                                                             \
     X(lag, "scheduling_lag", NULL, STATS_LATENCY_MAX, STATS_OPEN)                                  \
+    /* to the response's first byte, from where latency counts, and -R's from the send */          \
     X(ttfb, "ttfb", "ttfb", STATS_LATENCY_MAX, STATS_PER_RESPONSE | STATS_OPTIONAL)                \
     X(u_ttfb, "ttfb_uncorrected", "ttfb_uncorrected", STATS_LATENCY_MAX,                           \
       STATS_OPEN | STATS_PER_RESPONSE | STATS_OPTIONAL)                                            \
+    /* Req/Sec, per thread, every 100 ms as wrk samples it */                                      \
     X(rps, "requests_per_sec", NULL, STATS_RPS_MAX, STATS_MOMENTS)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
+/* Room for the protocols a connection may speak (protocols.h's PROTOCOLS_COUNT). */
+#define STATS_PROTOCOLS 4
+
 /* QUIC transport error codes 0x0..0x10 (RFC 9000 §20.1) are counted one by
  * one, others as the last; so are HTTP/3's 0x100..0x110 (RFC 9114 §8.1). */
 #define STATS_QUIC_CODES 18
@@ -177,25 +214,10 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
 #define STATS_ALERTS 256
 #define STATS_ECN_MARKS 4
 
-/* What a code's name function gives: its name, static or written in buf
- * (STATS_CODE_NAME_MAX bytes). */
+/* What names the codes of a breakdown written by code: a code's name,
+ * static or written in buf (STATS_CODE_NAME_MAX bytes). */
 #define STATS_CODE_NAME_MAX 8
 typedef const char *stats_code_name_fn(unsigned code, char *buf);
-
-/* The counters kept by code (an error code, an alert), one line each: the
- * array in struct stats, where it sits in the --json document, its key
- * there (an object keyed by the codes' names, codes never counted left
- * out), how many codes, and what names them. volley merge adds them up code
- * by code. */
-#define STATS_CODE_MAPS(X)                                                                         \
-    X(h2_resets, STATS_AT_HTTP2, "rst_stream_received", STATS_H2_CODES, stats_h2_code_name)        \
-    X(h3_resets, STATS_AT_HTTP3, "stream_reset_received", STATS_H3_CODES, stats_h3_code_name)      \
-    X(h3_close_transport, STATS_AT_HTTP3, "connection_close_transport", STATS_QUIC_CODES,          \
-      stats_quic_code_name)                                                                        \
-    X(h3_close_application, STATS_AT_HTTP3, "connection_close_application", STATS_H3_CODES,        \
-      stats_h3_code_name)                                                                          \
-    X(h3_alerts, STATS_AT_HTTP3, "handshake_alerts", STATS_ALERTS, stats_alert_name)               \
-    X(h3_ecn, STATS_AT_HTTP3, "ecn_received", STATS_ECN_MARKS, stats_ecn_name)
 
 /* An HTTP/2 error code's name ("CANCEL"); "OTHER" past the known ones. */
 stats_code_name_fn stats_h2_code_name;
@@ -205,26 +227,50 @@ stats_code_name_fn stats_h2_code_name;
 stats_code_name_fn stats_h3_code_name, stats_quic_code_name;
 /* A TLS alert's number ("120"); an ECN codepoint's name ("ect0", "ce"). */
 stats_code_name_fn stats_alert_name, stats_ecn_name;
-/* Room for the protocols a connection may speak (proto.h's PROTOCOLS_COUNT). */
-#define STATS_PROTOCOLS 4
+
+/* The counts broken down by a name, one line each: the field of struct
+ * stats, how many names it counts by, where it sits in the --json
+ * document (an object of counts by name, in its place's object) and what
+ * names a code, for a breakdown by code: those are written (only the codes
+ * counted) and read back by the table. The others (NULL) have a writer and
+ * a reader of their own, for their names are written differently (all of
+ * them, or the status code itself). volley merge adds them up name by
+ * name. */
+#define STATS_BREAKDOWNS(X)                                                                         \
+    /* errors by why (enum cause): these count errors that ended no request too */                  \
+    X(causes, CAUSE_COUNT, STATS_AT_TOTALS, "error_causes", NULL)                                   \
+    /* causes[CAUSE_TLS_HANDSHAKE] by why the handshake failed (enum tls_failure) */                \
+    X(tls_failures, TLS_FAIL_COUNT, STATS_AT_TLS, "handshake_failures", NULL)                       \
+    /* responses by status code; other codes go to [0] */                                           \
+    X(status, STATS_STATUS_MAX, STATS_AT_TOTALS, "status_codes", NULL)                              \
+    /* HTTP/2: RST_STREAM received, by error code */                                                \
+    X(h2_resets, STATS_H2_CODES, STATS_AT_HTTP2, "rst_stream_received", stats_h2_code_name)         \
+    /* HTTP/3: streams the server reset, by error code; CONNECTION_CLOSE received, by its         \
+     * transport or application error code; TLS alerts of failed handshakes; ECN marks read */ \
+    X(h3_resets, STATS_H3_CODES, STATS_AT_HTTP3, "stream_reset_received", stats_h3_code_name)       \
+    X(h3_close_transport, STATS_QUIC_CODES, STATS_AT_HTTP3, "connection_close_transport",           \
+      stats_quic_code_name)                                                                         \
+    X(h3_close_application, STATS_H3_CODES, STATS_AT_HTTP3, "connection_close_application",         \
+      stats_h3_code_name)                                                                           \
+    X(h3_alerts, STATS_ALERTS, STATS_AT_HTTP3, "handshake_alerts", stats_alert_name)                \
+    X(h3_ecn, STATS_ECN_MARKS, STATS_AT_HTTP3, "ecn_received", stats_ecn_name)                      \
+    /* connections by the protocol they spoke (protocols_all order) */                              \
+    X(by_protocol, STATS_PROTOCOLS, STATS_AT_TOTALS, "protocols", NULL)
 
 struct stats {
 #define STATS_COUNTER_MEMBER(field, place, key, column, rule, flags) uint64_t field;
     STATS_COUNTERS(STATS_COUNTER_MEMBER)
 #undef STATS_COUNTER_MEMBER
     struct errors errors;
-    uint64_t causes[CAUSE_COUNT];
-    uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
-    uint64_t by_protocol[STATS_PROTOCOLS]; /* connections that spoke each (protocols_all order) */
-#define STATS_MAP_MEMBER(field, place, key, n, name) uint64_t field[n];
-    STATS_CODE_MAPS(STATS_MAP_MEMBER)
-#undef STATS_MAP_MEMBER
+#define STATS_BREAKDOWN_MEMBER(field, n, place, key, name) uint64_t field[n];
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_MEMBER)
+#undef STATS_BREAKDOWN_MEMBER
 #define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
     STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
 #undef STATS_DIST_MEMBER
 };
 
-/* Their indexes in stats_counters and stats_dists. */
+/* Their indexes in stats_counters, stats_dists and stats_breakdowns. */
 enum {
 #define STATS_COUNTER_INDEX(field, place, key, column, rule, flags) STATS_COUNTER_##field,
     STATS_COUNTERS(STATS_COUNTER_INDEX)
@@ -241,16 +287,15 @@ enum {
         STATS_NDISTS
 };
 enum {
-#define STATS_MAP_INDEX(field, place, key, n, name) STATS_MAP_##field,
-    STATS_CODE_MAPS(STATS_MAP_INDEX)
-#undef STATS_MAP_INDEX
-        STATS_NMAPS
+#define STATS_BREAKDOWN_INDEX(field, n, place, key, name) STATS_BREAKDOWN_##field,
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_INDEX)
+#undef STATS_BREAKDOWN_INDEX
+        STATS_NBREAKDOWNS
 };
 
 /* A counter of the table (or an error class), for the code that goes
  * through them all. */
 struct stats_counter {
-    const char *field;      /* in struct stats */
     const char *what;       /* in messages: "requests", "timeouts" */
     size_t offset;          /* of its uint64_t in struct stats */
     enum stats_place place; /* where it sits in the document */
@@ -260,19 +305,17 @@ struct stats_counter {
     unsigned flags;
 };
 
-/* A map of counters by code. */
-struct stats_map {
-    const char *field;
+/* A breakdown of the table. */
+struct stats_breakdown {
     size_t offset; /* of its first uint64_t in struct stats */
+    size_t n;
     enum stats_place place;
     const char *key;
-    size_t n;
-    stats_code_name_fn *name;
+    stats_code_name_fn *name; /* NULL: not by code */
 };
 
 /* A distribution of the table. */
 struct stats_dist {
-    const char *field;
     size_t offset; /* of its struct hist * in struct stats */
     const char *key;
     const char *column;
@@ -280,22 +323,24 @@ struct stats_dist {
     unsigned flags;
 };
 
-/* The counters of the table, then the error classes; the distributions. */
+/* The counters of the table, then the error classes; the distributions;
+ * the breakdowns. */
 extern const struct stats_counter stats_counters[STATS_NCOUNTERS];
 extern const struct stats_dist stats_dists[STATS_NDISTS];
-extern const struct stats_map stats_maps[STATS_NMAPS];
+extern const struct stats_breakdown stats_breakdowns[STATS_NBREAKDOWNS];
 #define stats_ncounters ((size_t)STATS_NCOUNTERS)
 #define stats_ndists ((size_t)STATS_NDISTS)
-#define stats_nmaps ((size_t)STATS_NMAPS)
+#define stats_nbreakdowns ((size_t)STATS_NBREAKDOWNS)
 
-static inline uint64_t *stats_map_at(struct stats *s, const struct stats_map *m)
+static inline uint64_t *stats_breakdown_at(struct stats *s, const struct stats_breakdown *b)
 {
-    return (uint64_t *)(void *)((char *)s + m->offset);
+    return (uint64_t *)(void *)((char *)s + b->offset);
 }
 
-static inline const uint64_t *stats_map_get(const struct stats *s, const struct stats_map *m)
+static inline const uint64_t *stats_breakdown_get(const struct stats *s,
+                                                  const struct stats_breakdown *b)
 {
-    return (const uint64_t *)(const void *)((const char *)s + m->offset);
+    return (const uint64_t *)(const void *)((const char *)s + b->offset);
 }
 
 static inline uint64_t *stats_counter_at(struct stats *s, const struct stats_counter *c)
@@ -319,11 +364,11 @@ const char *stats_place_object(enum stats_place place);
 /* The distributions (bit i for stats_dists[i]) a run measures: those with
  * STATS_OPEN only with -R. */
 uint32_t stats_dists_measured(bool open_model);
-/* The table, one line per figure written: "counter PATH COLUMN RULE FORM"
+/* The tables, one line per figure written: "counter PATH COLUMN RULE FORM"
  * (PATH in the document, COLUMN in a timeline record or "-", RULE sum or
- * min, FORM count, per_sec or mean), "map PATH - sum codes" and
- * "distribution KEY COLUMN histogram", for the tests that check the docs and volley merge against
- * it (volley --list-fields). */
+ * min, FORM count, per_sec or mean), "breakdown PATH - sum" and
+ * "distribution KEY COLUMN histogram", for the tests that check the docs
+ * and volley merge against them (volley --list-fields). */
 void stats_list_fields(FILE *f);
 
 void stats_init(struct stats *s);
@@ -340,5 +385,9 @@ void stats_reset(struct stats *s);
 uint64_t stats_errors(const struct stats *s);
 /* The JSON/diagnostic name of a cause ("refused", "reset", ...). */
 const char *stats_cause_name(enum cause c);
+/* The JSON name of why a TLS handshake failed ("certificate_required"). */
+const char *stats_tls_failure_name(enum tls_failure f);
+/* Why a handshake failed, by the alert the server sent (RFC 8446 §6). */
+enum tls_failure stats_tls_alert_failure(unsigned alert);
 
 #endif

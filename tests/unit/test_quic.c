@@ -17,6 +17,7 @@
 
 #include "net.h"
 #include "quic.h"
+#include "quic_start.h"
 
 /* A UDP socket on 127.0.0.1 that records what it receives and, if told,
  * answers every datagram with as many bytes of garbage. */
@@ -84,7 +85,7 @@ static void setup(void)
 {
     static bool done;
     if (!done)
-        quic_setup(&(struct quic_options){.host = "127.0.0.1"});
+        quic_setup(&(struct quic_options){.tls.host = "127.0.0.1"});
     done = true;
 }
 
