@@ -5,13 +5,13 @@
 # >= 1.8 and GnuTLS: on Debian 12 those two come from bookworm-backports,
 # which it enables for them alone. With --test, also what the tests and
 # `make bench` use: Python 3 with pytest, hdrhistogram, hpack and aioquic,
-# nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang
-# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
-# clang-format, cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu
-# what builds and checks the packages under packaging/ (debhelper, lintian,
-# autopkgtest, rpm and ruby to parse the spec and formula) and what make
-# check-kube's one-node Kubernetes cluster runs on (etcd, containerd, runc,
-# the CNI plugins, debootstrap).
+# nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, chromium,
+# clang (libFuzzer), man, Lua 5.1, dpkg-buildflags and a few tools, the
+# clang-format, cppcheck, shellcheck and pyflakes of make lint, and on Debian
+# and Ubuntu what builds and checks the packages under packaging/ (debhelper,
+# lintian, autopkgtest, rpm and ruby to parse the spec and formula) and what
+# make check-kube's one-node Kubernetes cluster runs on (etcd, containerd,
+# runc, the CNI plugins, debootstrap).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -123,7 +123,8 @@ if command -v apt-get >/dev/null 2>&1; then
            libgnutls28-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
-           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip"
+           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip
+           chromium"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     # make check-kube's one-node cluster (tests/kube/cluster.py).
@@ -146,7 +147,7 @@ elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel
            libngtcp2-devel libngtcp2-crypto-gnutls-devel libnghttp3-devel gnutls-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang"
+           procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang chromium"
     tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
@@ -154,7 +155,7 @@ elif command -v dnf >/dev/null 2>&1; then
 elif command -v pacman >/dev/null 2>&1; then
     build="gcc make pkgconf luajit libev openssl libnghttp2 libngtcp2 libnghttp3 gnutls"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db lua51 nghttp2 go"
+           procps-ng util-linux time curl man-db lua51 nghttp2 go chromium"
     tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
@@ -163,7 +164,7 @@ elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev ngtcp2-dev nghttp3-dev
            gnutls-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc lua5.1-dev openssl nghttp2 go"
+           util-linux curl mandoc lua5.1-dev openssl nghttp2 go chromium"
     tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
