@@ -3,9 +3,9 @@
  * nghttp2_session_mem_recv; what nghttp2_session_mem_send serializes is
  * gathered into one output buffer, so a turn of the loop costs one write
  * however many frames it carries. Each request is a stream with a record of
- * its own (when it was submitted and sent, its status, what the response()
- * hook asks for), kept in submission order: the oldest gives the response
- * timeout. Header lists and bodies come from the batch's request bytes
+ * its own (mux.c's, as HTTP/3's: when it was submitted and sent, its status,
+ * what the response() hook asks for), kept in submission order: the oldest
+ * gives the response timeout. Header lists and bodies come from the batch's request bytes
  * through h2req without copies, and stay alive until nghttp2 is done with
  * the stream.
  *

@@ -3,18 +3,18 @@
  * are datagrams, which quic_input() decrypts and whose stream data it hands
  * to nghttp3 here; what the connection writes is the batch of packets
  * quic_output() packs, pulling the streams' data from nghttp3. Each request
- * is a bidirectional stream with a record of its own (when it was submitted
- * and sent, its status, what the response() hook asks for), kept in
- * submission order: the oldest gives the response timeout. A request waits
+ * is a bidirectional stream with a record of its own (mux.c's, as HTTP/2's:
+ * when it was submitted and sent, its status, what the response() hook asks
+ * for), kept in submission order: the oldest gives the response timeout. A request waits
  * for a stream while the server's stream limit allows none. Header lists
  * and bodies come from the batch's request bytes through h2req, as for
  * HTTP/2 (RFC 9114 §4.2: HTTP/3's fields are HTTP/2's).
  *
  * Every request ends once: answered (its stream's end after a final
  * response), failed (a stream the server reset, a malformed response, or the
- * connection's end), or handed back to -n's budget to be sent again when the
- * server did not process it (H3_REQUEST_REJECTED, at or above a GOAWAY's
- * stream id, or 0-RTT data the server refused).
+ * connection's end), or sent again when the server did not process it
+ * (H3_REQUEST_REJECTED, at or above a GOAWAY's stream id: after a back-off,
+ * as the sink decides; 0-RTT data the server refused: at once).
  * SPDX-License-Identifier: MIT */
 #include <nghttp3/nghttp3.h>
 #include <stdlib.h>

@@ -320,6 +320,7 @@ HOSTILE = [
     ("garbage", [], ["-d1s"], {"connect_timeout"}),
     ("version-negotiation", [], ["-d1s"], {"version_negotiation"}),
     ("no-alpn", ["--after", "1"], ["-d1s"], {"tls_handshake"}),
+    ("reject", [], ["-n", "300"], {"refused_stream"}),
 ]
 
 
@@ -363,7 +364,18 @@ def test_hostile_quic_peer(h3peer, tmp_path, mode, peer_options, options, allowe
         assert 0 < h3["version_negotiations"] <= stats["version_negotiations"], (h3, stats)
     if mode == "no-alpn":
         assert set(h3["handshake_alerts"]) == {"120"}, h3
-    if mode in ("tiny-window", "max-streams-0", "garbage", "version-negotiation", "no-alpn"):
+        # why, as over HTTPS
+        failures = doc["tls"]["handshake_failures"]
+        assert failures["no_application_protocol"] == found["tls_handshake"], failures
+    if mode == "reject":
+        # Sent again after a back-off, as over HTTP/2, then refused too often:
+        # every request the server saw was refused, and the note says so.
+        assert 0 < h3["refused"] <= stats["rejected"] == stats["requests"], (h3, stats)
+        assert h3["refused"] - found["refused_stream"] > 0, (h3, found)
+        assert re.search(r"^Note: HTTP/3: \d+ requests were refused unprocessed: \d+ sent again, "
+                         r"\d+ refused too often \(read errors\)$", run.stderr, re.M), run
+    if mode in ("tiny-window", "max-streams-0", "garbage", "version-negotiation", "no-alpn",
+                "reject"):
         assert n == 0
 
 

@@ -34,10 +34,12 @@ Modes:
   no-alpn              after --after N handshakes (default 0), offers ALPN
                        h3-29 only: every handshake fails on TLS alert 120
                        (no_application_protocol)
+  reject               refuses every request unprocessed: resets its stream
+                       with H3_REQUEST_REJECTED (RFC 9114 §4.1.1)
 
 The stats JSON: connections (handshakes completed), requests (request heads
 received), answered (complete responses sent), and what the mode sent:
-stateless_resets, closes, garbage, version_negotiations.
+stateless_resets, closes, garbage, version_negotiations, rejected.
 SPDX-License-Identifier: MIT
 """
 import argparse
@@ -60,9 +62,10 @@ from aioquic.quic.packet import (QuicPacketType, encode_quic_version_negotiation
 
 BODY = b"Hello world\n"
 UNKNOWN_VERSION = 0x1A2A3A4A  # reserved for negotiation tests (RFC 9000 §15)
+H3_REQUEST_REJECTED = 0x10B
 
 stats = {"connections": 0, "requests": 0, "answered": 0, "stateless_resets": 0, "closes": 0,
-         "garbage": 0, "version_negotiations": 0}
+         "garbage": 0, "version_negotiations": 0, "rejected": 0}
 
 
 class Peer(QuicConnectionProtocol):
@@ -97,6 +100,11 @@ class Peer(QuicConnectionProtocol):
         headers = [(b":status", b"200"), (b"content-type", b"text/plain"),
                    (b"content-length", str(len(BODY)).encode())]
         o = self.options
+        if o.mode == "reject":
+            self._quic.reset_stream(stream_id, H3_REQUEST_REJECTED)
+            stats["rejected"] += 1
+            self.transmit()
+            return
         if o.mode == "close" and self.answered + 1 == o.after:
             # Half a response, then the connection's end.
             self.h3.send_headers(stream_id, headers)
@@ -267,7 +275,7 @@ def parse():
     p.add_argument("--key", required=True)
     p.add_argument("--mode", default="normal",
                    choices=["normal", "stateless-reset", "close", "tiny-window", "max-streams-0",
-                            "garbage", "version-negotiation", "no-alpn"])
+                            "garbage", "version-negotiation", "no-alpn", "reject"])
     p.add_argument("--after", type=int, default=None)
     p.add_argument("--code", type=lambda s: int(s, 0), default=0x102)
     p.add_argument("--transport", action="store_true")
