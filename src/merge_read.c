@@ -306,9 +306,10 @@ static void read_by_code(struct part *p, const struct stats_breakdown *b, const 
     }
 }
 
-/* A place's object: required for the errors, null or an object for tls
- * and http2, for rate an object exactly with -R; NULL when it is null
- * (the counters there are then 0), the document for the top level. */
+/* A place's object: required for the errors, null or an object for tls,
+ * http2 and http3, for rate an object exactly with -R; NULL when it is null
+ * (the counters there are then 0), the document for the top level. A
+ * result of an earlier version has no http3: it spoke no HTTP/3. */
 static const struct jdoc *place_of(struct part *p, enum stats_place place)
 {
     const char *name = stats_place_object(place);
@@ -316,6 +317,8 @@ static const struct jdoc *place_of(struct part *p, enum stats_place place)
         return p->doc;
     if (place == STATS_AT_RATE)
         return need_object(p->file, p->doc, name, !p->open_model);
+    if (place == STATS_AT_HTTP3 && !jdoc_get(p->doc, name))
+        return NULL;
     return need_object(p->file, p->doc, name, place != STATS_AT_ERRORS);
 }
 
