@@ -46,6 +46,8 @@ static const char usage_text[] =
     "        --alpn        <L>  Offer these protocols over https, in order, each\n"
     "                           connection speaking the one its server chose:\n"
     "                           h2,http/1.1 (--alpn h2 is --http2)\n"
+    "        --http3            Speak HTTP/3 over QUIC (ALPN h3, https only)\n"
+    "        --ecn              HTTP/3: send ECN-capable packets, count the marks received\n"
     "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
     "                           each stage ramps from the rate before it (-R or 0)\n"
     "                           to its own, and the run lasts their sum\n"
@@ -60,6 +62,7 @@ static const char usage_text[] =
     "        --cacert      <F>  Verify against the CA certificates in PEM file F\n"
     "        --cert        <F>  Client certificate, PEM\n"
     "        --key         <F>  Client private key, PEM (default: in the --cert file)\n"
+    "        --0rtt             HTTP/3: send requests as 0-RTT data when resuming\n"
     "\n"
     "  Distributed:\n"
     "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
@@ -97,6 +100,9 @@ static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:k";
 enum {
     OPT_NO_KEEPALIVE = 256,
     OPT_HTTP2,
+    OPT_HTTP3,
+    OPT_EARLY_DATA,
+    OPT_ECN,
     OPT_UNIX_SOCKET,
     OPT_SNI,
     OPT_VERIFY,
@@ -137,6 +143,9 @@ static const struct option long_options[] = {
     {"streams", required_argument, NULL, 'm'},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"alpn", required_argument, NULL, OPT_ALPN},
+    {"http3", no_argument, NULL, OPT_HTTP3},
+    {"0rtt", no_argument, NULL, OPT_EARLY_DATA},
+    {"ecn", no_argument, NULL, OPT_ECN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"sni", required_argument, NULL, OPT_SNI},
@@ -436,7 +445,13 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
     const char *ids[PROTOCOLS_COUNT + 1];
     size_t n = 0;
     char *copy = xstrdup(list), *save = NULL;
-    bool http2 = strcmp(option, "--http2") == 0;
+    bool http2 = strcmp(option, "--http2") == 0, http3 = strcmp(option, "--http3") == 0;
+    if (cfg->protocol_option && (http3 || strcmp(cfg->protocol_option, "--http3") == 0)) {
+        free(copy);
+        /* QUIC is offered alone: no TLS over TCP negotiates it */
+        const char *other = http3 ? cfg->protocol_option : option;
+        usage_error("%.*s and --http3 exclude each other", (int)strcspn(other, " "), other);
+    }
     if (cfg->protocol_option && http2 != (strcmp(cfg->protocol_option, "--http2") == 0)) {
         free(copy);
         usage_error("--http2 is --alpn h2: give one of them");
@@ -450,8 +465,11 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
         usage_error("invalid %s '%s': a list of protocols volley speaks, each once: h2, "
                     "http/1.1",
                     option, list);
+    if (!http3 && spec_quic(&cfg->spec))
+        usage_error("invalid %s '%s': h3 runs over QUIC, not TLS over TCP: give --http3", option,
+                    list);
     free(cfg->protocol_option);
-    cfg->protocol_option = http2 ? xstrdup(option) : xasprintf("%s %s", option, list);
+    cfg->protocol_option = http2 || http3 ? xstrdup(option) : xasprintf("%s %s", option, list);
 }
 
 static void defaults(struct config *cfg)
@@ -517,6 +535,19 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             break;
         case OPT_ALPN:
             protocols_arg(cfg, "--alpn", optarg);
+            break;
+        case OPT_HTTP3:
+#ifndef VOLLEY_HTTP3
+            die("--http3: this volley was built without HTTP/3: install ngtcp2 >= 1.11 (with "
+                "its GnuTLS helper) and nghttp3 >= 1.8 (deps/install.sh does), then rebuild");
+#endif
+            protocols_arg(cfg, "--http3", "h3");
+            break;
+        case OPT_EARLY_DATA:
+            cfg->early_data = true;
+            break;
+        case OPT_ECN:
+            cfg->ecn = true;
             break;
         case OPT_NO_KEEPALIVE:
             cfg->spec.no_keepalive = true;
@@ -663,6 +694,14 @@ static void validate(struct config *cfg)
                     cfg->protocol_option);
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
+    if (spec_quic(&cfg->spec) && !cfg->url.tls)
+        usage_error("--http3 needs an https URL: QUIC is always encrypted");
+    if (spec_quic(&cfg->spec) && cfg->spec.unix_socket)
+        usage_error("--http3 runs over UDP: it does not combine with --unix-socket");
+    if (cfg->early_data && !spec_quic(&cfg->spec))
+        usage_error("--0rtt needs --http3");
+    if (cfg->ecn && !spec_quic(&cfg->spec))
+        usage_error("--ecn needs --http3");
     if (cfg->cacert)
         cfg->verify = true;
     /* wrk2: -U prints the latency distributions, as -L does. */

@@ -34,6 +34,9 @@ struct config {
     char *sni;   /* server name to send instead of the URL's host */
     bool verify; /* verify the server certificate */
     char *cacert, *cert, *key;
+    /* QUIC (HTTP/3). */
+    bool early_data; /* --0rtt: requests as 0-RTT data when resuming */
+    bool ecn;        /* --ecn: packets ECN-capable, marks received counted */
 
     /* Output. */
     char *json;         /* --json FILE, "-" for stdout */

@@ -32,6 +32,10 @@
 #include "threshold.h"
 #include "timeline.h"
 #include "tls.h"
+#ifdef VOLLEY_HTTP3
+#include "quic.h"
+#include "quic_start.h"
+#endif
 #include "units.h"
 #include "worker.h"
 #include "xalloc.h"
@@ -98,6 +102,22 @@ static struct net_addr find_target(const struct config *cfg)
     }
     if (!net_lookup(u->host, u->service, &addrs, &n, &why))
         die("unable to resolve %s:%s: %s", u->host, u->service, why);
+#ifdef VOLLEY_HTTP3
+    /* HTTP/3: nothing answers a UDP socket's connect, so the probe is one
+     * QUIC handshake (which checks the certificate and ALPN h3 as well). */
+    if (spec_quic(&cfg->spec)) {
+        char reason[512];
+        for (size_t i = 0; i < n; i++) {
+            if (quic_probe(&addrs[i], timeout_ms, reason, sizeof reason)) {
+                found = addrs[i];
+                free(addrs);
+                return found;
+            }
+        }
+        free(addrs);
+        die("unable to connect to %s:%s over HTTP/3: %s", u->host, u->service, reason);
+    }
+#endif
     for (size_t i = 0; i < n; i++) {
         if ((err = net_probe(&addrs[i], timeout_ms)) == 0) {
             found = addrs[i];
@@ -667,6 +687,15 @@ static void free_run(struct run *run)
     ev_loop_destroy(run->loop);
 }
 
+/* The run's TLS contexts: OpenSSL's (HTTPS), GnuTLS's (HTTP/3). */
+static void crypto_cleanup(void)
+{
+    tls_cleanup();
+#ifdef VOLLEY_HTTP3
+    quic_cleanup();
+#endif
+}
+
 int main(int argc, char **argv)
 {
     struct config cfg;
@@ -681,14 +710,25 @@ int main(int argc, char **argv)
     check_outputs(&cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);
-    if (cfg.spec.tls)
+    if (cfg.spec.tls && !spec_quic(&cfg.spec))
         tls_setup(&cfg);
+#ifdef VOLLEY_HTTP3
+    if (spec_quic(&cfg.spec))
+        quic_setup(&(struct quic_options){.tls = {.host = cfg.url.host,
+                                                  .sni = cfg.sni,
+                                                  .verify = cfg.verify,
+                                                  .cacert = cfg.cacert,
+                                                  .cert = cfg.cert,
+                                                  .key = cfg.key,
+                                                  .early_data = cfg.early_data},
+                                          .ecn = cfg.ecn});
+#endif
     signal(SIGPIPE, SIG_IGN);
     if (cfg.json)
         output_json_open(&json, cfg.json);
     struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (cfg.spec.tls)
+    if (cfg.spec.tls && !spec_quic(&cfg.spec))
         tls_check(&cfg, &addr);
     else
         probe_cleartext(&cfg, &addr);
@@ -721,7 +761,7 @@ int main(int argc, char **argv)
             output_json_abandon(&json);
         free_run(&run);
         script_free(main_script);
-        tls_cleanup();
+        crypto_cleanup();
         cli_free(&cfg);
         return early;
     }
@@ -759,7 +799,7 @@ int main(int argc, char **argv)
         stats_free(&warmup);
     stats_free(&result.stats);
     script_free(main_script);
-    tls_cleanup();
+    crypto_cleanup();
     cli_free(&cfg);
     /* A failed threshold is an outcome of a run that completed: 2, not 1;
      * os.exit()'s status is the script's to choose. */

@@ -56,13 +56,13 @@ bool net_unix_addr(const char *path, struct net_addr *a)
     return true;
 }
 
-int net_connect(const struct net_addr *a, bool *in_progress)
+int net_connect(const struct net_addr *a, int type, bool *in_progress)
 {
     int family = a->sa.ss_family;
-    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (family == AF_INET || family == AF_INET6) {
+    if (type == SOCK_STREAM && (family == AF_INET || family == AF_INET6)) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
@@ -93,7 +93,7 @@ int net_connect_error(int fd)
 int net_probe(const struct net_addr *a, int timeout_ms)
 {
     bool in_progress;
-    int fd = net_connect(a, &in_progress);
+    int fd = net_connect(a, SOCK_STREAM, &in_progress);
     if (fd < 0)
         return errno;
     int err = 0;

@@ -24,9 +24,11 @@ bool net_unix_addr(const char *path, struct net_addr *a);
  * errno value. */
 int net_probe(const struct net_addr *a, int timeout_ms);
 
-/* Start a non-blocking connect (TCP_NODELAY on TCP). Returns the socket, with
- * *in_progress telling whether the connect is still under way; or -1 with errno set. */
-int net_connect(const struct net_addr *a, bool *in_progress);
+/* Start a non-blocking connect of a socket of this type (SOCK_STREAM, with
+ * TCP_NODELAY on TCP; or SOCK_DGRAM, connected to the address at once).
+ * Returns the socket, with *in_progress telling whether the connect is still
+ * under way; or -1 with errno set. */
+int net_connect(const struct net_addr *a, int type, bool *in_progress);
 /* The outcome of a connect that was in progress: 0 or an errno value. */
 int net_connect_error(int fd);
 /* Wait until fd is ready for events (poll's), or until deadline (clock_us);

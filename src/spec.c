@@ -160,6 +160,11 @@ bool spec_offers_figures(const struct run_spec *spec, enum stats_place place)
     return false;
 }
 
+bool spec_quic(const struct run_spec *spec)
+{
+    return spec->nprotocols && spec->protocols[0]->transport;
+}
+
 const struct proto_ops *spec_only_protocol(const struct run_spec *spec)
 {
     return spec->nprotocols == 1 ? spec->protocols[0] : NULL;

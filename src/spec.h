@@ -104,6 +104,9 @@ bool spec_offers(const struct run_spec *spec, const struct proto_ops *p);
 /* Whether a connection may speak the protocol whose own figures sit at
  * place (STATS_AT_HTTP2): whether the document has them. */
 bool spec_offers_figures(const struct run_spec *spec, enum stats_place place);
+/* Whether the run speaks a protocol with a transport of its own: HTTP/3,
+ * over QUIC (UDP) rather than TCP. */
+bool spec_quic(const struct run_spec *spec);
 /* The protocol asked for when it is one, or NULL for several. */
 const struct proto_ops *spec_only_protocol(const struct run_spec *spec);
 /* Its name ("HTTP/2"), or NULL for several. */

@@ -341,6 +341,14 @@ static void settled(void *arg)
         w->events.settled(w->events.arg);
 }
 
+/* TCP, TLS over it, or the transport the run's protocol brings (QUIC's). */
+static const struct transport *transport_of(const struct run_spec *spec)
+{
+    if (spec->protocols[0]->transport)
+        return spec->protocols[0]->transport;
+    return spec->tls ? &transport_tls : &transport_plain;
+}
+
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
                           const struct net_addr *addr, const struct worker_events *events)
 {
@@ -362,7 +370,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->live.unsettled = nconns;
     w->conn = (struct conn_config){
         .loop = w->loop,
-        .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
+        .transport = transport_of(&cfg->spec),
         .addr = &w->addr,
         .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,

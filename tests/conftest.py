@@ -11,7 +11,6 @@ import json
 import os
 import re
 import resource
-import shlex
 import shutil
 import signal
 import socket
@@ -21,6 +20,7 @@ import time
 
 import pytest
 
+import gobuild
 from nginx_conf import nginx_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -326,19 +326,27 @@ class Testd(StatsServer):
             return [json.loads(line) for line in f if line.strip()]
 
 
+def started(make, end="kill"):
+    """The body of a server fixture: yields start(...), which starts a
+    server with make(...) and returns it; at the end each is ended (its
+    kill() or stop())."""
+    servers = []
+
+    def start(*args, **kw):
+        server = make(*args, **kw)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        getattr(server, end)()
+
+
 @pytest.fixture
 def testd(tmp_path):
     """Factory: testd("--delay", 20) starts a server; all are stopped at the end."""
-    servers = []
-
-    def start(*options, listen="127.0.0.1:0"):
-        s = Testd(str(tmp_path), *options, listen=listen)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda *options, listen="127.0.0.1:0":
+                       Testd(str(tmp_path), *options, listen=listen))
 
 
 # --------------------------------------------------------------------------
@@ -482,16 +490,7 @@ def tls_front(nginx, certs, upstream_port):
 @pytest.fixture
 def nginx(tmp_path):
     """Factory: nginx(server='location / { return 200 "x"; }') starts one."""
-    servers = []
-
-    def start(**kw):
-        n = Nginx(str(tmp_path), **kw)
-        servers.append(n)
-        return n
-
-    yield start
-    for n in servers:
-        n.stop()
+    yield from started(lambda **kw: Nginx(str(tmp_path), **kw), end="stop")
 
 
 # --------------------------------------------------------------------------
@@ -584,64 +583,27 @@ class Nghttpd:
 def nghttpd(tmp_path, server_cert):
     """Factory: nghttpd(tls=False, max_streams=None) starts one (-m sets its
     SETTINGS_MAX_CONCURRENT_STREAMS, 100 by default)."""
-    servers = []
-
-    def start(tls=False, max_streams=None):
-        s = Nghttpd(str(tmp_path), tls=tls, cert=server_cert, max_streams=max_streams)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
+    yield from started(lambda tls=False, max_streams=None:
+                       Nghttpd(str(tmp_path), tls=tls, cert=server_cert, max_streams=max_streams),
+                       end="stop")
 
 
-GO_MIN = (1, 24)  # http.Server's Protocols (SetUnencryptedHTTP2) came in Go 1.24
 GO_H2C_SRC = os.path.join(ROOT, "tests", "server", "h2c")
 GO_H2C = os.path.join(ROOT, "build", "tests", "volley-h2c")
 
 
-def find_go():
-    """The first Go >= GO_MIN where deps/install.sh looks: on PATH, in
-    /usr/local/go or a Debian golang-1.NN-go; (path, None) or (None, why)."""
-    found = []
-    candidates = [shutil.which("go"), "/usr/local/go/bin/go"] + \
-        sorted(glob.glob("/usr/lib/go-1.*/bin/go"), reverse=True)
-    for go in filter(None, candidates):
-        try:
-            v = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
-                               timeout=30).stdout.strip()
-        except OSError:
-            continue
-        m = re.match(r"go(\d+)\.(\d+)", v)
-        if m and (int(m.group(1)), int(m.group(2))) >= GO_MIN:
-            return go, None
-        found.append(f"{go} ({v or '?'})")
-    return None, (f"Go >= {GO_MIN[0]}.{GO_MIN[1]} is needed to build tests/server/h2c "
-                  f"(found: {', '.join(found) or 'none'}); run deps/install.sh --test")
+def go_build(src, out):
+    """gobuild.go_build, failing the test when Go or the build fails."""
+    try:
+        return gobuild.go_build(src, out)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def go_h2c_binary():
-    """build/tests/volley-h2c, built from tests/server/h2c with the Go on this
-    machine (again only when a source is newer)."""
-    sources = [os.path.join(GO_H2C_SRC, f) for f in os.listdir(GO_H2C_SRC)]
-    if os.path.exists(GO_H2C) and \
-            os.path.getmtime(GO_H2C) >= max(os.path.getmtime(f) for f in sources):
-        return GO_H2C
-    go, why = find_go()
-    if not go:
-        pytest.fail(why, pytrace=False)
-    env = dict(os.environ, GOTOOLCHAIN="local")
-    if not env.get("HOME") and not env.get("XDG_CACHE_HOME") and not env.get("GOCACHE"):
-        env["GOCACHE"] = os.path.join(ROOT, "build", "go-cache")
-    os.makedirs(os.path.dirname(GO_H2C), exist_ok=True)
-    cmd = [go, "build", "-o", GO_H2C, "."]
-    p = subprocess.run(cmd, cwd=GO_H2C_SRC, env=env, capture_output=True, text=True,
-                       timeout=600)
-    if p.returncode != 0:
-        pytest.fail(f"{shlex.join(cmd)} failed:\n{p.stdout}{p.stderr}", pytrace=False)
-    return GO_H2C
+    """build/tests/volley-h2c, built from tests/server/h2c."""
+    return go_build(GO_H2C_SRC, GO_H2C)
 
 
 class GoH2c(StatsServer):
@@ -665,16 +627,8 @@ def go_h2c(go_h2c_binary, tmp_path):
     """Factory: go_h2c(max_streams=None) starts the Go h2c server, or with
     tls=[options] (--cert F --key F [--alternate]) its TLS server; .stats()
     stops it and returns what it saw (see tests/server/h2c/main.go)."""
-    servers = []
-
-    def start(max_streams=None, tls=None):
-        s = GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams, tls=tls)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda max_streams=None, tls=None:
+                       GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams, tls=tls))
 
 
 H2PEER = os.path.join(ROOT, "tests", "server", "h2peer.py")
@@ -696,16 +650,97 @@ class H2Peer(StatsServer):
 def h2peer(tmp_path):
     """Factory: h2peer("goaway", "--after", 5) starts the hostile HTTP/2 peer
     in that mode; .stats() stops it and returns what it saw."""
-    servers = []
+    yield from started(lambda mode="normal", *options: H2Peer(str(tmp_path), mode, *options))
 
-    def start(mode="normal", *options):
-        s = H2Peer(str(tmp_path), mode, *options)
-        servers.append(s)
-        return s
 
-    yield start
-    for s in servers:
-        s.kill()
+# --------------------------------------------------------------------------
+# HTTP/3 servers: quic-go, aioquic (and its hostile modes), a lossy relay
+# --------------------------------------------------------------------------
+
+GO_H3_SRC = os.path.join(ROOT, "tests", "server", "h3")
+GO_H3 = os.path.join(ROOT, "build", "tests", "volley-h3")
+H3PEER = os.path.join(ROOT, "tests", "server", "h3peer.py")
+UDPRELAY = os.path.join(ROOT, "tests", "server", "udprelay.py")
+
+
+@pytest.fixture(scope="session")
+def go_h3_binary():
+    """build/tests/volley-h3, built from tests/server/h3 (quic-go, from the Go
+    module proxy the first time)."""
+    return go_build(GO_H3_SRC, GO_H3)
+
+
+class GoH3(StatsServer):
+    """tests/server/h3: quic-go's HTTP/3 server, logging every request."""
+
+    name = "volley-h3"
+
+    def __init__(self, binary, tmp_path, cert, *options):
+        stats_file = os.path.join(tmp_path, f"h3-{id(self)}.stats.json")
+        self.log_file = os.path.join(tmp_path, f"h3-{id(self)}.log")
+        cmd = [binary, "--cert", cert["cert"], "--key", cert["key"], "--stats", stats_file,
+               "--log", self.log_file, "--max-time", "300"] + [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+    def log(self, stop=True):
+        """Every request the server answered, as dicts (volley-testd's log
+        format); stop=False reads it as it is (a server killed mid-run)."""
+        if stop:
+            self.stop()
+        with open(self.log_file) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture
+def go_h3(go_h3_binary, tmp_path, server_cert):
+    """Factory: go_h3("--max-streams", 8) starts quic-go's HTTP/3 server;
+    .stats() stops it and returns what it saw, .log() what it answered."""
+    yield from started(lambda *options: GoH3(go_h3_binary, str(tmp_path), server_cert, *options))
+
+
+class H3Peer(StatsServer):
+    """tests/server/h3peer.py: aioquic's HTTP/3, misbehaving as its mode says."""
+
+    name = "volley-h3peer"
+
+    def __init__(self, tmp_path, cert, mode, *options):
+        stats_file = os.path.join(tmp_path, f"h3peer-{id(self)}.stats.json")
+        cmd = [sys.executable, H3PEER, "--cert", cert["cert"], "--key", cert["key"],
+               "--stats", stats_file, "--max-time", "300", "--mode", mode] + \
+            [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def h3peer(tmp_path, server_cert):
+    """Factory: h3peer("close", "--after", 5) starts the aioquic server in
+    that mode ("normal": a working one); .stats() stops it and returns what
+    it saw."""
+    yield from started(lambda mode="normal", *options:
+                       H3Peer(str(tmp_path), server_cert, mode, *options))
+
+
+class UdpRelay(StatsServer):
+    """tests/server/udprelay.py in front of a UDP port: https URL to it."""
+
+    name = "volley-udprelay"
+
+    def __init__(self, tmp_path, port, *options):
+        stats_file = os.path.join(tmp_path, f"relay-{id(self)}.stats.json")
+        cmd = [sys.executable, UDPRELAY, "--to", str(port), "--stats", stats_file,
+               "--max-time", "300"] + [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def udp_relay(tmp_path):
+    """Factory: udp_relay(server.port, "--drop", 0.03) relays to a server's
+    port, losing and reordering as told; .stats() stops it and returns the
+    datagrams it relayed and dropped each way."""
+    yield from started(lambda port, *options: UdpRelay(str(tmp_path), port, *options))
 
 
 # --------------------------------------------------------------------------

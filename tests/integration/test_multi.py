@@ -173,8 +173,9 @@ def test_results_without_ttfb_merge_into_a_whole_without_it(testd, tmp_path):
 def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tmp_path):
     """data/earlier-*: a result and its timeline written by an earlier
     volley 0.2.0, before the causes refused_stream and request_too_large,
-    ttfb, protocols, start_late_us and the timeline's end record. Merged
-    with today's, the causes it lacks count none, and every count adds up."""
+    ttfb, protocols, start_late_us, the http3 object and the timeline's end
+    record. Merged with today's, the causes it lacks count none, and every
+    count adds up."""
     srv = testd()
     # Its URL made today's server's, as though both had run against it.
     data = os.path.join(os.path.dirname(__file__), "data")
@@ -186,6 +187,7 @@ def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tm
     with open(earlier) as f:
         old = json.load(f)
     assert "refused_stream" not in old["error_causes"] and "ttfb" not in old
+    assert "http3" not in old
     _, new = run_json(tmp_path, "-t1", "-c2", "-d300ms", srv.url)
     out = os.path.join(tmp_path, "m.json")
     merge("--json", out, earlier, os.path.join(tmp_path, "result.json"))
@@ -194,7 +196,7 @@ def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tm
     assert m["requests"] == old["requests"] + new["requests"]
     for cause, n in m["error_causes"].items():
         assert n == old["error_causes"].get(cause, 0) + new["error_causes"][cause], cause
-    assert m["ttfb"] is None
+    assert m["ttfb"] is None and m["http3"] is None
     # Its timeline, which ends without an end record, with its result.
     merged_timeline = os.path.join(tmp_path, "m.jsonl")
     merge("--json", out, "--timeline", merged_timeline, earlier, earlier_timeline)
@@ -769,8 +771,8 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             assert flat[path] == pytest.approx(m["requests"] / seconds)
         elif head == "shard":
             assert m["shard"] is None
-        elif head == "http2":  # HTTP/1.1 parts; test_h2.py merges HTTP/2 ones
-            assert m["http2"] is None and all(d["http2"] is None for d in docs)
+        elif head in ("http2", "http3"):  # HTTP/1.1 parts: test_h2.py and test_h3.py merge
+            assert m[head] is None and all(d[head] is None for d in docs)
         elif head == "inputs":
             assert [(i["file"], i["timeline"], i["shard"], i["start_time_us"], i["duration_us"],
                      i["requests"]) for i in m["inputs"]] == \
