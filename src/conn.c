@@ -81,8 +81,10 @@ static void drop(struct conn *c)
     ev_io_stop(env->loop, &c->rio);
     ev_io_stop(env->loop, &c->wio);
     ev_timer_stop(env->loop, &c->timer);
-    if (c->state == CONN_OPEN)
+    if (c->state == CONN_OPEN) {
         env->proto->abort(c);
+        env->open--;
+    }
     if (c->sock.fd >= 0) {
         env->transport->close(&c->sock);
         close(c->sock.fd);
@@ -284,6 +286,7 @@ static void ready(struct conn *c)
         s->handshake_us += now - c->connected_at;
     }
     c->state = CONN_OPEN;
+    env->open++;
     c->opened = true;
     c->carried = false;
     c->want = false;

@@ -63,6 +63,7 @@ struct conn_env {
     void (*response)(void *arg, const struct proto_response *r);
     bool want_head, want_body;
     void *arg;
+    size_t open;   /* connections open now (for the live metrics) */
     size_t depth;  /* requests per batch */
     bool stopping; /* the run is over for this worker: do nothing more */
     /* Called once when every connection has first been opened or has failed

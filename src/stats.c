@@ -50,20 +50,21 @@ static const char *const h2_code_names[STATS_H2_CODES] = {
 };
 
 const struct stats_counter stats_counters[STATS_NCOUNTERS] = {
-#define STATS_COUNTER_ROW(f, place, key, column, rule, flags)                                      \
-    {#f, key, offsetof(struct stats, f), place, key, column, rule, flags},
+#define STATS_COUNTER_ROW(f, place, key, column, metric, rule, flags)                              \
+    {#f, key, offsetof(struct stats, f), place, key, column, metric, rule, flags},
     STATS_COUNTERS(STATS_COUNTER_ROW)
 #undef STATS_COUNTER_ROW
 #define STATS_ERROR_ROW(name, what)                                                                \
-    {"errors." #name, what, offsetof(struct stats, errors.name), STATS_AT_ERRORS, #name, #name,    \
-     STATS_SUM,       0},
+    {"errors." #name,         what,      offsetof(struct stats, errors.name),                      \
+     STATS_AT_ERRORS,         #name,     #name,                                                    \
+     "errors_by_class_total", STATS_SUM, 0},
         STATS_ERRORS(STATS_ERROR_ROW)
 #undef STATS_ERROR_ROW
 };
 
 const struct stats_dist stats_dists[STATS_NDISTS] = {
-#define STATS_DIST_ROW(f, key, column, highest, flags)                                             \
-    {#f, offsetof(struct stats, f), key, column, highest, flags},
+#define STATS_DIST_ROW(f, key, column, metric, highest, flags)                                     \
+    {#f, offsetof(struct stats, f), key, column, metric, highest, flags},
     STATS_DISTRIBUTIONS(STATS_DIST_ROW)
 #undef STATS_DIST_ROW
 };

@@ -78,30 +78,42 @@ enum stats_place {
 #define STATS_MOMENTS 16u  /* a distribution without percentiles: count, min, max, mean, stdev */
 #define STATS_OPTIONAL 32u /* results of earlier versions may lack it (volley merge) */
 #define STATS_PER_RESPONSE 64u /* one value per response: its count is requests */
+#define STATS_MICROS 128u      /* a counter of microseconds: /metrics gives seconds */
 
 /* The counters a run measures, one line each: the field of struct stats,
  * where it sits in the --json document and its key there, its key in a
- * --timeline record ("requests"; the CSV column is the same) or NULL, how
- * volley merge adds it up, and how it is written. struct stats,
- * stats_merge, the JSON and timeline writers, volley merge's readers and
- * checks, and the docs check all follow from this table; docs/json.md
- * describes each key it writes. */
+ * --timeline record ("requests"; the CSV column is the same) or NULL, its
+ * metric in /metrics and remote write (the name after "volley_", in
+ * Prometheus' conventions: a counter ends in _total; a STATS_MIN figure is
+ * a gauge) or NULL, how volley merge adds it up, and how it is written.
+ * struct stats, stats_merge, the JSON, timeline and metrics writers, volley
+ * merge's readers and checks, and the docs check all follow from this
+ * table; docs/json.md describes each key it writes. The responses by
+ * status and the errors by cause are families of their own in /metrics
+ * (responses_total, errors_total), the error classes one labelled by
+ * class. */
 #define STATS_COUNTERS(X)                                                                          \
-    X(requests, STATS_AT_TOTALS, "requests", "requests", STATS_SUM, STATS_TL_RATE)                 \
-    X(bytes, STATS_AT_TOTALS, "bytes", "bytes", STATS_SUM, 0)                                      \
-    X(connects, STATS_AT_CONNECTIONS, "connects", "connects", STATS_SUM, 0)                        \
-    X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, STATS_SUM, 0)                              \
-    X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", STATS_SUM, 0)                  \
-    X(handshakes, STATS_AT_TLS, "handshakes", NULL, STATS_SUM, 0)                                  \
-    X(resumed, STATS_AT_TLS, "resumed", NULL, STATS_SUM, 0)                                        \
-    X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, STATS_SUM, STATS_MEAN)                \
-    X(h2_streams, STATS_AT_HTTP2, "streams", NULL, STATS_MIN, 0)                                   \
-    X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, STATS_SUM, 0)                           \
-    X(h2_refused, STATS_AT_HTTP2, "refused", NULL, STATS_SUM, 0)                                   \
-    X(sent, STATS_AT_RATE, "sent", "sent_per_sec", STATS_SUM, STATS_PER_SEC | STATS_OPEN)          \
-    X(pauses, STATS_AT_NONE, "pauses", NULL, STATS_SUM, 0)                                         \
-    X(paused_us, STATS_AT_NONE, "paused_us", NULL, STATS_SUM, 0)                                   \
-    X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, STATS_SUM, 0)
+    X(requests, STATS_AT_TOTALS, "requests", "requests", NULL, STATS_SUM, STATS_TL_RATE)           \
+    X(bytes, STATS_AT_TOTALS, "bytes", "bytes", "received_bytes_total", STATS_SUM, 0)              \
+    X(connects, STATS_AT_CONNECTIONS, "connects", "connects", "connections_opened_total",          \
+      STATS_SUM, 0)                                                                                \
+    X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, "connections_reopened_total", STATS_SUM,   \
+      0)                                                                                           \
+    X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", "reconnects_total", STATS_SUM, \
+      0)                                                                                           \
+    X(handshakes, STATS_AT_TLS, "handshakes", NULL, "tls_handshakes_total", STATS_SUM, 0)          \
+    X(resumed, STATS_AT_TLS, "resumed", NULL, "tls_resumed_total", STATS_SUM, 0)                   \
+    X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, "tls_handshake_seconds_total",        \
+      STATS_SUM, STATS_MEAN | STATS_MICROS)                                                        \
+    X(h2_streams, STATS_AT_HTTP2, "streams", NULL, "http2_streams", STATS_MIN, 0)                  \
+    X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, "http2_goaway_received_total",          \
+      STATS_SUM, 0)                                                                                \
+    X(h2_refused, STATS_AT_HTTP2, "refused", NULL, "http2_refused_total", STATS_SUM, 0)            \
+    X(sent, STATS_AT_RATE, "sent", "sent_per_sec", "requests_sent_total", STATS_SUM,               \
+      STATS_PER_SEC | STATS_OPEN)                                                                  \
+    X(pauses, STATS_AT_NONE, "pauses", NULL, NULL, STATS_SUM, 0)                                   \
+    X(paused_us, STATS_AT_NONE, "paused_us", NULL, NULL, STATS_SUM, 0)                             \
+    X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, NULL, STATS_SUM, 0)
 
 /* wrk's error classes: the report's "Socket errors" line, and responses
  * with status >= 400. Each is a counter at STATS_AT_ERRORS, in the errors
@@ -128,36 +140,38 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
 
 /* The distributions a run measures, one line each: the field of struct
  * stats, its key in the --json document, its key in a --timeline record
- * or NULL, the largest value it tracks, and flags (STATS_OPEN,
- * STATS_MOMENTS, STATS_OPTIONAL, STATS_PER_RESPONSE). volley merge adds
- * them up bucket by bucket. */
+ * or NULL, its histogram in /metrics and remote write (the name after
+ * "volley_"; values in us are given in seconds) or NULL, the largest value
+ * it tracks, and flags (STATS_OPEN, STATS_MOMENTS, STATS_OPTIONAL,
+ * STATS_PER_RESPONSE). volley merge adds them up bucket by bucket. */
 #define STATS_DISTRIBUTIONS(X)                                                                     \
-    X(connect, "connect_time", NULL, STATS_LATENCY_MAX, 0)                                         \
-    X(latency, "latency", "latency", STATS_LATENCY_MAX, STATS_PER_RESPONSE)                        \
-    X(u_latency, "latency_uncorrected", "latency_uncorrected", STATS_LATENCY_MAX,                  \
-      STATS_OPEN | STATS_PER_RESPONSE)                                                             \
-    X(lag, "scheduling_lag", NULL, STATS_LATENCY_MAX, STATS_OPEN)                                  \
-    X(rps, "requests_per_sec", NULL, STATS_RPS_MAX, STATS_MOMENTS)
+    X(connect, "connect_time", NULL, "connect_duration_seconds", STATS_LATENCY_MAX, 0)             \
+    X(latency, "latency", "latency", "request_duration_seconds", STATS_LATENCY_MAX,                \
+      STATS_PER_RESPONSE)                                                                          \
+    X(u_latency, "latency_uncorrected", "latency_uncorrected",                                     \
+      "request_duration_uncorrected_seconds", STATS_LATENCY_MAX, STATS_OPEN | STATS_PER_RESPONSE)  \
+    X(lag, "scheduling_lag", NULL, "scheduling_lag_seconds", STATS_LATENCY_MAX, STATS_OPEN)        \
+    X(rps, "requests_per_sec", NULL, NULL, STATS_RPS_MAX, STATS_MOMENTS)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
 
 struct stats {
-#define STATS_COUNTER_MEMBER(field, place, key, column, rule, flags) uint64_t field;
+#define STATS_COUNTER_MEMBER(field, place, key, column, metric, rule, flags) uint64_t field;
     STATS_COUNTERS(STATS_COUNTER_MEMBER)
 #undef STATS_COUNTER_MEMBER
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
     uint64_t status[STATS_STATUS_MAX];  /* per status code; other codes go to [0] */
     uint64_t h2_resets[STATS_H2_CODES]; /* HTTP/2: RST_STREAM received, by error code */
-#define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
+#define STATS_DIST_MEMBER(field, key, column, metric, highest, flags) struct hist *field;
     STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
 #undef STATS_DIST_MEMBER
 };
 
 /* Their indexes in stats_counters and stats_dists. */
 enum {
-#define STATS_COUNTER_INDEX(field, place, key, column, rule, flags) STATS_COUNTER_##field,
+#define STATS_COUNTER_INDEX(field, place, key, column, metric, rule, flags) STATS_COUNTER_##field,
     STATS_COUNTERS(STATS_COUNTER_INDEX)
 #undef STATS_COUNTER_INDEX
 #define STATS_ERROR_INDEX(name, what) STATS_COUNTER_errors_##name,
@@ -166,7 +180,7 @@ enum {
             STATS_NCOUNTERS
 };
 enum {
-#define STATS_DIST_INDEX(field, key, column, highest, flags) STATS_DIST_##field,
+#define STATS_DIST_INDEX(field, key, column, metric, highest, flags) STATS_DIST_##field,
     STATS_DISTRIBUTIONS(STATS_DIST_INDEX)
 #undef STATS_DIST_INDEX
         STATS_NDISTS
@@ -181,6 +195,7 @@ struct stats_counter {
     enum stats_place place; /* where it sits in the document */
     const char *key;        /* there, in its place's object */
     const char *column;     /* in a timeline record, or NULL */
+    const char *metric;     /* its /metrics family after "volley_", or NULL */
     enum stats_rule rule;
     unsigned flags;
 };
@@ -191,6 +206,7 @@ struct stats_dist {
     size_t offset; /* of its struct hist * in struct stats */
     const char *key;
     const char *column;
+    const char *metric; /* its /metrics histogram after "volley_", or NULL */
     uint64_t highest;
     unsigned flags;
 };

@@ -46,6 +46,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
     atomic_store_explicit(&w->live_requests, requests, memory_order_relaxed);
     atomic_store_explicit(&w->live_errors, stats_errors(&w->total) + stats_errors(&w->stats),
                           memory_order_relaxed);
+    atomic_store_explicit(&w->live_open, w->env.open, memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
@@ -312,24 +313,10 @@ void worker_set_request(struct worker *w, struct request *request)
 
 void worker_set_budget(struct worker *w, struct budget *budget) { w->env.budget = budget; }
 
-/* The target over time: the warm-up at the rate the run starts from, then
- * the stages, or -R to the end. */
-static void build_profile(struct profile *p, const struct config *cfg)
-{
-    double from = (double)(cfg->spec.nstages ? cfg->spec.stages_from : cfg->spec.rate);
-    profile_init(p, from);
-    if (cfg->spec.warmup_us)
-        profile_add(p, (double)cfg->spec.warmup_us, from);
-    for (size_t i = 0; i < cfg->spec.nstages; i++)
-        profile_add(p, (double)cfg->spec.stages[i].duration_us, (double)cfg->spec.stages[i].rate);
-    if (!cfg->spec.nstages)
-        profile_add(p, INFINITY, (double)cfg->spec.rate);
-}
-
 void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
-    build_profile(&p->profile, w->cfg);
+    spec_profile(&w->cfg->spec, &p->profile);
     p->depth = w->env.depth;
     p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
@@ -403,6 +390,7 @@ static void *run(void *arg)
     last_sample(w);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
+    atomic_store_explicit(&w->live_open, w->env.open, memory_order_relaxed);
     ev_timer_stop(w->loop, &w->interval_timer);
     if (w->warming) /* the run ended within the warm-up */
         end_warmup(w, clock_us());

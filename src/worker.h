@@ -65,6 +65,8 @@ struct worker {
      * line: the hot path keeps plain counters, and a display needs no
      * ordering, so relaxed stores and loads suffice. */
     _Atomic uint64_t live_requests, live_errors;
+    /* Its connections open now, published likewise for the live metrics. */
+    _Atomic uint64_t live_open;
     struct cpu_busy load; /* how busy the thread was while it ran */
     bool running;         /* its thread has started (set and read on that thread) */
     bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
