@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "merge.h"
+#include "metrics.h"
 #include "net.h"
 #include "output.h"
 #include "progress.h"
@@ -58,6 +59,7 @@ struct run {
     struct threshold_watch *watch;
     bool watching, aborted;
     struct threshold_abort abort;
+    struct metrics *metrics; /* --metrics-listen, --remote-write; or NULL */
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -200,12 +202,15 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
     }
 }
 
-/* --abort-on-fail: each interval, as it is written. */
-static void watch_interval(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
-                           uint64_t length_us)
+/* Each interval, as it is written: into the live metrics, and judged by
+ * --abort-on-fail while the run is on. */
+static void on_interval(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
+                        uint64_t length_us)
 {
     struct run *run = arg;
-    if (!run->watching || run->aborted)
+    if (run->metrics)
+        metrics_interval(run->metrics, s, start_us, length_us);
+    if (!run->watch || !run->watching || run->aborted)
         return;
     if (threshold_watch_interval(run->watch, s, index, start_us, length_us, &run->abort)) {
         run->aborted = run->over = true;
@@ -344,6 +349,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_async_start(run->loop, &run->finished);
 
     struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
+    if (run->metrics)
+        metrics_attach(run->metrics, run->loop, run->workers, run->nworkers, run->timeline);
     /* --start-at: in the closed model connections send as soon as they are
      * open, so the wait comes first; with -R they are all opened first and
      * the schedule starts at the instant. */
@@ -378,6 +385,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         r->started.tv_nsec -= 1000000000;
     }
     timeline_start(run->timeline, begin + cfg->spec.warmup_us, &r->started);
+    if (run->metrics)
+        metrics_start(run->metrics, &r->started);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_go(run->workers[i], begin);
     struct progress *progress =
@@ -472,6 +481,7 @@ static void free_run(struct run *run)
     free(run->workers);
     timeline_free(run->timeline);
     threshold_watch_free(run->watch);
+    metrics_free(run->metrics);
     ev_loop_destroy(run->loop);
 }
 
@@ -493,6 +503,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (cfg.json)
         output_json_open(&json, cfg.json);
+    /* The metrics port is taken now: one in use stops volley before anything. */
+    run.metrics = metrics_new(&cfg);
+    result.metrics = run.metrics;
     struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     if (cfg.verify || (cfg.spec.http2 && cfg.spec.tls))
@@ -503,11 +516,10 @@ int main(int argc, char **argv)
     run.timeline = timeline_new(&cfg.spec, cfg.server_pids, cfg.nserver_pids);
     result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
-    if (cfg.abort_after) {
+    if (cfg.abort_after)
         run.watch = threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after,
                                         cfg.spec.timeout_us);
-        timeline_on_interval(run.timeline, watch_interval, &run);
-    }
+    timeline_on_interval(run.timeline, on_interval, &run);
 
     report_header(stdout, &cfg.spec);
     output_check_stdout();
@@ -526,6 +538,8 @@ int main(int argc, char **argv)
     struct stats warmup;
     struct threshold_verdict *verdicts = xcalloc(cfg.nthresholds + 1, sizeof *verdicts);
     gather_stats(&run, &cfg, &result, &warmup);
+    if (run.metrics)
+        metrics_final(run.metrics, &result);
     report_text(stdout, &result);
     bool passed = judge(&run, &cfg, &result, verdicts);
     output_flush_stdout();
@@ -535,6 +549,9 @@ int main(int argc, char **argv)
     report_retired(&run, &cfg);
     if (main_script)
         script_done(main_script, &result);
+    /* Remote write delivers the final figures, and /metrics lingers, before
+     * the document says how that went. */
+    bool delivered = metrics_finish(run.metrics);
     if (cfg.json)
         output_json_write(&json, &result);
     timeline_check(run.timeline);
@@ -548,6 +565,7 @@ int main(int argc, char **argv)
     script_free(main_script);
     tls_cleanup();
     cli_free(&cfg);
-    /* A failed threshold is an outcome of a run that completed: 2, not 1. */
-    return passed ? 0 : 2;
+    /* A failed threshold is an outcome of a run that completed: 2, not 1;
+     * --remote-write-strict makes a push that never arrived an error. */
+    return !delivered ? 1 : passed ? 0 : 2;
 }

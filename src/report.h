@@ -11,6 +11,7 @@
 
 #include "stats.h"
 
+struct metrics;
 struct run_spec;
 struct threshold_abort;
 struct threshold_verdict;
@@ -45,6 +46,7 @@ struct result {
      * none of. A run measures every one, those of -R only with it. */
     uint32_t missing;
     const struct timeline *timeline; /* intervals and server CPU, or NULL */
+    const struct metrics *metrics;   /* live metrics, or NULL */
     /* --warmup: what it recorded, left out of everything above; or NULL */
     const struct stats *warmup;
     /* --threshold: each one's verdict (NULL without), and why the run was
