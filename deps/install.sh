@@ -1,13 +1,13 @@
 #!/bin/sh
-# Installs the system packages volley builds against: LuaJIT, OpenSSL, libev
-# and libnghttp2 (with a C compiler and the C library's headers, make and
+# Installs the system packages volley builds against: LuaJIT, OpenSSL, libev,
+# libnghttp2 and libsnappy (with a C compiler, the C library's headers, make and
 # pkg-config). With --test, also what the tests and `make bench` use: Python 3
-# with pytest, hdrhistogram and hpack, nginx, wrk, nghttp2's h2load and
-# nghttpd, Go >= 1.24, gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua
-# 5.1 and a few tools, make lint's clang-format, cppcheck, shellcheck and
-# pyflakes, and on Debian and Ubuntu what builds and checks the packages under
-# packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to parse the spec
-# and formula).
+# with pytest, hdrhistogram, hpack and prometheus_client, nginx, wrk, Prometheus,
+# nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang (libFuzzer), man,
+# dpkg-buildflags, Lua 5.1 and a few tools, make lint's clang-format, cppcheck,
+# shellcheck and pyflakes, and on Debian and Ubuntu what builds and checks the
+# packages under packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to
+# parse the spec and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -42,10 +42,12 @@ as_root() {
 }
 
 if command -v apt-get >/dev/null 2>&1; then
-    build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
+    build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev
+           libsnappy-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
-           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip"
+           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip
+           prometheus"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     [ "$test" = 1 ] && build="$build $tests"
@@ -58,7 +60,8 @@ if command -v apt-get >/dev/null 2>&1; then
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
     fi
 elif command -v dnf >/dev/null 2>&1; then
-    build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel"
+    build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel
+           snappy-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang"
     tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
@@ -66,25 +69,25 @@ elif command -v dnf >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     as_root dnf install -y $build
 elif command -v pacman >/dev/null 2>&1; then
-    build="gcc make pkgconf luajit libev openssl libnghttp2"
+    build="gcc make pkgconf luajit libev openssl libnghttp2 snappy"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db lua51 nghttp2 go"
+           procps-ng util-linux time curl man-db lua51 nghttp2 go prometheus"
     tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
 elif command -v apk >/dev/null 2>&1; then
-    build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev"
+    build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev snappy-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc lua5.1-dev openssl nghttp2 go"
+           util-linux curl mandoc lua5.1-dev openssl nghttp2 go prometheus"
     tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build
 elif command -v brew >/dev/null 2>&1; then
-    build="pkg-config luajit libev openssl@3 libnghttp2"
+    build="pkg-config luajit libev openssl@3 libnghttp2 snappy"
     tests="python nginx wrk gnuplot nghttp2 go"
-    tests="python nginx wrk gnuplot clang-format cppcheck shellcheck"
+    tests="python nginx wrk gnuplot clang-format cppcheck shellcheck prometheus"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     run brew install $build
@@ -96,7 +99,7 @@ deps/install.sh: no known package manager (apt, dnf, pacman, apk, brew).
 Install these with your system's packages, then run make:
   a C compiler, GNU make, pkg-config,
   LuaJIT 2.x (or Lua 5.1) with headers, OpenSSL >= 1.1.1 with headers, libev 4 with headers,
-  libnghttp2 >= 1.52 with headers.
+  libnghttp2 >= 1.52 with headers; libsnappy with headers (for --remote-write).
 MSG
     exit 1
 fi
@@ -104,13 +107,14 @@ fi
 # The test suite decodes volley's HdrHistogram output with an independent
 # implementation, the hdrhistogram package from PyPI; its HTTP/2 test peer
 # encodes and decodes header blocks with hpack; pytest-xdist runs test files
-# side by side (tests/run.py).
+# side by side (tests/run.py); /metrics is parsed strictly by the reference
+# parser of the exposition format, prometheus_client's.
 if [ "$test" = 1 ]; then
     py=${PYTHON:-python3}
-    if ! "$py" -c 'import hdrh, hpack, pytest, xdist' >/dev/null 2>&1; then
-        run "$py" -m pip install --quiet hdrhistogram hpack pytest pytest-xdist ||
+    if ! "$py" -c 'import hdrh, hpack, pytest, xdist, prometheus_client' >/dev/null 2>&1; then
+        run "$py" -m pip install --quiet hdrhistogram hpack pytest pytest-xdist prometheus_client ||
             run "$py" -m pip install --quiet --break-system-packages hdrhistogram hpack pytest \
-                pytest-xdist
+                pytest-xdist prometheus_client
     fi
 fi
 
