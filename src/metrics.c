@@ -389,10 +389,8 @@ static void read_gauges(struct metrics *m, uint64_t end_us, bool cpu_now)
                      cpu_seconds(&m->base.ru_stime, &now.ru_stime);
         m->client_cpu_s = cpu > m->client_cpu_s ? cpu : m->client_cpu_s;
     }
-    if (m->timeline && timeline_server_cpu(m->timeline, &server)) {
-        m->has_server = true;
+    if (m->has_server && timeline_server_cpu(m->timeline, &server))
         m->server_cpu_s = server.user_s + server.system_s;
-    }
     if (m->spec->rate) {
         const struct run_spec *spec = m->spec;
         double share = (double)spec->shard.connections / (double)spec->connections;
@@ -486,6 +484,8 @@ void metrics_attach(struct metrics *m, struct ev_loop *loop, struct worker **wor
     m->workers = workers;
     m->nworkers = nworkers;
     m->timeline = timeline;
+    struct server_times none;
+    m->has_server = timeline && timeline_server_cpu(timeline, &none); /* 0 until measured */
     if (m->scrape)
         scrape_start(m->scrape, loop);
     if (m->rw)

@@ -423,6 +423,11 @@ bool remote_write_idle(const struct remote_write *rw) { return rw->n == 0; }
 
 void remote_write_stop(struct remote_write *rw)
 {
+    if (under_way(rw) && rw->loop) {
+        snprintf(rw->last_error, sizeof rw->last_error,
+                 "no answer yet when volley stopped waiting");
+        rw->c.last_error = rw->last_error;
+    }
     while (rw->n) {
         remove_at(rw, 0);
         rw->c.dropped++;

@@ -30,6 +30,8 @@
 /* New connections taken per wake-up of the listening socket, so that a
  * flood of them cannot keep the loop from everything else. */
 #define ACCEPT_BATCH 32
+/* How long a closing connection is read from after its answer (seconds). */
+#define DRAIN_DEADLINE 2.0
 
 /* A text being served: freed by its last user. */
 struct body {
@@ -52,6 +54,7 @@ struct client {
     const char *text;  /* the body: body's data, or a fixed text */
     size_t text_len;
     bool close_after;
+    bool draining; /* answered and half closed: reading what is left */
 };
 
 struct scrape {
@@ -121,6 +124,37 @@ static bool write_answer(struct client *c)
     }
 }
 
+/* After an answer that closes the connection: the sending side is shut,
+ * and what the client still sends is read and dropped until it closes too
+ * (or DRAIN_DEADLINE passes), since closing with unread bytes would make
+ * the kernel reset the connection and the client might lose the answer. */
+static void start_draining(struct client *c)
+{
+    shutdown(c->fd, SHUT_WR);
+    c->draining = true;
+    c->waiting_since = 1; /* the first to give way to a new connection */
+    ev_timer_stop(c->s->loop, &c->deadline);
+    ev_timer_set(&c->deadline, DRAIN_DEADLINE, 0.);
+    ev_timer_start(c->s->loop, &c->deadline);
+    ev_io_stop(c->s->loop, &c->io);
+    ev_io_set(&c->io, c->fd, EV_READ);
+    ev_io_start(c->s->loop, &c->io);
+}
+
+static void drain(struct client *c)
+{
+    char sink[4096];
+    for (;;) {
+        ssize_t n = read(c->fd, sink, sizeof sink);
+        if (n > 0 || (n < 0 && errno == EINTR))
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        client_close(c);
+        return;
+    }
+}
+
 static void finish_answer(struct client *c)
 {
     body_release(c->body);
@@ -128,7 +162,7 @@ static void finish_answer(struct client *c)
     c->text = NULL;
     c->text_len = 0;
     if (c->close_after)
-        client_close(c);
+        start_draining(c);
     else
         wait_request(c);
 }
@@ -285,7 +319,9 @@ static void on_client(struct ev_loop *loop, ev_io *w, int revents)
 {
     (void)loop;
     struct client *c = w->data;
-    if (revents & EV_READ) {
+    if (c->draining) {
+        drain(c);
+    } else if (revents & EV_READ) {
         read_request(c);
     } else if (write_answer(c)) {
         finish_answer(c);

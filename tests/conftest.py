@@ -15,6 +15,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -663,3 +665,108 @@ def h2peer(tmp_path):
     yield start
     for s in servers:
         s.kill()
+
+
+# --------------------------------------------------------------------------
+# Prometheus from Debian
+# --------------------------------------------------------------------------
+
+class Prometheus:
+    """A Prometheus server with its own storage in tmp_path: it scrapes
+    targets ("host:port" of volley's /metrics) every second and, with
+    --web.enable-remote-write-receiver, takes remote writes at
+    .remote_write. query() asks its HTTP API."""
+
+    def __init__(self, tmp_path, targets=()):
+        self.dir = os.path.join(tmp_path, f"prometheus-{id(self)}")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.remote_write = self.url + "/api/v1/write"
+        conf = os.path.join(self.dir, "prometheus.yml")
+        with open(conf, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n")
+            if targets:
+                f.write("scrape_configs:\n  - job_name: volley\n    static_configs:\n"
+                        f"      - targets: {json.dumps(list(targets))}\n")
+        prometheus = shutil.which("prometheus") or "/usr/bin/prometheus"
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.proc = subprocess.Popen(
+            [prometheus, f"--config.file={conf}", f"--storage.tsdb.path={self.dir}/data",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-remote-write-receiver",
+             # a series stays the same for 5 minutes after its last sample,
+             # and queries look back that far
+             "--query.lookback-delta=5m"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.wait_ready()
+        if targets:
+            self.wait_targets()
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("prometheus exited: " + open(self.log.name).read())
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("prometheus did not get ready: " + open(self.log.name).read())
+
+    def wait_targets(self, timeout=60):
+        """Until the scrape targets are known (Prometheus hands new targets
+        to its scrapers some seconds after it starts), so that a run started
+        now is scraped from its first second."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(self.url + "/api/v1/targets", timeout=10) as r:
+                if json.load(r)["data"]["activeTargets"]:
+                    return
+            time.sleep(0.2)
+        raise RuntimeError("prometheus never took its targets")
+
+    def query(self, promql):
+        """The instant vector (or scalar) promql evaluates to now: a list of
+        (labels, value)."""
+        url = self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=30) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        data = body["data"]
+        if data["resultType"] == "scalar":
+            return [({}, float(data["result"][1]))]
+        return [(s["metric"], float(s["value"][1])) for s in data["result"]]
+
+    def value(self, promql):
+        """The one value promql evaluates to, or None when it has none."""
+        result = self.query(promql)
+        assert len(result) <= 1, (promql, result)
+        return result[0][1] if result else None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    """Factory: prometheus(targets=["127.0.0.1:9465"]) starts one."""
+    servers = []
+
+    def start(targets=()):
+        p = Prometheus(str(tmp_path), targets)
+        servers.append(p)
+        return p
+
+    yield start
+    for p in servers:
+        p.stop()
