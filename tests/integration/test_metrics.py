@@ -339,6 +339,9 @@ def test_receiver_answers(testd, receiver, tmp_path, status, strict, rc):
     assert run.report["requests"] == doc["requests"] > 0
     rw = doc["telemetry"]["remote_write"]
     pushes = rw["pushes"]
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        described = f.read()
+    assert all(f"`{k}`" in described for k in list(doc["telemetry"]) + list(rw)), doc["telemetry"]
     assert pushes >= 3, rw
     for headers, body in rcv.pushes:
         assert headers["Content-Type"] == "application/x-protobuf"
@@ -403,7 +406,7 @@ def test_exposition_is_strict_text_format(nginx_h2, tmp_path):
     started = start_volley("-t1", "-c2", "-m4", "--http2", "-d3s", "-R", "400",
                            "--metrics-listen", f"127.0.0.1:{port}", "--metrics-linger", "1s",
                            "--label", f"team={value}", "--metrics-buckets", "1ms,10ms,1s",
-                           srv.url + "/")
+                           "--server-pid", srv.proc.pid, srv.url + "/")
     wait_listening(port, started[0])
     texts = []
     while started[0].poll() is None:
@@ -442,12 +445,21 @@ def test_exposition_is_strict_text_format(nginx_h2, tmp_path):
         "volley_request_duration_seconds": "histogram",
         "volley_request_duration_uncorrected_seconds": "histogram",
         "volley_scheduling_lag_seconds": "histogram", "volley_connections": "gauge",
-        "volley_target_rate": "gauge", "volley_client_cpu_seconds": "counter"}
+        "volley_target_rate": "gauge", "volley_client_cpu_seconds": "counter",
+        "volley_server_cpu_seconds": "counter"}
     les = [labels["le"] for s, labels, _ in parsed["volley_request_duration_seconds"][1]
            if s.endswith("_bucket")]
     assert les == ["0.001", "0.01", "1", "+Inf"]
     assert parsed["volley_tls_handshakes"][1][0][2] >= 2
     assert parsed["volley_http2_streams"][1][0][2] == 4
+    # every metric is named where users look: the README and the man page
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    with open(os.path.join(ROOT, "docs", "volley.1")) as f:
+        man = f.read().replace("\\-", "-").replace("\\fB", "").replace("\\fR", "")
+    for name in re.findall(r"^# TYPE (\S+) ", texts[-1], re.M):
+        assert f"`{name}" in readme, name
+        assert name in man, name
 
 
 # --------------------------------------------------------------------------

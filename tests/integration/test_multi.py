@@ -651,7 +651,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             once(head, lambda: check_summary(m["intervals"], merged, 250000))
         elif head == "server":
             once(head, lambda: check_server(m, docs, merged, parts, places))
-        elif head in ("warmup", "thresholds", "aborted"):
+        elif head in ("warmup", "thresholds", "aborted", "telemetry"):
             # a part's warm-up and verdicts stay its own: merge judges the
             # whole with its own --threshold
             assert m[head] is None, head
