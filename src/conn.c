@@ -19,7 +19,6 @@
 #include "budget.h"
 #include "clock.h"
 #include "hist.h"
-#include "http.h"
 #include "net.h"
 
 /* After a failure (a connect that failed, or a connection that ended in an
@@ -41,10 +40,16 @@ static bool pump(struct conn *c);
 static void flush(struct conn *c);
 static void open_socket(struct conn *c);
 
-void conn_init(struct conn *c, struct conn_env *env, size_t index)
+static bool on_response(void *arg, const struct proto_response *r);
+static void on_failed(void *arg, enum cause cause);
+static void on_returned(void *arg, size_t n);
+
+void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index)
 {
     memset(c, 0, sizeof *c);
-    c->env = env;
+    c->cfg = cfg;
+    c->live = live;
+    c->sink = (struct proto_sink){on_response, on_failed, on_returned, c};
     c->index = index;
     c->sock.fd = -1;
     c->state = CONN_CLOSED;
@@ -52,12 +57,12 @@ void conn_init(struct conn *c, struct conn_env *env, size_t index)
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
-    c->session = env->proto->new (c);
+    c->session = cfg->proto->create(&cfg->session, &c->sink);
 }
 
 static void timer_start(struct conn *c, uint64_t us)
 {
-    struct ev_loop *loop = c->env->loop;
+    struct ev_loop *loop = c->cfg->loop;
     ev_timer_stop(loop, &c->timer);
     ev_timer_set(&c->timer, (double)us / 1e6, 0.);
     ev_timer_start(loop, &c->timer);
@@ -66,27 +71,27 @@ static void timer_start(struct conn *c, uint64_t us)
 /* The slot was opened, or failed to open, for the first time. */
 static void settle(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     if (c->settled)
         return;
     c->settled = true;
-    if (--env->unsettled == 0 && env->settled)
-        env->settled(env->arg);
+    if (--c->live->unsettled == 0 && cfg->hooks.settled)
+        cfg->hooks.settled(cfg->hooks.arg);
 }
 
 /* Close the socket. Requests in flight must have been accounted for. */
 static void drop(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    ev_io_stop(env->loop, &c->rio);
-    ev_io_stop(env->loop, &c->wio);
-    ev_timer_stop(env->loop, &c->timer);
+    const struct conn_config *cfg = c->cfg;
+    ev_io_stop(cfg->loop, &c->rio);
+    ev_io_stop(cfg->loop, &c->wio);
+    ev_timer_stop(cfg->loop, &c->timer);
     if (c->state == CONN_OPEN) {
-        env->proto->abort(c);
-        env->open--;
+        cfg->proto->abort(c->session);
+        c->live->open--;
     }
     if (c->sock.fd >= 0) {
-        env->transport->close(&c->sock);
+        cfg->transport->close(&c->sock);
         close(c->sock.fd);
         c->sock.fd = -1;
     }
@@ -96,22 +101,22 @@ static void drop(struct conn *c)
 
 void conn_stop(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    if (env->budget && c->state == CONN_OPEN)
-        budget_return(env->budget, env->proto->inflight(c));
-    if (env->budget && c->claimed)
-        budget_return(env->budget, c->claimed);
+    const struct conn_config *cfg = c->cfg;
+    if (cfg->budget && c->state == CONN_OPEN)
+        budget_return(cfg->budget, cfg->proto->inflight(c->session));
+    if (cfg->budget && c->claimed)
+        budget_return(cfg->budget, c->claimed);
     c->claimed = 0;
     drop(c);
-    if (env->pace)
-        schedule_remove(&env->pace->schedule, c);
+    if (cfg->pace)
+        schedule_remove(&cfg->pace->schedule, c);
 }
 
 void conn_free(struct conn *c)
 {
     conn_stop(c);
-    c->env->transport->release(&c->sock);
-    c->env->proto->free(c->session);
+    c->cfg->transport->release(&c->sock);
+    c->cfg->proto->destroy(c->session);
     request_free(&c->own);
 }
 
@@ -119,48 +124,57 @@ void conn_free(struct conn *c)
 /* Outcomes: responses, errors, closes                                        */
 /* ------------------------------------------------------------------------ */
 
-bool conn_response(struct conn *c, const struct proto_response *r, uint64_t start_at,
-                   uint64_t sent_at, uint64_t now)
+/* The session's sink: a final response, counted, handed to response(). */
+static bool on_response(void *arg, const struct proto_response *r)
 {
-    struct conn_env *env = c->env;
-    struct stats *s = env->stats;
+    struct conn *c = arg;
+    const struct conn_config *cfg = c->cfg;
+    struct stats *s = cfg->stats;
     int status = r->status;
     s->requests++;
     s->status[status > 0 && status < STATS_STATUS_MAX ? status : 0]++;
     if (status > 399)
         s->errors.status++;
-    hist_record(s->latency, now - start_at);
-    if (env->pace)
-        hist_record(s->u_latency, now - sent_at);
+    hist_record(s->latency, r->done_at - r->start_at);
+    hist_record(s->ttfb, r->first_at > r->start_at ? r->first_at - r->start_at : 0);
+    if (cfg->pace) {
+        hist_record(s->u_latency, r->done_at - r->sent_at);
+        hist_record(s->u_ttfb, r->first_at > r->sent_at ? r->first_at - r->sent_at : 0);
+    }
     c->backoff_us = 0;
-    if (env->budget)
-        budget_resolve(env->budget, 1);
-    if (env->response) {
-        env->response(env->arg, r);
-        if (env->stopping)
+    if (cfg->budget)
+        budget_resolve(cfg->budget, 1);
+    if (cfg->hooks.response) {
+        cfg->hooks.response(cfg->hooks.arg, r);
+        if (c->live->stopping)
             return false;
     }
     return true;
 }
 
-void conn_requests_returned(struct conn *c, size_t n)
+/* The session's sink: requests it will not have answered here, though the
+ * server did nothing wrong. */
+static void on_returned(void *arg, size_t n)
 {
-    if (c->env->budget && n)
-        budget_return(c->env->budget, n);
+    struct conn *c = arg;
+    if (c->cfg->budget && n)
+        budget_return(c->cfg->budget, n);
 }
 
 static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
 {
     *class += n;
-    c->env->stats->causes[cause] += n;
+    c->cfg->stats->causes[cause] += n;
 }
 
-void conn_request_failed(struct conn *c, enum cause cause)
+/* The session's sink: one request failed while the connection goes on. */
+static void on_failed(void *arg, enum cause cause)
 {
-    struct conn_env *env = c->env;
-    count(c, &env->stats->errors.read, cause, 1);
-    if (env->budget)
-        budget_resolve(env->budget, 1);
+    struct conn *c = arg;
+    const struct conn_config *cfg = c->cfg;
+    count(c, &cfg->stats->errors.read, cause, 1);
+    if (cfg->budget)
+        budget_resolve(cfg->budget, 1);
 }
 
 /* After a failure: try again after the back-off, or else on the next turn
@@ -183,7 +197,7 @@ static void retry(struct conn *c, bool backoff)
  * delimited by the close, or the server closed it while it was idle. */
 static void closed(struct conn *c)
 {
-    c->env->stats->reconnects++;
+    c->cfg->stats->reconnects++;
     drop(c);
     pump(c);
 }
@@ -193,11 +207,11 @@ static void closed(struct conn *c)
  * before it carried a request backs off like a failed connect. */
 static void failed(struct conn *c, uint64_t *class, enum cause cause)
 {
-    struct conn_env *env = c->env;
-    size_t n = env->proto->inflight(c);
+    const struct conn_config *cfg = c->cfg;
+    size_t n = cfg->proto->inflight(c->session);
     count(c, class, cause, n ? n : 1);
-    if (env->budget && n)
-        budget_resolve(env->budget, n);
+    if (cfg->budget && n)
+        budget_resolve(cfg->budget, n);
     bool backoff = !c->carried;
     drop(c);
     retry(c, backoff);
@@ -208,7 +222,7 @@ static void write_failed(struct conn *c, int err)
     enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
                        : err == ECONNRESET ? CAUSE_RESET
                                            : CAUSE_WRITE_OTHER;
-    failed(c, &c->env->stats->errors.write, cause);
+    failed(c, &c->cfg->stats->errors.write, cause);
 }
 
 static enum cause connect_cause(int err)
@@ -238,11 +252,11 @@ static enum cause connect_cause(int err)
  * back off, so a dead target costs no CPU and the counts stay meaningful. */
 static void connect_failed(struct conn *c, enum cause cause)
 {
-    struct conn_env *env = c->env;
-    count(c, &env->stats->errors.connect, cause, 1);
+    const struct conn_config *cfg = c->cfg;
+    count(c, &cfg->stats->errors.connect, cause, 1);
     bool outcome = c->claimed;
     if (outcome)
-        budget_resolve(env->budget, c->claimed);
+        budget_resolve(cfg->budget, c->claimed);
     c->claimed = 0;
     c->want = false;
     settle(c);
@@ -252,14 +266,14 @@ static void connect_failed(struct conn *c, enum cause cause)
 
 static void timed_out(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    size_t n = env->proto->inflight(c);
-    enum cause cause = env->proto->expired(c);
+    const struct conn_config *cfg = c->cfg;
+    size_t n = cfg->proto->inflight(c->session);
+    enum cause cause = cfg->proto->expired(c->session);
     /* Every request still unanswered has timed out. A connection whose
      * set-up never completed (HTTP/2's SETTINGS) fails even with none. */
-    count(c, &env->stats->errors.timeout, cause, n || cause == CAUSE_RESPONSE_TIMEOUT ? n : 1);
-    if (env->budget && n)
-        budget_resolve(env->budget, n);
+    count(c, &cfg->stats->errors.timeout, cause, n || cause == CAUSE_RESPONSE_TIMEOUT ? n : 1);
+    if (cfg->budget && n)
+        budget_resolve(cfg->budget, n);
     drop(c);
     retry(c, false);
 }
@@ -270,28 +284,28 @@ static void timed_out(struct conn *c)
 
 static void ready(struct conn *c)
 {
-    struct conn_env *env = c->env;
-    struct stats *s = env->stats;
+    const struct conn_config *cfg = c->cfg;
+    struct stats *s = cfg->stats;
     uint64_t now = clock_us();
-    ev_timer_stop(env->loop, &c->timer);
-    ev_io_stop(env->loop, &c->wio);
-    ev_io_start(env->loop, &c->rio);
+    ev_timer_stop(cfg->loop, &c->timer);
+    ev_io_stop(cfg->loop, &c->wio);
+    ev_io_start(cfg->loop, &c->rio);
     s->connects++;
     if (c->opened)
         s->reopened++;
     hist_record(s->connect, now - c->connect_at);
-    if (env->transport->secure) {
+    if (cfg->transport->secure) {
         s->handshakes++;
-        s->resumed += env->transport->resumed(&c->sock) ? 1 : 0;
+        s->resumed += cfg->transport->resumed(&c->sock) ? 1 : 0;
         s->handshake_us += now - c->connected_at;
     }
     c->state = CONN_OPEN;
-    env->open++;
+    c->live->open++;
     c->opened = true;
     c->carried = false;
     c->want = false;
     c->available_at = now;
-    env->proto->open(c);
+    cfg->proto->open(c->session);
     settle(c);
     flush(c); /* what the protocol says first (HTTP/2's preface) */
     if (c->state == CONN_OPEN)
@@ -300,8 +314,8 @@ static void ready(struct conn *c)
 
 static void handshake(struct conn *c)
 {
-    struct ev_loop *loop = c->env->loop;
-    switch (c->env->transport->handshake(&c->sock)) {
+    struct ev_loop *loop = c->cfg->loop;
+    switch (c->cfg->transport->handshake(&c->sock)) {
     case IO_OK:
         ready(c);
         break;
@@ -327,10 +341,10 @@ static void connected(struct conn *c)
 
 static void open_socket(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     bool in_progress;
     c->connect_at = clock_us();
-    int fd = net_connect(env->addr, &in_progress);
+    int fd = net_connect(cfg->addr, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
@@ -339,23 +353,23 @@ static void open_socket(struct conn *c)
     ev_io_set(&c->rio, fd, EV_READ);
     ev_io_set(&c->wio, fd, EV_WRITE);
     /* Connecting and the handshake are bounded by --timeout too. */
-    timer_start(c, env->timeout_us);
+    timer_start(c, cfg->timeout_us);
     if (!in_progress) {
         connected(c);
         return;
     }
     c->state = CONN_CONNECTING;
-    ev_io_start(env->loop, &c->wio);
+    ev_io_start(cfg->loop, &c->wio);
 }
 
 void conn_start(struct conn *c, bool want)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     c->want = want;
     /* Under -n the request waiting for the connection is claimed now: if the
      * connection cannot be made, that is its outcome. */
-    if (want && env->budget && !c->claimed) {
-        if (!budget_claim(env->budget, 1)) {
+    if (want && cfg->budget && !c->claimed) {
+        if (!budget_claim(cfg->budget, 1)) {
             c->want = false;
             settle(c);
             return;
@@ -373,25 +387,25 @@ void conn_start(struct conn *c, bool want)
  * would block. */
 static void flush(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     const char *data;
     size_t len;
     if (c->write_wants_read)
         return; /* on_read resumes it */
-    while ((len = env->proto->output(c, &data)) > 0) {
-        ssize_t n = env->transport->write(&c->sock, data, len);
+    while ((len = cfg->proto->output(c->session, &data)) > 0) {
+        ssize_t n = cfg->transport->write(&c->sock, data, len);
         if (n > 0) {
             c->carried = true;
-            env->proto->wrote(c, (size_t)n);
+            cfg->proto->wrote(c->session, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
-            ev_io_start(env->loop, &c->wio);
+            ev_io_start(cfg->loop, &c->wio);
             return;
         } else if (n == IO_WANT_READ) {
             /* TLS: the write needs the peer's data first. The read watcher
              * is always armed; the write watcher would only spin. */
             c->write_wants_read = true;
             if (!c->read_wants_write)
-                ev_io_stop(env->loop, &c->wio);
+                ev_io_stop(cfg->loop, &c->wio);
             return;
         } else {
             write_failed(c, errno);
@@ -399,7 +413,7 @@ static void flush(struct conn *c)
         }
     }
     if (!c->read_wants_write)
-        ev_io_stop(env->loop, &c->wio);
+        ev_io_stop(cfg->loop, &c->wio);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -421,23 +435,23 @@ static void wake(struct conn *c, uint64_t at, uint64_t now)
  * request out when the server closes idle connections sooner. */
 static bool paused(struct conn *c, uint64_t now)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     if (c->delay_served)
         return false;
     if (!c->delay_until) {
-        double ms = env->delay(env->arg);
-        if (env->stopping)
+        double ms = cfg->hooks.delay(cfg->hooks.arg);
+        if (c->live->stopping)
             return true;
         /* Converting a delay past the range of uint64_t (1e300, inf) is
          * undefined, and NaN compares false: both would give no pause. */
         uint64_t us = ms > 0 ? (uint64_t)((ms < DELAY_MAX_MS ? ms : DELAY_MAX_MS) * 1000) : 0;
         c->delay_until = now + us;
-        env->stats->pauses++;
-        env->stats->paused_us += us;
+        cfg->stats->pauses++;
+        cfg->stats->paused_us += us;
     }
     if (c->delay_until > now) {
-        uint64_t oldest = c->state == CONN_OPEN ? env->proto->oldest(c) : 0;
-        wake(c, oldest ? oldest + env->timeout_us : c->delay_until, now);
+        uint64_t oldest = c->state == CONN_OPEN ? cfg->proto->oldest(c->session) : 0;
+        wake(c, oldest ? oldest + cfg->timeout_us : c->delay_until, now);
         return true;
     }
     /* Under -R the pause is the script's think time, not the server's:
@@ -456,7 +470,7 @@ static bool paused(struct conn *c, uint64_t now)
  * (--stages) is over, it sends nothing more. */
 static bool waiting_for_turn(struct conn *c, uint64_t now)
 {
-    struct pace *p = c->env->pace;
+    struct pace *p = c->cfg->pace;
     if (!p->start)
         return true; /* the run has not started: conn_kick() comes then */
     double slot = (double)(p->first + c->index) + (double)c->batches * (double)p->total;
@@ -475,27 +489,27 @@ static bool waiting_for_turn(struct conn *c, uint64_t now)
  * Returns false when nothing went out. */
 static bool send_batch(struct conn *c, uint64_t now)
 {
-    struct conn_env *env = c->env;
-    struct stats *s = env->stats;
-    size_t depth = env->depth;
+    const struct conn_config *cfg = c->cfg;
+    struct stats *s = cfg->stats;
+    size_t depth = cfg->session.depth;
     /* Claim before request() runs, so that scripts see only requests sent;
      * one may have been claimed when the connection was opened for it. */
-    if (env->budget) {
+    if (cfg->budget) {
         size_t claimed = c->claimed;
         c->claimed = 0;
-        depth = claimed + (depth > claimed ? budget_claim(env->budget, depth - claimed) : 0);
+        depth = claimed + (depth > claimed ? budget_claim(cfg->budget, depth - claimed) : 0);
         if (depth == 0)
             return false;
     }
-    const struct request *r = env->request(env->arg, &c->own);
-    if (!r || env->stopping) {
-        if (env->budget)
-            budget_return(env->budget, depth);
+    const struct request *r = cfg->hooks.request(cfg->hooks.arg, &c->own);
+    if (!r || c->live->stopping) {
+        if (cfg->budget)
+            budget_return(cfg->budget, depth);
         c->done = !r;
         return false;
     }
     uint64_t start = 0; /* from when each request goes out */
-    if (env->pace) {
+    if (cfg->pace) {
         /* Latency counts from the intended time, however late the send,
          * but not from before the connection was set up or its pause ended. */
         start = c->due > c->available_at ? c->due : c->available_at;
@@ -504,11 +518,11 @@ static bool send_batch(struct conn *c, uint64_t now)
     }
     s->sent += depth;
     c->delay_served = false;
-    env->proto->submit(c, r, depth, now, start);
+    cfg->proto->submit(c->session, r, r == &c->own, depth, now, start);
     /* The response timer keeps the deadline of an earlier batch when it is
      * still running: on_timer moves it on, so the common case costs nothing. */
     if (!ev_is_active(&c->timer))
-        timer_start(c, env->timeout_us);
+        timer_start(c, cfg->timeout_us);
     return true;
 }
 
@@ -517,19 +531,19 @@ static bool send_batch(struct conn *c, uint64_t now)
  * schedule, the connection opening. Returns whether it wrote. */
 static bool pump(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     bool sent = false;
-    while (!env->stopping && !c->done) {
+    while (!c->live->stopping && !c->done) {
         if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
-        if (c->state == CONN_OPEN && !env->proto->ready(c))
+        if (c->state == CONN_OPEN && !cfg->proto->ready(c->session))
             break; /* the session is busy: it pumps when it is done */
-        if (env->budget && !c->claimed && !budget_left(env->budget))
+        if (cfg->budget && !c->claimed && !budget_left(cfg->budget))
             break;
         uint64_t now = clock_us();
-        if (env->delay && paused(c, now))
+        if (c->live->delay && paused(c, now))
             break;
-        if (env->pace && waiting_for_turn(c, now))
+        if (cfg->pace && waiting_for_turn(c, now))
             break;
         if (c->state == CONN_CLOSED) {
             if (c->retry_at > now)
@@ -555,13 +569,13 @@ void conn_kick(struct conn *c) { pump(c); }
 
 static void at_eof(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     enum cause cause;
-    enum proto_status st = env->proto->eof(c, clock_us(), &cause);
-    if (env->stopping)
+    enum proto_status st = cfg->proto->eof(c->session, clock_us(), &cause);
+    if (c->live->stopping)
         return;
     if (st == PROTO_FAIL)
-        failed(c, &env->stats->errors.read, cause);
+        failed(c, &cfg->stats->errors.read, cause);
     else
         closed(c);
 }
@@ -573,7 +587,7 @@ static void at_eof(struct conn *c)
  * socket yet. */
 static inline bool reply(struct conn *c)
 {
-    if (c->env->proto->ready(c)) {
+    if (c->cfg->proto->ready(c->session)) {
         if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
             flush(c);
         return true;
@@ -585,27 +599,28 @@ static inline bool reply(struct conn *c)
 
 static void read_ready(struct conn *c)
 {
-    struct conn_env *env = c->env;
+    const struct conn_config *cfg = c->cfg;
     size_t burst = 0;
     bool owed = false; /* input came that reply() has not followed yet */
     for (;;) {
-        ssize_t n = env->transport->read(&c->sock, env->rbuf, env->rbuf_len);
+        ssize_t n = cfg->transport->read(&c->sock, cfg->rbuf, cfg->rbuf_len);
         if (n > 0) {
             enum cause cause;
-            env->stats->bytes += (uint64_t)n;
+            cfg->stats->bytes += (uint64_t)n;
             burst += (size_t)n;
-            enum proto_status st = env->proto->input(c, env->rbuf, (size_t)n, clock_us(), &cause);
-            if (env->stopping)
+            enum proto_status st =
+                cfg->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
+            if (c->live->stopping)
                 return;
             if (st == PROTO_FAIL) {
-                failed(c, &env->stats->errors.read, cause);
+                failed(c, &cfg->stats->errors.read, cause);
                 return;
             }
             if (st == PROTO_CLOSE) {
                 closed(c);
                 return;
             }
-            bool more = env->transport->pending(&c->sock) > 0;
+            bool more = cfg->transport->pending(&c->sock) > 0;
             /* Records the transport holds already (TLS) are read first, so
              * that one write carries what all of them call for. */
             owed = more && burst < READ_BURST;
@@ -615,12 +630,12 @@ static void read_ready(struct conn *c)
             if (c->state != CONN_OPEN || (done && !more))
                 return;
             /* A short read drained the socket; a full one may have left more. */
-            if ((size_t)n < env->rbuf_len && !more)
+            if ((size_t)n < cfg->rbuf_len && !more)
                 return;
             if (burst >= READ_BURST) {
                 /* Bytes held inside the transport raise no event. */
                 if (more)
-                    ev_feed_event(env->loop, &c->rio, EV_READ);
+                    ev_feed_event(cfg->loop, &c->rio, EV_READ);
                 return;
             }
         } else if (n == 0) {
@@ -634,10 +649,10 @@ static void read_ready(struct conn *c)
         } else if (n == IO_WANT_WRITE) {
             /* TLS: the read must first write; resumed from on_write. */
             c->read_wants_write = true;
-            ev_io_start(env->loop, &c->wio);
+            ev_io_start(cfg->loop, &c->wio);
             return;
         } else {
-            failed(c, &env->stats->errors.read,
+            failed(c, &cfg->stats->errors.read,
                    errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER);
             return;
         }
@@ -655,7 +670,7 @@ static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
-    if (c->env->stopping)
+    if (c->live->stopping)
         return;
     if (c->state == CONN_HANDSHAKE) {
         handshake(c);
@@ -676,7 +691,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)revents;
     struct conn *c = io->data;
-    if (c->env->stopping)
+    if (c->live->stopping)
         return;
     switch (c->state) {
     case CONN_CONNECTING: {
@@ -698,7 +713,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
                 break;
         }
         flush(c);
-        if (c->state == CONN_OPEN && c->env->proto->ready(c))
+        if (c->state == CONN_OPEN && c->cfg->proto->ready(c->session))
             pump(c);
         break;
     default:
@@ -711,8 +726,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = t->data;
-    struct conn_env *env = c->env;
-    if (env->stopping)
+    const struct conn_config *cfg = c->cfg;
+    if (c->live->stopping)
         return;
     switch (c->state) {
     case CONN_CLOSED: /* a back-off or a pause is over */
@@ -723,8 +738,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
     case CONN_OPEN: {
-        uint64_t now = clock_us(), oldest = env->proto->oldest(c);
-        if (oldest && now >= oldest + env->timeout_us) {
+        uint64_t now = clock_us(), oldest = cfg->proto->oldest(c->session);
+        if (oldest && now >= oldest + cfg->timeout_us) {
             timed_out(c);
             break;
         }
@@ -732,8 +747,8 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
          * (HTTP/2): the timer goes on to whichever comes first, the end of
          * a pause still running or the oldest one's deadline. */
         pump(c);
-        if (c->state == CONN_OPEN && (oldest = env->proto->oldest(c)) != 0)
-            wake(c, oldest + env->timeout_us, now);
+        if (c->state == CONN_OPEN && (oldest = cfg->proto->oldest(c->session)) != 0)
+            wake(c, oldest + cfg->timeout_us, now);
         break;
     }
     }

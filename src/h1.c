@@ -9,13 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
 #include "http.h"
 #include "proto.h"
 #include "request.h"
 #include "xalloc.h"
 
 struct h1 {
+    const struct proto_conf *conf;
+    struct proto_sink sink;
     struct http_parser parser;
     const struct request *batch; /* in flight, or NULL when idle */
     size_t len;                  /* bytes of batch to write */
@@ -24,67 +25,78 @@ struct h1 {
     size_t pending;              /* responses still expected (the response side) */
     uint64_t sent_at;            /* when the batch's first byte went out */
     uint64_t start_at;           /* where its latency counts from */
-    struct proto_response view;  /* the response just parsed, as conn_response takes it */
+    uint64_t first_at;           /* when the current response's first byte came, or 0 */
+    struct proto_response view;  /* the response just parsed, as the sink takes it */
 };
 
-static void *h1_new(struct conn *c)
+static struct proto_session *h1_create(const struct proto_conf *conf, const struct proto_sink *sink)
 {
     struct h1 *s = xcalloc(1, sizeof *s);
+    s->conf = conf;
+    s->sink = *sink;
     http_parser_init(&s->parser);
-    s->parser.cache = c->env->head_cache;
-    return s;
+    s->parser.cache = conf->head_cache;
+    return (struct proto_session *)(void *)s;
 }
 
-static void h1_free(void *session)
+static void h1_destroy(struct proto_session *session)
 {
-    struct h1 *s = session;
+    struct h1 *s = (struct h1 *)(void *)session;
     http_parser_free(&s->parser);
     free(s);
 }
 
-static void h1_open(struct conn *c)
+/* What the response() hook takes of the responses to come. */
+static void wants(struct h1 *s)
 {
-    struct h1 *s = c->session;
+    s->parser.want_head = s->conf->wants->head;
+    s->parser.want_body = s->conf->wants->body;
+}
+
+static void h1_open(struct proto_session *session)
+{
+    struct h1 *s = (struct h1 *)(void *)session;
     s->batch = NULL;
     s->pending = 0;
-    s->parser.want_head = c->env->want_head;
-    s->parser.want_body = c->env->want_body;
+    s->first_at = 0;
+    wants(s);
     http_begin(&s->parser, false);
 }
 
-static bool h1_ready(const struct conn *c)
+static bool h1_ready(const struct proto_session *session)
 {
-    const struct h1 *s = c->session;
+    const struct h1 *s = (struct h1 *)(void *)session;
     return !s->batch;
 }
 
-static void h1_submit(struct conn *c, const struct request *r, size_t n, uint64_t now,
-                      uint64_t start_at)
+static void h1_submit(struct proto_session *session, const struct request *r, bool own, size_t n,
+                      uint64_t now, uint64_t start_at)
 {
-    struct h1 *s = c->session;
+    (void)own; /* written before the next batch refills it */
+    struct h1 *s = (struct h1 *)(void *)session;
     s->batch = r;
     s->depth = s->pending = n;
     s->len = request_prefix(r, n);
     s->written = 0;
     s->sent_at = now;
     s->start_at = start_at ? start_at : now;
-    s->parser.want_head = c->env->want_head;
-    s->parser.want_body = c->env->want_body;
+    s->first_at = 0;
+    wants(s);
     http_begin(&s->parser, request_is_head(r, 0));
 }
 
-static size_t h1_output(struct conn *c, const char **data)
+static size_t h1_output(struct proto_session *session, const char **data)
 {
-    struct h1 *s = c->session;
+    struct h1 *s = (struct h1 *)(void *)session;
     if (!s->batch || s->written == s->len)
         return 0;
     *data = s->batch->data + s->written;
     return s->len - s->written;
 }
 
-static void h1_wrote(struct conn *c, size_t n)
+static void h1_wrote(struct proto_session *session, size_t n)
 {
-    struct h1 *s = c->session;
+    struct h1 *s = (struct h1 *)(void *)session;
     s->written += n;
     /* Every response came before the last of the request was written (the
      * server answered early and read the rest): now both sides are done. */
@@ -113,24 +125,32 @@ static void hook_view(const struct http_parser *p, struct proto_response *r)
     r->body_len = p->body.len;
 }
 
-/* A final response completed. */
-static enum proto_status response_done(struct conn *c, uint64_t now)
+/* A final response completed. Returns false when the run is over for the
+ * connection (*st then PROTO_OK). */
+static bool response_done(struct h1 *s, uint64_t now, enum proto_status *st)
 {
-    struct h1 *s = c->session;
     s->pending--;
     s->view.status = s->parser.status;
-    if (c->env->response)
+    s->view.start_at = s->start_at;
+    s->view.sent_at = s->sent_at;
+    s->view.first_at = s->first_at;
+    s->view.done_at = now;
+    s->first_at = 0; /* the next response's is to come */
+    if (s->parser.want_head || s->parser.want_body)
         hook_view(&s->parser, &s->view);
-    if (!conn_response(c, &s->view, s->start_at, s->sent_at, now))
-        return PROTO_OK;
-    if (!s->parser.keep_alive || (c->env->no_keepalive && s->pending == 0)) {
+    *st = PROTO_OK;
+    if (!s->sink.response(s->sink.arg, &s->view))
+        return false;
+    if (!s->parser.keep_alive || (s->conf->no_keepalive && s->pending == 0)) {
         /* Requests pipelined behind a closing response were never read by
          * the server; the rest of a request it answered early is not sent
          * either (RFC 9112 §9.5: cease transmitting the body and close). */
-        conn_requests_returned(c, s->pending);
+        if (s->pending)
+            s->sink.returned(s->sink.arg, s->pending);
         s->pending = 0;
         s->batch = NULL;
-        return PROTO_CLOSE;
+        *st = PROTO_CLOSE;
+        return true;
     }
     if (s->pending)
         http_begin(&s->parser, request_is_head(s->batch, s->depth - s->pending));
@@ -139,13 +159,13 @@ static enum proto_status response_done(struct conn *c, uint64_t now)
     /* Otherwise the server answered before the whole request was written and
      * keeps the connection: it reads and discards the rest of the body, so
      * the rest is written before anything else goes out on it. */
-    return PROTO_OK;
+    return true;
 }
 
-static enum proto_status h1_input(struct conn *c, const char *buf, size_t len, uint64_t now,
-                                  enum cause *cause)
+static enum proto_status h1_input(struct proto_session *session, const char *buf, size_t len,
+                                  uint64_t now, enum cause *cause)
 {
-    struct h1 *s = c->session;
+    struct h1 *s = (struct h1 *)(void *)session;
     size_t off = 0;
     while (off < len) {
         if (s->pending == 0) {
@@ -159,6 +179,9 @@ static enum proto_status h1_input(struct conn *c, const char *buf, size_t len, u
             *cause = CAUSE_UNEXPECTED;
             return PROTO_FAIL;
         }
+        /* the time to first byte: of the read that brought it */
+        if (!s->first_at)
+            s->first_at = now;
         size_t used;
         enum http_result r = http_parse(&s->parser, buf + off, len - off, &used);
         off += used;
@@ -168,19 +191,20 @@ static enum proto_status h1_input(struct conn *c, const char *buf, size_t len, u
             *cause = parse_cause(&s->parser);
             return PROTO_FAIL;
         }
-        enum proto_status st = response_done(c, now);
-        if (st != PROTO_OK || c->env->stopping)
+        enum proto_status st;
+        if (!response_done(s, now, &st) || st != PROTO_OK)
             return st;
     }
     return PROTO_OK;
 }
 
-static enum proto_status h1_eof(struct conn *c, uint64_t now, enum cause *cause)
+static enum proto_status h1_eof(struct proto_session *session, uint64_t now, enum cause *cause)
 {
-    struct h1 *s = c->session;
+    struct h1 *s = (struct h1 *)(void *)session;
+    enum proto_status st;
     switch (http_eof(&s->parser)) {
     case HTTP_DONE: /* a body delimited by the close: a complete response */
-        response_done(c, now);
+        response_done(s, now, &st);
         s->batch = NULL;
         return PROTO_CLOSE;
     case HTTP_MORE:
@@ -196,35 +220,35 @@ static enum proto_status h1_eof(struct conn *c, uint64_t now, enum cause *cause)
     }
 }
 
-static size_t h1_inflight(const struct conn *c)
+static size_t h1_inflight(const struct proto_session *session)
 {
-    const struct h1 *s = c->session;
+    const struct h1 *s = (struct h1 *)(void *)session;
     return s->pending;
 }
 
-static uint64_t h1_oldest(const struct conn *c)
+static uint64_t h1_oldest(const struct proto_session *session)
 {
-    const struct h1 *s = c->session;
+    const struct h1 *s = (struct h1 *)(void *)session;
     return s->batch ? s->sent_at : 0;
 }
 
-static enum cause h1_expired(const struct conn *c)
+static enum cause h1_expired(const struct proto_session *session)
 {
-    (void)c;
+    (void)session;
     return CAUSE_RESPONSE_TIMEOUT;
 }
 
-static void h1_abort(struct conn *c)
+static void h1_abort(struct proto_session *session)
 {
-    struct h1 *s = c->session;
+    struct h1 *s = (struct h1 *)(void *)session;
     s->batch = NULL;
     s->pending = 0;
 }
 
 const struct proto_ops proto_h1 = {
     .name = "HTTP/1.1",
-    .new = h1_new,
-    .free = h1_free,
+    .create = h1_create,
+    .destroy = h1_destroy,
     .open = h1_open,
     .ready = h1_ready,
     .submit = h1_submit,

@@ -20,7 +20,6 @@
 
 #include "buf.h"
 #include "clock.h"
-#include "conn.h"
 #include "h2req.h"
 #include "http.h"
 #include "pool.h"
@@ -58,6 +57,7 @@ struct h2_stream {
     uint64_t queued_at; /* submitted: --timeout counts from here */
     uint64_t start_at;  /* where latency counts from under -R, else 0 */
     uint64_t sent_at;   /* its HEADERS frame went out, 0 until then */
+    uint64_t first_at;  /* the response's first HEADERS frame began, 0 until then */
     int status;
     bool final;              /* its final (non-1xx) response head has come */
     bool ended;              /* answered, failed or handed back */
@@ -67,6 +67,8 @@ struct h2_stream {
 };
 
 struct h2 {
+    const struct proto_conf *conf;
+    struct proto_sink sink;
     nghttp2_session *ng; /* while the connection is open */
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *option;
@@ -82,6 +84,7 @@ struct h2 {
     size_t batches; /* sent on this connection */
     bool draining;  /* no new stream: GOAWAY, or out of stream ids */
     bool failed;    /* the connection failed, for the reason in why */
+    bool stopped;   /* a response() hook ended the run: count nothing more */
     enum cause why;
     struct buf out; /* gathered output; out_off of it written */
     size_t out_off;
@@ -97,8 +100,6 @@ struct h2 {
     struct h2_batch **all_batches, *free_batches;
     size_t nbatches;
 };
-
-static struct h2 *session_of(struct conn *c) { return c->session; }
 
 static void fail(struct h2 *s, enum cause why)
 {
@@ -166,33 +167,38 @@ static void unlink_stream(struct h2 *s, struct h2_stream *st)
 /* Outcomes                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static void answered(struct conn *c, struct h2_stream *st)
+static void answered(struct h2 *s, struct h2_stream *st)
 {
-    struct h2 *s = session_of(c);
-    struct proto_response r = {.status = st->status, .lower_case = true};
-    unlink_stream(s, st);
-    if (c->env->response) {
-        r.fields = st->fields.data;
-        r.fields_len = st->fields.len;
-        r.body = st->body.data;
-        r.body_len = st->body.len;
-    }
     uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
-    conn_response(c, &r, st->start_at ? st->start_at : sent, sent, s->now);
+    struct proto_response r = {
+        .status = st->status,
+        .lower_case = true,
+        .fields = st->fields.data,
+        .fields_len = st->fields.len,
+        .body = st->body.data,
+        .body_len = st->body.len,
+        .start_at = st->start_at ? st->start_at : sent,
+        .sent_at = sent,
+        .first_at = st->first_at,
+        .done_at = s->now,
+    };
+    unlink_stream(s, st);
+    if (!s->sink.response(s->sink.arg, &r))
+        s->stopped = true;
 }
 
 /* The server did not process it: -n sends it again. */
-static void refused(struct conn *c, struct h2_stream *st)
+static void refused(struct h2 *s, struct h2_stream *st)
 {
-    unlink_stream(session_of(c), st);
-    c->env->stats->h2_refused++;
-    conn_requests_returned(c, 1);
+    unlink_stream(s, st);
+    s->conf->stats->h2_refused++;
+    s->sink.returned(s->sink.arg, 1);
 }
 
-static void stream_failed(struct conn *c, struct h2_stream *st, enum cause why)
+static void stream_failed(struct h2 *s, struct h2_stream *st, enum cause why)
 {
-    unlink_stream(session_of(c), st);
-    conn_request_failed(c, why);
+    unlink_stream(s, st);
+    s->sink.failed(s->sink.arg, why);
 }
 
 /* The connection failed with a GOAWAY this error code, ours or the server's. */
@@ -235,16 +241,29 @@ static int status_of(const uint8_t *v, size_t n)
     return status;
 }
 
+/* A HEADERS frame begins: the first of a stream's is its response's first
+ * byte (an interim response's when one comes first), at the time of the
+ * read that brought it. */
+static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
+{
+    (void)ng;
+    struct h2 *s = user_data;
+    struct h2_stream *st = stream_of(s, frame->hd.stream_id);
+    if (st && !st->first_at)
+        st->first_at = s->now;
+    return 0;
+}
+
 static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user_data)
 {
     (void)ng, (void)flags;
-    struct conn *c = user_data;
+    struct h2 *s = user_data;
     bool status = namelen == 7 && memcmp(name, ":status", 7) == 0;
-    if (!status && !c->env->want_head)
+    if (!status && !s->conf->wants->head)
         return 0;
-    struct h2_stream *st = stream_of(session_of(c), frame->hd.stream_id);
+    struct h2_stream *st = stream_of(s, frame->hd.stream_id);
     if (!st || st->final || st->ended)
         return 0;
     if (status) {
@@ -268,33 +287,31 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
                          size_t len, void *user_data)
 {
     (void)ng, (void)flags;
-    struct conn *c = user_data;
-    if (!c->env->want_body)
+    struct h2 *s = user_data;
+    if (!s->conf->wants->body)
         return 0;
-    struct h2_stream *st = stream_of(session_of(c), id);
+    struct h2_stream *st = stream_of(s, id);
     if (st && !st->ended)
         buf_append(&st->body, data, len);
     return 0;
 }
 
 /* The server's SETTINGS: how many streams a connection may have open. */
-static void on_settings(struct conn *c)
+static void on_settings(struct h2 *s)
 {
-    struct h2 *s = session_of(c);
-    struct stats *stats = c->env->stats;
+    struct stats *stats = s->conf->stats;
     uint32_t most =
         nghttp2_session_get_remote_settings(s->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-    s->limit = most < c->env->streams ? most : c->env->streams;
+    s->limit = most < s->conf->streams ? most : s->conf->streams;
     /* the fewest any connection was allowed (UINT64_MAX before any) */
     if (s->limit < stats->h2_streams)
         stats->h2_streams = s->limit;
     stats->h2_settings++;
 }
 
-static void on_goaway(struct conn *c, const nghttp2_goaway *g)
+static void on_goaway(struct h2 *s, const nghttp2_goaway *g)
 {
-    struct h2 *s = session_of(c);
-    c->env->stats->h2_goaways++;
+    s->conf->stats->h2_goaways++;
     s->draining = true;
     /* nghttp2 will start no stream now: those whose HEADERS have not gone
      * out never will. Those above last_stream_id it closes with
@@ -302,7 +319,7 @@ static void on_goaway(struct conn *c, const nghttp2_goaway *g)
     for (struct h2_stream *st = s->head, *next; st; st = next) {
         next = st->next;
         if (!st->sent_at)
-            refused(c, st);
+            refused(s, st);
     }
     if (g->error_code != NGHTTP2_NO_ERROR)
         fail(s, CAUSE_GOAWAY);
@@ -311,14 +328,14 @@ static void on_goaway(struct conn *c, const nghttp2_goaway *g)
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
+    struct h2 *s = user_data;
     struct h2_stream *st;
-    if (c->env->stopping)
+    if (s->stopped)
         return 0;
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
-        st = stream_of(session_of(c), frame->hd.stream_id);
+        st = stream_of(s, frame->hd.stream_id);
         if (!st || st->ended)
             break;
         if (frame->hd.type == NGHTTP2_HEADERS && st->status >= 200) {
@@ -332,26 +349,26 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
          * one) carried a malformed response. */
         if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
             if (st->final)
-                answered(c, st);
+                answered(s, st);
             else
-                stream_failed(c, st, CAUSE_H2_PROTOCOL);
+                stream_failed(s, st, CAUSE_H2_PROTOCOL);
         }
         break;
     case NGHTTP2_SETTINGS:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK)
-            session_of(c)->settings_at = 0;
+            s->settings_at = 0;
         else
-            on_settings(c);
+            on_settings(s);
         break;
     case NGHTTP2_RST_STREAM: {
         uint32_t code = frame->rst_stream.error_code;
-        c->env->stats->h2_resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
-        if ((st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
+        s->conf->stats->h2_resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
+        if ((st = stream_of(s, frame->hd.stream_id)) != NULL)
             st->reset = true;
         break;
     }
     case NGHTTP2_GOAWAY:
-        on_goaway(c, &frame->goaway);
+        on_goaway(s, &frame->goaway);
         break;
     }
     return 0;
@@ -360,32 +377,31 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
-    struct h2_stream *st = stream_of(session_of(c), id);
+    struct h2 *s = user_data;
+    struct h2_stream *st = stream_of(s, id);
     if (!st)
         return 0;
-    if (!st->ended && !c->env->stopping) {
+    if (!st->ended && !s->stopped) {
         if (code == NGHTTP2_REFUSED_STREAM)
-            refused(c, st);
+            refused(s, st);
         else if (st->reset)
-            stream_failed(c, st, CAUSE_STREAM_RESET);
+            stream_failed(s, st, CAUSE_STREAM_RESET);
         else /* nghttp2 reset it: the response broke the protocol */
-            stream_failed(c, st, CAUSE_H2_PROTOCOL);
+            stream_failed(s, st, CAUSE_H2_PROTOCOL);
     }
     if (!st->ended) /* stopping: the connection hands it back */
         return 0;
-    stream_put(session_of(c), st);
+    stream_put(s, st);
     return 0;
 }
 
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
     (void)ng;
-    struct conn *c = user_data;
-    struct h2 *s = session_of(c);
+    struct h2 *s = user_data;
     struct h2_stream *st;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
-        (st = stream_of(session_of(c), frame->hd.stream_id)) != NULL)
+        (st = stream_of(s, frame->hd.stream_id)) != NULL)
         st->sent_at = s->now;
     else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
         fail(s, goaway_cause(frame->goaway.error_code)); /* nghttp2 ended it */
@@ -413,7 +429,7 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
                      size_t length, nghttp2_data_source *source, void *user_data)
 {
     (void)ng, (void)frame;
-    struct h2 *s = session_of(user_data);
+    struct h2 *s = (struct h2 *)user_data;
     struct h2_stream *st = source->ptr;
     /* Past the size of one write, nghttp2 offers the frame again later. */
     if (s->out.len && s->out.len + 9 + length > H2_OUT_MAX)
@@ -436,13 +452,15 @@ static void *mem_realloc(void *ptr, size_t size, void *pool)
     return pool_realloc(pool, ptr, size);
 }
 
-static void *h2_new(struct conn *c)
+static struct proto_session *h2_create(const struct proto_conf *conf, const struct proto_sink *sink)
 {
-    (void)c;
     struct h2 *s = xcalloc(1, sizeof *s);
+    s->conf = conf;
+    s->sink = *sink;
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");
+    nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
     nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
@@ -454,12 +472,12 @@ static void *h2_new(struct conn *c)
     nghttp2_option_set_no_closed_streams(s->option, 1);
     nghttp2_option_set_no_http_messaging(s->option, 1);
     s->mem = (nghttp2_mem){&s->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
-    return s;
+    return (struct proto_session *)(void *)s;
 }
 
-static void h2_free(void *session)
+static void h2_destroy(struct proto_session *session)
 {
-    struct h2 *s = session;
+    struct h2 *s = (struct h2 *)(void *)session;
     if (s->ng)
         nghttp2_session_del(s->ng);
     for (size_t i = 0; i < s->nstreams; i++) {
@@ -482,32 +500,32 @@ static void h2_free(void *session)
     free(s);
 }
 
-static void h2_open(struct conn *c)
+static void h2_open(struct proto_session *session)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     static const nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
     };
-    if (nghttp2_session_client_new3(&s->ng, s->callbacks, c, s->option, &s->mem) != 0 ||
+    if (nghttp2_session_client_new3(&s->ng, s->callbacks, s, s->option, &s->mem) != 0 ||
         nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, settings,
                                 sizeof settings / sizeof settings[0]) != 0 ||
         nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0, H2_WINDOW) != 0)
         die("out of memory");
     s->settings_at = clock_us();
     s->last_id = 0;
-    s->limit = c->env->streams;
+    s->limit = s->conf->streams;
     s->batches = 0;
-    s->draining = s->failed = false;
+    s->draining = s->failed = s->stopped = false;
 }
 
-static bool h2_ready(const struct conn *c)
+static bool h2_ready(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
-    if (!s->ng || s->draining || s->failed || (c->env->no_keepalive && s->batches))
+    const struct h2 *s = (struct h2 *)(void *)session;
+    if (!s->ng || s->draining || s->failed || (s->conf->no_keepalive && s->batches))
         return false;
-    return s->inflight == 0 || s->inflight + c->env->depth <= s->limit;
+    return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
 }
 
 /* The static request's conversion: it stays the same for the whole run. */
@@ -563,12 +581,12 @@ static struct h2_batch *batch_conv(struct h2 *s, const struct request *r, bool t
     return b;
 }
 
-static void h2_submit(struct conn *c, const struct request *r, size_t n, uint64_t now,
-                      uint64_t start_at)
+static void h2_submit(struct proto_session *session, const struct request *r, bool own, size_t n,
+                      uint64_t now, uint64_t start_at)
 {
-    struct h2 *s = session_of(c);
-    struct h2_batch *b = r == &c->own ? batch_conv(s, r, c->env->tls) : NULL;
-    const struct h2req *conv = b ? &b->conv : static_conv(s, r, c->env->tls);
+    struct h2 *s = (struct h2 *)(void *)session;
+    struct h2_batch *b = own ? batch_conv(s, r, s->conf->tls) : NULL;
+    const struct h2req *conv = b ? &b->conv : static_conv(s, r, s->conf->tls);
     s->batches++;
     for (size_t i = 0; i < n; i++) {
         struct h2_stream *st = stream_take(s);
@@ -577,7 +595,7 @@ static void h2_submit(struct conn *c, const struct request *r, size_t n, uint64_
         st->body_off = 0;
         st->queued_at = now;
         st->start_at = start_at;
-        st->sent_at = 0;
+        st->sent_at = st->first_at = 0;
         st->status = 0;
         st->final = st->ended = st->reset = false;
         nghttp2_data_provider body = {.source.ptr = st, .read_callback = read_body};
@@ -597,7 +615,7 @@ static void h2_submit(struct conn *c, const struct request *r, size_t n, uint64_
         s->tail = st;
         s->inflight++;
     }
-    if ((uint64_t)nghttp2_session_get_next_stream_id(s->ng) + 2 * c->env->depth > H2_LAST_ID)
+    if ((uint64_t)nghttp2_session_get_next_stream_id(s->ng) + 2 * s->conf->depth > H2_LAST_ID)
         s->draining = true;
 }
 
@@ -619,9 +637,9 @@ static void fill(struct h2 *s)
     }
 }
 
-static size_t h2_output(struct conn *c, const char **data)
+static size_t h2_output(struct proto_session *session, const char **data)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     fill(s);
     if (s->out_off == s->out.len)
         return 0;
@@ -630,9 +648,9 @@ static size_t h2_output(struct conn *c, const char **data)
     return s->out.len - s->out_off;
 }
 
-static void h2_wrote(struct conn *c, size_t n)
+static void h2_wrote(struct proto_session *session, size_t n)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     s->out_off += n;
     if (s->out_off == s->out.len) {
         s->out.len = s->out_off = 0;
@@ -641,27 +659,26 @@ static void h2_wrote(struct conn *c, size_t n)
 }
 
 /* After input: whether the connection goes on. */
-static enum proto_status verdict(struct conn *c, enum cause *cause)
+static enum proto_status verdict(struct h2 *s, enum cause *cause)
 {
-    struct h2 *s = session_of(c);
     if (s->failed) {
         *cause = s->why;
         return PROTO_FAIL;
     }
     /* Done with: after a GOAWAY, near the end of the stream ids, or with
      * --no-keepalive after its batch. */
-    if (s->inflight == 0 && (s->draining || (c->env->no_keepalive && s->batches)))
+    if (s->inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
         return PROTO_CLOSE;
     return PROTO_OK;
 }
 
-static enum proto_status h2_input(struct conn *c, const char *buf, size_t len, uint64_t now,
-                                  enum cause *cause)
+static enum proto_status h2_input(struct proto_session *session, const char *buf, size_t len,
+                                  uint64_t now, enum cause *cause)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     s->now = now;
     ssize_t rv = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, len);
-    if (c->env->stopping)
+    if (s->stopped)
         return PROTO_OK;
     if (rv < 0)
         fail(s, rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
@@ -671,13 +688,13 @@ static enum proto_status h2_input(struct conn *c, const char *buf, size_t len, u
      * any new requests): an error nghttp2 found in what came shows as the
      * GOAWAY it queued. */
     fill(s);
-    return verdict(c, cause);
+    return verdict(s, cause);
 }
 
-static enum proto_status h2_eof(struct conn *c, uint64_t now, enum cause *cause)
+static enum proto_status h2_eof(struct proto_session *session, uint64_t now, enum cause *cause)
 {
+    struct h2 *s = (struct h2 *)(void *)session;
     (void)now;
-    struct h2 *s = session_of(c);
     if (s->failed) {
         *cause = s->why;
         return PROTO_FAIL;
@@ -688,24 +705,24 @@ static enum proto_status h2_eof(struct conn *c, uint64_t now, enum cause *cause)
     return PROTO_FAIL;
 }
 
-static size_t h2_inflight(const struct conn *c)
+static size_t h2_inflight(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
+    const struct h2 *s = (struct h2 *)(void *)session;
     return s->inflight;
 }
 
-static uint64_t h2_oldest(const struct conn *c)
+static uint64_t h2_oldest(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
+    const struct h2 *s = (struct h2 *)(void *)session;
     uint64_t t = s->head ? s->head->queued_at : 0;
     if (s->settings_at && (!t || s->settings_at < t))
         t = s->settings_at;
     return t;
 }
 
-static enum cause h2_expired(const struct conn *c)
+static enum cause h2_expired(const struct proto_session *session)
 {
-    const struct h2 *s = c->session;
+    const struct h2 *s = (struct h2 *)(void *)session;
     const struct h2_stream *st = s->head;
     if (s->settings_at && (!st || s->settings_at <= st->queued_at))
         return CAUSE_SETTINGS_TIMEOUT;
@@ -718,9 +735,9 @@ static enum cause h2_expired(const struct conn *c)
 
 /* The connection is going: every record goes back, whatever its state
  * (nghttp2_session_del calls no callback). */
-static void h2_abort(struct conn *c)
+static void h2_abort(struct proto_session *session)
 {
-    struct h2 *s = session_of(c);
+    struct h2 *s = (struct h2 *)(void *)session;
     if (s->ng) {
         nghttp2_session_del(s->ng);
         s->ng = NULL;
@@ -749,8 +766,8 @@ static void h2_abort(struct conn *c)
 
 const struct proto_ops proto_h2 = {
     .name = "HTTP/2",
-    .new = h2_new,
-    .free = h2_free,
+    .create = h2_create,
+    .destroy = h2_destroy,
     .open = h2_open,
     .ready = h2_ready,
     .submit = h2_submit,

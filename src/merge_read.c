@@ -155,12 +155,12 @@ static void read_distributions(struct part *p)
     struct stats *s = &p->stats;
     for (size_t i = 0; i < stats_ndists; i++) {
         const struct stats_dist *d = &stats_dists[i];
+        if ((d->flags & STATS_OPTIONAL) && !jdoc_get(p->doc, d->key))
+            continue;
         if ((d->flags & STATS_OPEN) && !p->open_model) {
             need_object(p->file, p->doc, d->key, true);
             continue;
         }
-        if ((d->flags & STATS_OPTIONAL) && !jdoc_get(p->doc, d->key))
-            continue;
         distribution(p, d->key, stats_dist_get(s, d));
         p->measured |= 1u << i;
         uint64_t count = hist_count(stats_dist_get(s, d));

@@ -14,18 +14,62 @@
 
 #include "stats.h"
 
-struct conn;
+struct http_head_cache;
 struct request;
+/* A protocol's session: its own state, opaque to the connection. */
+struct proto_session;
 
-/* A final response as the response() hook sees it, whatever the protocol. */
+/* A final response as the response() hook sees it, whatever the protocol,
+ * and when it came. */
 struct proto_response {
     int status;
     /* Its header fields as "name: value" lines (read them with
-     * http_field_next), and its body: set only when the hook asks for them
-     * (conn_env's want_head and want_body). */
+     * http_field_next), and its body: empty unless the hook takes them
+     * (struct proto_wants). */
     const char *fields, *body;
     size_t fields_len, body_len;
     bool lower_case; /* the names are lower case (HTTP/2) */
+    /* Where its latency counts from (under -R the intended send time),
+     * when its request went out, when its first byte came (of a 1xx
+     * interim response when one came first: HTTP/1.1's first status line,
+     * HTTP/2's first HEADERS frame) and when it completed; times of the
+     * read that brought the bytes. */
+    uint64_t start_at, sent_at, first_at, done_at;
+};
+
+/* What the response() hook takes of a response, now: it may change
+ * between responses (a script that defines the hook during the run). */
+struct proto_wants {
+    bool head, body;
+};
+
+/* Where a session's requests end: the connection's side of the protocol
+ * layer (conn.c), or a test's. Every request a session takes ends once, in
+ * one of these, or is forgotten when the connection aborts it. */
+struct proto_sink {
+    /* A final response. False when the run is over for this connection
+     * (a response() hook ended it): the session then takes no more input. */
+    bool (*response)(void *arg, const struct proto_response *r);
+    /* One request failed on its own (its stream was reset) while the
+     * connection goes on: one read error, counted under cause. */
+    void (*failed)(void *arg, enum cause cause);
+    /* n requests that went out will not be answered on this connection,
+     * though the server did nothing wrong (they were behind a response
+     * that closed it, or refused unprocessed): -n sends them again. */
+    void (*returned)(void *arg, size_t n);
+    void *arg;
+};
+
+/* What a session knows of the run: set up before it, the same for every
+ * connection of a worker, read-only while it is on. */
+struct proto_conf {
+    size_t streams;                     /* -m: requests in flight at most (HTTP/2 streams) */
+    size_t depth;                       /* requests per batch */
+    bool no_keepalive;                  /* a new connection for every batch */
+    bool tls;                           /* the URL is https (HTTP/2's :scheme) */
+    struct http_head_cache *head_cache; /* the worker's, for HTTP/1.1's parsers */
+    struct stats *stats;                /* where the protocol's own figures go */
+    const struct proto_wants *wants;    /* what response() takes, now */
 };
 
 /* What a session says after taking input. */
@@ -36,46 +80,48 @@ enum proto_status {
     PROTO_FAIL,  /* a protocol error: close and count it under *cause */
 };
 
+/* A protocol, as a table of operations on its sessions. */
 struct proto_ops {
     const char *name; /* "HTTP/1.1", "HTTP/2" */
-    void *(*new)(struct conn *c);
-    void (*free)(void *session);
+    struct proto_session *(*create)(const struct proto_conf *conf, const struct proto_sink *sink);
+    void (*destroy)(struct proto_session *s);
     /* The connection is (re)opened and ready: start afresh. What it has to
      * say first (HTTP/2's preface) goes out through output(). */
-    void (*open)(struct conn *c);
+    void (*open)(struct proto_session *s);
     /* Whether it can take another batch now: nothing is in flight (HTTP/1.1),
      * or a batch fits in the streams it may open (HTTP/2). */
-    bool (*ready)(const struct conn *c);
+    bool (*ready)(const struct proto_session *s);
     /* Send the first n requests of r at time now, a batch whose latency
      * counts from start_at (under -R, a time before now), or from when each
      * request goes out when start_at is 0. The bytes go out through output()
      * and wrote(). r stays unchanged while its requests are in flight unless
-     * it is the connection's own (c->own), which the next batch refills. */
-    void (*submit)(struct conn *c, const struct request *r, size_t n, uint64_t now,
-                   uint64_t start_at);
+     * own says it is the connection's own buffer, which the next batch
+     * refills. */
+    void (*submit)(struct proto_session *s, const struct request *r, bool own, size_t n,
+                   uint64_t now, uint64_t start_at);
     /* The next bytes to write, or 0 when there are none; *data stays valid
      * until wrote() or the next submit(). */
-    size_t (*output)(struct conn *c, const char **data);
+    size_t (*output)(struct proto_session *s, const char **data);
     /* n bytes of output() were written. */
-    void (*wrote)(struct conn *c, size_t n);
-    /* Bytes read at time now. Completed responses go to conn_response().
-     * What the session has to send in return (HTTP/2's acknowledgements and
-     * window updates) the connection writes after it. */
-    enum proto_status (*input)(struct conn *c, const char *buf, size_t len, uint64_t now,
+    void (*wrote)(struct proto_session *s, size_t n);
+    /* Bytes read at time now. Completed responses go to the sink. What the
+     * session has to send in return (HTTP/2's acknowledgements and window
+     * updates) the connection writes after it. */
+    enum proto_status (*input)(struct proto_session *s, const char *buf, size_t len, uint64_t now,
                                enum cause *cause);
     /* The peer closed the stream. PROTO_CLOSE when that is a normal end
      * (nothing was outstanding, or it ended a close-delimited body). */
-    enum proto_status (*eof)(struct conn *c, uint64_t now, enum cause *cause);
+    enum proto_status (*eof)(struct proto_session *s, uint64_t now, enum cause *cause);
     /* Requests in flight: sent, or being sent, and not answered. */
-    size_t (*inflight)(const struct conn *c);
+    size_t (*inflight)(const struct proto_session *s);
     /* Since when the oldest thing the connection waits for has been waited
      * for (a request in flight; for HTTP/2 also the acknowledgement of its
      * SETTINGS), 0 if none: --timeout counts from there. */
-    uint64_t (*oldest)(const struct conn *c);
+    uint64_t (*oldest)(const struct proto_session *s);
     /* That wait ran past --timeout: what to count it as. */
-    enum cause (*expired)(const struct conn *c);
+    enum cause (*expired)(const struct proto_session *s);
     /* The connection is going away: forget every request in flight. */
-    void (*abort)(struct conn *c);
+    void (*abort)(struct proto_session *s);
 };
 
 extern const struct proto_ops proto_h1;

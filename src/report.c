@@ -145,6 +145,12 @@ void report_text(FILE *f, const struct result *r)
     if (r->spec->no_keepalive)
         stat_row(f, "Connect", s->connect, units_time_us);
     stat_row(f, "Req/Sec", s->rps, units_metric);
+    /* --latency: the time to first byte too, as the table's last row, so
+     * that the Latency and Req/Sec rows and the distribution below stay
+     * where wrk's parsers look for them; not for a merge of results that
+     * have none. */
+    if (r->spec->latency && !(r->missing & (1u << STATS_DIST_ttfb)))
+        stat_row(f, "TTFB", s->ttfb, units_time_us);
     if (r->spec->latency && r->spec->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
     else if (r->spec->latency)

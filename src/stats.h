@@ -151,6 +151,10 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
     X(u_latency, "latency_uncorrected", "latency_uncorrected",                                     \
       "request_duration_uncorrected_seconds", STATS_LATENCY_MAX, STATS_OPEN | STATS_PER_RESPONSE)  \
     X(lag, "scheduling_lag", NULL, "scheduling_lag_seconds", STATS_LATENCY_MAX, STATS_OPEN)        \
+    X(ttfb, "ttfb", "ttfb", "ttfb_seconds", STATS_LATENCY_MAX,                                     \
+      STATS_PER_RESPONSE | STATS_OPTIONAL)                                                         \
+    X(u_ttfb, "ttfb_uncorrected", "ttfb_uncorrected", "ttfb_uncorrected_seconds",                  \
+      STATS_LATENCY_MAX, STATS_OPEN | STATS_PER_RESPONSE | STATS_OPTIONAL)                         \
     X(rps, "requests_per_sec", NULL, NULL, STATS_RPS_MAX, STATS_MOMENTS)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */

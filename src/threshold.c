@@ -86,6 +86,17 @@ static bool metric(const char *name, struct threshold *t, enum kind *kind, char 
         {"errors", THRESHOLD_ERRORS, KIND_NUMBER_OR_PERCENT},
         {"success", THRESHOLD_SUCCESS, KIND_PERCENT},
     };
+    const char *space = strchr(name, ' ');
+    if (space) { /* a distribution's statistic: of a latency's only */
+        const char *stat = space + 1;
+        bool latency = (stat[0] == 'p' && isdigit((unsigned char)stat[1])) ||
+                       strcmp(stat, "mean") == 0 || strcmp(stat, "max") == 0 ||
+                       strcmp(stat, "stdev") == 0;
+        if (!latency)
+            return fail(err, errlen, "unknown metric '%s' (after %.*s: pN, mean, max or stdev)",
+                        name, (int)(space - name), name);
+        name = stat;
+    }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (strcmp(name, names[i].name) == 0) {
             t->metric = names[i].metric;
@@ -168,20 +179,51 @@ static const char *skip_space(const char *s)
     return s;
 }
 
-/* Splits "METRIC OP VALUE" into the metric, in lower case, the operator,
- * and the value without the spaces around it (*name and *value to free). */
+/* The word at s (up to a space or an operator), in lower case, to free;
+ * *end past it. */
+static char *word(const char *s, const char **end)
+{
+    const char *start = s;
+    while (*s && !isspace((unsigned char)*s) && !strchr("<>=!", *s))
+        s++;
+    *end = s;
+    char *w = xstrndup(start, (size_t)(s - start));
+    for (char *c = w; *c; c++)
+        *c = (char)tolower((unsigned char)*c);
+    return w;
+}
+
+/* The distribution a latency metric may name first ("ttfb p99"): one with
+ * a value per response; -1 for none. */
+static int distribution(const char *name)
+{
+    for (size_t i = 0; i < stats_ndists; i++)
+        if ((stats_dists[i].flags & STATS_PER_RESPONSE) && strcmp(stats_dists[i].key, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Splits "METRIC OP VALUE" into the metric, in lower case (a distribution
+ * and its statistic: "ttfb p99", or one word), the operator, and the value
+ * without the spaces around it (*name and *value to free). */
 static bool split(const char *expr, struct threshold *t, char **name, char **value, char *err,
                   size_t errlen)
 {
-    const char *s = skip_space(expr), *start = s;
-    while (*s && !isspace((unsigned char)*s) && !strchr("<>=!", *s))
-        s++;
-    if (s == start)
+    const char *s = skip_space(expr), *after;
+    *name = word(s, &after);
+    if (after == s)
         return fail(err, errlen, "expected METRIC OP VALUE, as in 'p99 < 200ms'");
-    *name = xstrndup(start, (size_t)(s - start));
-    for (char *c = *name; *c; c++)
-        *c = (char)tolower((unsigned char)*c);
-    s = skip_space(s);
+    s = skip_space(after);
+    int dist = distribution(*name);
+    t->dist = STATS_DIST_latency;
+    if (dist >= 0 && *s && !strchr("<>=!", *s)) {
+        char *stat = word(s, &after), *both = xasprintf("%s %s", *name, stat);
+        free(*name);
+        free(stat);
+        *name = both;
+        t->dist = (size_t)dist;
+        s = skip_space(after);
+    }
     if (!op(&s, &t->op))
         return fail(err, errlen, "expected <, <=, > or >= after '%s'", *name);
     s = skip_space(s);
@@ -205,6 +247,7 @@ bool threshold_parse(const char *expr, struct threshold *t, char *err, size_t er
         size_t n = strlen(name) + strlen(value) + 6;
         t->text = xmalloc(n);
         snprintf(t->text, n, "%s %s %s", name, op_names[t->op], value);
+        t->name_len = strlen(name);
     }
     free(name);
     free(value);
@@ -263,7 +306,7 @@ static struct threshold_value share(uint64_t part, uint64_t whole)
 struct threshold_value threshold_measure(const struct threshold *t, const struct stats *s,
                                          uint64_t length_us, uint64_t timeout_us)
 {
-    const struct hist *lat = s->latency;
+    const struct hist *lat = stats_dist_get(s, &stats_dists[t->dist]);
     uint64_t responses = s->requests, attempts = responses + socket_errors(s);
     uint64_t timeouts = s->errors.timeout;
     switch (t->metric) {
@@ -360,7 +403,7 @@ static void print_one(FILE *f, const struct threshold_verdict *v, const struct t
                       size_t i)
 {
     const struct threshold *t = v->t;
-    int name = (int)strcspn(t->text, " ");
+    int name = (int)t->name_len;
     char buf[UNITS_BUF], from[UNITS_BUF], to[UNITS_BUF];
     fprintf(f, "Threshold %s: %s (", t->text, v->passed ? "passed" : "FAILED");
     if (!v->v.known)

@@ -15,7 +15,7 @@
 struct json;
 
 enum threshold_metric {
-    THRESHOLD_PERCENTILE, /* latency pN */
+    THRESHOLD_PERCENTILE, /* latency pN (or another distribution's: ttfb p99) */
     THRESHOLD_MEAN,       /* latency */
     THRESHOLD_MAX,        /* latency */
     THRESHOLD_STDEV,      /* latency */
@@ -30,8 +30,10 @@ enum threshold_metric {
 enum threshold_op { THRESHOLD_LT, THRESHOLD_LE, THRESHOLD_GT, THRESHOLD_GE };
 
 struct threshold {
-    char *text; /* "p99 < 200ms": the expression with its spacing made even */
+    char *text;      /* "p99 < 200ms": the expression with its spacing made even */
+    size_t name_len; /* of the metric's name in text ("p99", "ttfb p99") */
     enum threshold_metric metric;
+    size_t dist;       /* the distribution of a latency metric: stats_dists[dist] */
     double percentile; /* THRESHOLD_PERCENTILE */
     int status_lo, status_hi;
     bool percent; /* the limit is a percentage (errors, status, success) */

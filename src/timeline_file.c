@@ -161,7 +161,7 @@ static void col_dist(struct cols *c, const char *name, const struct hist *h, boo
                      const char *encoded)
 {
     static const char *const keys[] = {"count", "mean", "p50", "p90", "p99", "max"};
-    if (c->mode == COLS_NAMES)
+    if (c->mode == COLS_NAMES || !h)
         measured = false; /* the names alone */
     if (!measured && c->mode == COLS_JSON) {
         json_null(&c->j, name);

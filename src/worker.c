@@ -46,7 +46,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
     atomic_store_explicit(&w->live_requests, requests, memory_order_relaxed);
     atomic_store_explicit(&w->live_errors, stats_errors(&w->total) + stats_errors(&w->stats),
                           memory_order_relaxed);
-    atomic_store_explicit(&w->live_open, w->env.open, memory_order_relaxed);
+    atomic_store_explicit(&w->live_open, w->live.open, memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
@@ -117,7 +117,7 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)a, (void)revents;
     struct worker *w = a->data;
-    w->env.stopping = true;
+    w->live.stopping = true;
     ev_break(loop, EVBREAK_ALL);
 }
 
@@ -127,7 +127,7 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
 static void ramp_up(struct worker *w, uint64_t start)
 {
     const struct config *cfg = w->cfg;
-    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++) {
+    for (size_t i = 0; i < w->nconns && !w->live.stopping; i++) {
         double g = (double)(w->first_conn + i);
         struct conn *c = &w->conns[i];
         c->retry_at =
@@ -151,10 +151,10 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
     arm_cut(w, clock_us());
     if (w->cfg->spec.ramp_up_us)
         ramp_up(w, start);
-    if (!w->env.pace)
+    if (!w->conn.pace)
         return;
     w->pace.start = start;
-    for (size_t i = 0; i < w->nconns && !w->env.stopping; i++)
+    for (size_t i = 0; i < w->nconns && !w->live.stopping; i++)
         conn_kick(&w->conns[i]);
 }
 
@@ -173,7 +173,7 @@ static double hook_delay(void *arg)
     struct worker *w = arg;
     double ms = 0;
     if (script_delay(w->script, &ms) == SCRIPT_NONE)
-        w->env.delay = NULL; /* removed: no pause from the next batch on */
+        w->live.delay = false; /* removed: no pause from the next batch on */
     return ms;
 }
 
@@ -212,8 +212,8 @@ static const struct request *hook_request(void *arg, struct request *own)
     }
     /* Every batch asks for a request: a delay() a hook defined meanwhile
      * is noticed here, and pauses the batches after this one. */
-    if (!w->env.delay && script_has_delay(w->script))
-        w->env.delay = hook_delay;
+    if (!w->live.delay && script_has_delay(w->script))
+        w->live.delay = true;
     return r;
 }
 
@@ -221,7 +221,7 @@ static void hook_response(void *arg, const struct proto_response *r)
 {
     struct worker *w = arg;
     script_response(w->script, r);
-    script_response_wants(w->script, &w->env.want_head, &w->env.want_body);
+    script_response_wants(w->script, &w->live.wants.head, &w->live.wants.body);
 }
 
 static void settled(void *arg)
@@ -248,24 +248,27 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
         stats_init(&w->warmup);
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
-    w->env = (struct conn_env){
+    w->live.unsettled = nconns;
+    w->conn = (struct conn_config){
         .loop = w->loop,
         .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
         .proto = cfg->spec.http2 ? &proto_h2 : &proto_h1,
         .addr = &w->addr,
-        .tls = cfg->spec.tls,
-        .streams = (size_t)cfg->spec.streams,
         .timeout_us = cfg->spec.timeout_us,
-        .no_keepalive = cfg->spec.no_keepalive,
         .stats = &w->stats,
         .rbuf = w->buf,
         .rbuf_len = WORKER_BUF,
-        .head_cache = &w->head_cache,
-        .request = static_request,
-        .arg = w,
-        .depth = 1,
-        .settled = settled,
-        .unsettled = nconns,
+        .session =
+            {
+                .streams = (size_t)cfg->spec.streams,
+                .depth = 1,
+                .no_keepalive = cfg->spec.no_keepalive,
+                .tls = cfg->spec.tls,
+                .head_cache = &w->head_cache,
+                .stats = &w->stats,
+                .wants = &w->live.wants,
+            },
+        .hooks = {.request = static_request, .settled = settled, .arg = w},
     };
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
@@ -275,7 +278,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
         w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
-        conn_init(&w->conns[i], &w->env, i);
+        conn_init(&w->conns[i], &w->conn, &w->live, i);
     ev_async_init(&w->stop_watcher, on_stop);
     w->stop_watcher.data = w;
     ev_async_start(w->loop, &w->stop_watcher);
@@ -307,21 +310,21 @@ void worker_set_request(struct worker *w, struct request *request)
         /* -m over HTTP/1.1: the request pipelined that deep. */
         request_repeat(&w->request, (size_t)cfg->spec.streams);
     }
-    if (w->env.request == static_request)
-        w->env.depth = w->request.depth;
+    if (w->conn.hooks.request == static_request)
+        w->conn.session.depth = w->request.depth;
 }
 
-void worker_set_budget(struct worker *w, struct budget *budget) { w->env.budget = budget; }
+void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
 
 void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
     spec_profile(&w->cfg->spec, &p->profile);
-    p->depth = w->env.depth;
+    p->depth = w->conn.session.depth;
     p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
     schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
-    w->env.pace = p;
+    w->conn.pace = p;
 }
 
 void worker_set_intervals(struct worker *w, struct intervals *iv) { w->intervals = iv; }
@@ -334,10 +337,10 @@ void worker_go(struct worker *w, uint64_t start)
 
 void worker_set_hooks(struct worker *w, size_t pipeline)
 {
-    struct conn_env *env = &w->env;
+    struct conn_config *conn = &w->conn;
     w->pipeline = pipeline;
     bool request = script_has_request(w->script), delay = script_has_delay(w->script);
-    bool response = script_response_wants(w->script, &env->want_head, &env->want_body);
+    bool response = script_response_wants(w->script, &w->live.wants.head, &w->live.wants.body);
     if (request)
         check_pipelining(w);
     /* Only a hook can define another during the run: a script with none now
@@ -347,11 +350,12 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
     /* Otherwise every batch and every response asks the script, which may
      * define request() or response() later; the depth stays the static
      * request's until a request() is defined. */
-    env->request = hook_request;
+    conn->hooks.request = hook_request;
     if (request)
-        env->depth = pipeline;
-    env->delay = delay ? hook_delay : NULL;
-    env->response = hook_response;
+        conn->session.depth = pipeline;
+    conn->hooks.delay = hook_delay;
+    w->live.delay = delay;
+    conn->hooks.response = hook_response;
 }
 
 /* A run shorter than one sample interval (a quick -n) would have no Req/Sec
@@ -381,16 +385,16 @@ static void *run(void *arg)
     /* In the closed model each connection sends as soon as it is open (or,
      * with --ramp-up, opens in its turn once the run starts); with -R they
      * are all opened first, and the run starts once they are. */
-    for (size_t i = 0; i < w->nconns && !w->env.stopping && !w->cfg->spec.ramp_up_us; i++)
-        conn_start(&w->conns[i], !w->env.pace);
-    if (!w->env.stopping)
+    for (size_t i = 0; i < w->nconns && !w->live.stopping && !w->cfg->spec.ramp_up_us; i++)
+        conn_start(&w->conns[i], !w->conn.pace);
+    if (!w->live.stopping)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);
     cpu_thread_since(&start, &end, &w->load);
     last_sample(w);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
-    atomic_store_explicit(&w->live_open, w->env.open, memory_order_relaxed);
+    atomic_store_explicit(&w->live_open, w->live.open, memory_order_relaxed);
     ev_timer_stop(w->loop, &w->interval_timer);
     if (w->warming) /* the run ended within the warm-up */
         end_warmup(w, clock_us());
@@ -421,7 +425,7 @@ void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
 void worker_finish(struct worker *w)
 {
-    w->finished = w->env.stopping = true;
+    w->finished = w->live.stopping = true;
     ev_break(w->loop, EVBREAK_ALL);
 }
 
@@ -429,7 +433,7 @@ void worker_fail(struct worker *w, const char *message)
 {
     if (!w->failure)
         w->failure = xstrdup(message);
-    w->env.stopping = true;
+    w->live.stopping = true;
     ev_break(w->loop, EVBREAK_ALL);
 }
 

@@ -31,7 +31,8 @@ struct worker {
     struct net_addr addr; /* every connection of this worker goes here */
     struct ev_loop *loop;
     pthread_t thread;
-    struct conn_env env; /* what its connections see of it */
+    struct conn_config conn; /* what its connections see of it */
+    struct conn_live live;   /* and what changes while the run is on */
     struct conn *conns;
     size_t nconns;
     char *buf;                         /* one receive buffer shared by all connections */
@@ -116,7 +117,7 @@ void worker_finish(struct worker *w);
 void worker_fail(struct worker *w, const char *message);
 
 /* Requests per batch: what request() returns, or the static request. */
-static inline size_t worker_depth(const struct worker *w) { return w->env.depth; }
+static inline size_t worker_depth(const struct worker *w) { return w->conn.session.depth; }
 
 /* Connections per worker: c / t each, the first c % t workers one more. */
 size_t worker_share(uint64_t connections, uint64_t threads, size_t index);

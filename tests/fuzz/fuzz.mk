@@ -28,7 +28,8 @@ fuzz-build: $(FUZZ_BINS)
 build/fuzz:
 	mkdir -p $@
 
-# The HTTP/2 session's target plays the connection itself (tests/fuzz/fuzz_h2.c).
+# The HTTP/2 session's target plays the connection, through the session's sink
+# (tests/fuzz/fuzz_h2.c).
 build/fuzz/fuzz_h2: FUZZ_EXTRA = src/h2.c src/pool.c
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_SRCS) $(wildcard src/*.h) | build/fuzz

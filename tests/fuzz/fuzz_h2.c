@@ -13,26 +13,27 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "conn.h"
 #include "fuzz.h"
 #include "http.h"
+#include "proto.h"
 #include "request.h"
 #include "xalloc.h"
 
-/* The connection's side of the protocol layer, counting outcomes. */
+/* The session's sink: the connection's side of the protocol layer, played
+ * here, counting outcomes. */
 static struct {
     size_t answered, failed, returned;
+    const struct proto_wants *wants;
 } out;
 
-bool conn_response(struct conn *c, const struct proto_response *r, uint64_t start_at,
-                   uint64_t sent_at, uint64_t now)
+static bool on_response(void *arg, const struct proto_response *r)
 {
-    (void)start_at, (void)sent_at, (void)now;
+    (void)arg;
     const char *name, *value;
     size_t pos = 0, name_len, value_len, lines = 0;
     out.answered++;
     FUZZ_CHECK(r->lower_case);
-    if (c->env->want_head && r->fields_len) {
+    if (out.wants->head && r->fields_len) {
         FUZZ_CHECK(r->fields_len >= 4 && memcmp(r->fields + r->fields_len - 2, "\r\n", 2) == 0);
         for (size_t i = 0; i < r->fields_len; i++)
             lines += r->fields[i] == '\n';
@@ -43,27 +44,27 @@ bool conn_response(struct conn *c, const struct proto_response *r, uint64_t star
         /* Every line is one field; none breaks another in two. */
         FUZZ_CHECK(found == lines);
     }
-    if (!c->env->want_head)
+    if (!out.wants->head)
         FUZZ_CHECK(r->fields_len == 0);
-    if (!c->env->want_body)
+    if (!out.wants->body)
         FUZZ_CHECK(r->body_len == 0);
     return true;
 }
 
-void conn_requests_returned(struct conn *c, size_t n)
+static void on_returned(void *arg, size_t n)
 {
-    (void)c;
+    (void)arg;
     out.returned += n;
 }
 
-void conn_request_failed(struct conn *c, enum cause cause)
+static void on_failed(void *arg, enum cause cause)
 {
-    (void)c;
+    (void)arg;
     FUZZ_CHECK(cause < CAUSE_COUNT);
     out.failed++;
 }
 
-static const struct request *the_request(struct conn *c, struct request *shared, bool post)
+static const struct request *the_request(struct request *r, bool post)
 {
     static const char get[] = "GET /f HTTP/1.1\r\nHost: fuzz\r\n\r\n";
     static const char body[] = "POST /f HTTP/1.1\r\nHost: fuzz\r\nContent-Length: 20000\r\n\r\n";
@@ -74,79 +75,79 @@ static const struct request *the_request(struct conn *c, struct request *shared,
     if (post)
         memset(data + sizeof body - 1, 'b', 20000);
     data[len] = '\0';
-    FUZZ_CHECK(request_set(shared, data, len, err, sizeof err));
-    (void)c;
-    return shared;
+    FUZZ_CHECK(request_set(r, data, len, err, sizeof err));
+    return r;
 }
 
 /* Write all the session has to say. */
-static void drain(struct conn *c)
+static void drain(struct proto_session *session)
 {
     const char *data;
     size_t n;
-    while ((n = proto_h2.output(c, &data)) > 0)
-        proto_h2.wrote(c, n);
+    while ((n = proto_h2.output(session, &data)) > 0)
+        proto_h2.wrote(session, n);
 }
 
 static size_t submitted;
 
-static void check_accounts(struct conn *c)
+static void check_accounts(struct proto_session *session)
 {
-    FUZZ_CHECK(out.answered + out.failed + out.returned + proto_h2.inflight(c) == submitted);
+    FUZZ_CHECK(out.answered + out.failed + out.returned + proto_h2.inflight(session) == submitted);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 3)
         return 0;
-    struct stats stats;
+    struct stats stats; /* its counters, without histograms: none is recorded */
     memset(&stats, 0, sizeof stats);
-    struct conn_env env = {
-        .proto = &proto_h2,
+    struct proto_wants wants = {.head = data[0] & 8, .body = data[0] & 16};
+    const struct proto_conf conf = {
         .stats = &stats,
         .streams = 1 + (data[0] & 7),
-        .want_head = data[0] & 8,
-        .want_body = data[0] & 16,
         .depth = 1,
+        .wants = &wants,
     };
-    struct conn c = {.env = &env};
-    struct request shared = {0};
+    const struct proto_sink sink = {on_response, on_failed, on_returned, NULL};
+    struct request r = {0};
+    /* request()'s buffer (own), which the next batch may refill, or the
+     * static request */
     bool post = data[1] & 1, own = data[1] & 2;
     size_t piece = 1 + data[2] % 64;
     memset(&out, 0, sizeof out);
+    out.wants = &wants;
     submitted = 0;
 
-    c.session = proto_h2.new(&c);
-    proto_h2.open(&c);
-    const struct request *r = the_request(&c, own ? &c.own : &shared, post);
+    struct proto_session *session = proto_h2.create(&conf, &sink);
+    proto_h2.open(session);
+    the_request(&r, post);
     enum proto_status st = PROTO_OK;
     enum cause cause;
     for (size_t off = 3; off < size && st == PROTO_OK; off += piece) {
         /* At most 64 requests in all, as many as may go at once. */
-        while (submitted < 64 && proto_h2.ready(&c)) {
-            proto_h2.submit(&c, r, 1, 1, 0);
+        while (submitted < 64 && proto_h2.ready(session)) {
+            proto_h2.submit(session, &r, own, 1, 1, 0);
             submitted++;
         }
-        drain(&c);
+        drain(session);
         size_t n = size - off < piece ? size - off : piece;
-        st = proto_h2.input(&c, (const char *)data + off, n, 2, &cause);
-        check_accounts(&c);
+        st = proto_h2.input(session, (const char *)data + off, n, 2, &cause);
+        check_accounts(session);
         if (st == PROTO_FAIL)
             FUZZ_CHECK(cause < CAUSE_COUNT);
     }
     if (st == PROTO_OK) {
-        drain(&c);
-        st = proto_h2.eof(&c, 3, &cause);
-        FUZZ_CHECK(st == PROTO_CLOSE ? proto_h2.inflight(&c) == 0 : cause < CAUSE_COUNT);
+        drain(session);
+        st = proto_h2.eof(session, 3, &cause);
+        FUZZ_CHECK(st == PROTO_CLOSE ? proto_h2.inflight(session) == 0 : cause < CAUSE_COUNT);
         if (st == PROTO_FAIL)
-            (void)proto_h2.expired(&c);
+            (void)proto_h2.expired(session);
     }
-    check_accounts(&c);
+    check_accounts(session);
     FUZZ_CHECK(stats.h2_refused <= out.returned);
-    proto_h2.abort(&c);
-    FUZZ_CHECK(proto_h2.inflight(&c) == 0 && proto_h2.oldest(&c) == 0);
-    proto_h2.free(c.session);
-    request_free(&shared);
-    request_free(&c.own);
+    proto_h2.abort(session);
+    FUZZ_CHECK(proto_h2.inflight(session) == 0 && proto_h2.oldest(session) == 0);
+    proto_h2.destroy(session);
+    request_free(&r);
     return 0;
 }

@@ -487,8 +487,11 @@ def compare_with_wrk(url, *args):
     theirs = subprocess.run(["wrk", *args, url], capture_output=True, text=True, timeout=60)
     assert ours.returncode == theirs.returncode == 0, (ours, theirs.stderr)
     # volley's own warnings (a saturated generator, say) go to stderr; a line
-    # of its own says how many connections it reopened.
-    a = [l for l in ours.stdout.splitlines() if not l.startswith("  Connections reopened: ")]
+    # of its own says how many connections it reopened, and with --latency
+    # the thread-stats table ends with a row of its own, the time to first
+    # byte (README: differences from wrk).
+    a = [l for l in ours.stdout.splitlines()
+         if not l.startswith(("  Connections reopened: ", "    TTFB  "))]
     b = theirs.stdout.splitlines()
     assert [shape(l)[0] for l in a] == [shape(l)[0] for l in b], (ours.stdout, theirs.stdout)
     for la, lb in zip(a, b):

@@ -170,6 +170,19 @@ def test_nghttpd_serves_exactly_n(nghttpd, tls):
     assert len({r["conn"] for r in reqs}) == 3
 
 
+def test_ttfb_over_http2_is_the_first_headers_frame(h2peer, tmp_path):
+    """A peer that sends each response's HEADERS frame 50 ms before its DATA
+    frame: the time to first byte is the HEADERS frame's, the latency the
+    DATA frame's, 50 ms later, response by response."""
+    peer = h2peer("slow-body", "--body-delay", "50")
+    run, doc = run_json(tmp_path, "--http2", "-t1", "-c2", "-n6", "--latency", peer.url)
+    lat, ttfb = doc["latency"], doc["ttfb"]
+    assert doc["requests"] == 6 == lat["count"] == ttfb["count"] == peer.stats()["answered"]
+    assert lat["min"] >= 45000
+    assert lat["mean"] - ttfb["mean"] >= 45000
+    assert "    TTFB  " in run.stdout
+
+
 def test_go_h2c_counts_requests_bodies_and_streams(go_h2c, tmp_path):
     srv = go_h2c(max_streams=6)
     script = tmp_path / "post.lua"

@@ -59,6 +59,44 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
     assert doc["rate"] is None
 
 
+def test_ttfb_is_each_responses_first_byte_and_latency_its_last(testd, tmp_path):
+    """A server that writes each response one byte every 2 ms: the last byte
+    of a response of L bytes comes at least (L - 1) x 2 ms after its first,
+    so for every response the latency exceeds the time to first byte by
+    that much. Both have one sample per response, in --json (the same
+    shape) and in --latency's TTFB row, the thread-stats table's last."""
+    srv = testd("--hostile", "trickle", "--trickle-ms", "2")
+    # -n: every response read whole, so the bytes are whole responses
+    run, doc = run_json(tmp_path, "-t1", "-c2", "-n6", "--latency", srv.url)
+    lat, ttfb = doc["latency"], doc["ttfb"]
+    assert doc["requests"] == 6 == lat["count"] == ttfb["count"]
+    assert set(ttfb) == set(lat) and set(ttfb["percentiles"]) == set(PERCENTILES)
+    assert doc["bytes"] % 6 == 0
+    body_us = (doc["bytes"] // 6 - 1) * 2000
+    assert lat["min"] >= 0.9 * body_us
+    assert lat["mean"] - ttfb["mean"] >= 0.9 * body_us
+    assert ttfb["min"] <= lat["min"] and ttfb["max"] <= lat["max"]
+    assert doc["ttfb_uncorrected"] is None
+    assert HdrHistogram.decode(ttfb["hdr_histogram"]).get_total_count() == 6
+    table = run.stdout[run.stdout.index("  Thread Stats"):run.stdout.index("  Latency Distribution")]
+    rows = [line.split()[0] for line in table.splitlines()[1:]]
+    assert rows == ["Latency", "Req/Sec", "TTFB"], run.stdout
+    m = re.search(r"^    TTFB\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)%$", run.stdout, re.M)
+    assert abs(parse_time_us(m.group(1)) - ttfb["mean"]) <= 0.01 * ttfb["mean"] + 10
+    assert abs(parse_time_us(m.group(3)) - ttfb["max"]) <= 0.01 * ttfb["max"] + 10
+    # without --latency, wrk's table as it is
+    assert "TTFB" not in volley("-t1", "-c1", "-n1", srv.url).stdout
+
+
+def test_ttfb_with_R_has_an_uncorrected_twin(testd, tmp_path):
+    srv = testd()
+    run, doc = run_json(tmp_path, "-t1", "-c2", "-d500ms", "-R", "200", srv.url)
+    n = doc["requests"]
+    assert n > 0 and doc["ttfb"]["count"] == doc["ttfb_uncorrected"]["count"] == n
+    # from the intended send time, never after the actual one
+    assert doc["ttfb"]["mean"] >= doc["ttfb_uncorrected"]["mean"]
+
+
 def test_json_on_stdout_moves_the_text_report_and_script_output_to_stderr(testd, tmp_path):
     script = tmp_path / "done.lua"
     script.write_text('print("loaded")\n'

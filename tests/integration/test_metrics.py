@@ -444,7 +444,8 @@ def test_exposition_is_strict_text_format(nginx_h2, tmp_path):
         "volley_connect_duration_seconds": "histogram",
         "volley_request_duration_seconds": "histogram",
         "volley_request_duration_uncorrected_seconds": "histogram",
-        "volley_scheduling_lag_seconds": "histogram", "volley_connections": "gauge",
+        "volley_scheduling_lag_seconds": "histogram", "volley_ttfb_seconds": "histogram",
+        "volley_ttfb_uncorrected_seconds": "histogram", "volley_connections": "gauge",
         "volley_target_rate": "gauge", "volley_client_cpu_seconds": "counter",
         "volley_server_cpu_seconds": "counter"}
     les = [labels["le"] for s, labels, _ in parsed["volley_request_duration_seconds"][1]

@@ -97,7 +97,7 @@ def test_merge_equals_the_hdrhistogram_sum_bucket_for_bucket(testd, tmp_path):
     assert m["success"]["ok"] == codes["200"]
 
     # The histograms: the merged one is hdrh's sum of the parts, bucket for bucket.
-    for key in ("latency", "requests_per_sec"):
+    for key in ("latency", "ttfb", "requests_per_sec"):
         total = hdr(docs[0][key]["hdr_histogram"])
         for d in docs[1:]:
             total.add(hdr(d[key]["hdr_histogram"]))
@@ -128,6 +128,42 @@ def test_merge_equals_the_hdrhistogram_sum_bucket_for_bucket(testd, tmp_path):
     assert "  merged 3 of 3 shards, started within " in run.stdout
     assert abs(rep["rps"] - n / (m["duration_us"] / 1e6)) < 0.01
     assert abs(rep["latency_max"] - m["latency"]["max"]) <= 0.005 * m["latency"]["max"] + 5
+
+
+def without_ttfb(doc):
+    """doc as volley wrote it before it measured the time to first byte."""
+    old = {k: v for k, v in doc.items() if not k.startswith("ttfb")}
+    assert len(old) == len(doc) - 2
+    return old
+
+
+def test_results_without_ttfb_merge_into_a_whole_without_it(testd, tmp_path):
+    """A result of an earlier volley has no ttfb: merged with one that has,
+    the whole has none (null: a sum of some of the parts is not the
+    whole's), and the rest adds up as ever; two that have it sum bucket for
+    bucket; a threshold on it fails as nothing measured."""
+    srv = testd()
+    docs, files = shards(2, ["-t1", "-c2", "-d300ms", "--latency"], srv.url, tmp_path)
+    old = os.path.join(tmp_path, "old.json")
+    with open(old, "w") as f:
+        json.dump(without_ttfb(docs[1]), f)
+    out = os.path.join(tmp_path, "m.json")
+    run = volley("merge", "--json", out, "--latency", "--threshold", "ttfb p99 < 1h", files[0],
+                 old)
+    assert run.returncode == 2, run
+    assert "Threshold ttfb p99 < 1h: FAILED (ttfb p99: nothing measured)" in run.stdout
+    assert "    TTFB  " not in run.stdout and "    Latency  " in run.stdout
+    with open(out) as f:
+        m = json.load(f)
+    assert m["ttfb"] is None and m["ttfb_uncorrected"] is None
+    assert m["requests"] == m["latency"]["count"] == docs[0]["requests"] + docs[1]["requests"]
+    run = merge("--json", out, "--latency", "--threshold", "ttfb p99 < 1h", *files)
+    assert run.returncode == 0 and "    TTFB  " in run.stdout, run
+    with open(out) as f:
+        m = json.load(f)
+    total = hist_sum(d["ttfb"]["hdr_histogram"] for d in docs)
+    assert buckets(hdr(m["ttfb"]["hdr_histogram"])) == buckets(total)
+    assert m["ttfb"]["count"] == m["requests"] == total.get_total_count()
 
 
 def test_merge_reads_stdin_writes_json_to_stdout_and_prints_latency(testd, tmp_path):
@@ -462,6 +498,39 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
     again = os.path.join(tmp_path, "again.jsonl")
     merge("--timeline", again, out, tl)
     assert read_jsonl(again) == (head, merged)
+
+
+def test_a_timeline_without_ttfb_merges_into_intervals_without_it(testd, tmp_path):
+    """A result and its timeline of an earlier volley, without ttfb, merge
+    with a new part's: the merged intervals have no ttfb (null, an empty
+    CSV field), and the rest adds up as ever."""
+    srv = testd()
+    docs, files, timelines, parts = with_timelines(
+        2, ["-t1", "-c2", "-d600ms", "--interval", "200ms"], srv.url, tmp_path)
+    old_json, old_tl = (os.path.join(tmp_path, name) for name in ("old.json", "old.jsonl"))
+    with open(old_json, "w") as f:
+        json.dump(without_ttfb(docs[1]), f)
+    with open(timelines[1]) as f, open(old_tl, "w") as out:
+        for n, line in enumerate(f):
+            record = json.loads(line)
+            out.write(json.dumps(without_ttfb(record) if n else record) + "\n")
+    tl, csv = os.path.join(tmp_path, "m.jsonl"), os.path.join(tmp_path, "m.csv")
+    merge("--timeline", tl, files[0], old_json, timelines[0], old_tl)
+    merge("--timeline", csv, files[0], old_json, timelines[0], old_tl)
+    _, merged = read_jsonl(tl)
+    assert merged and all(r["ttfb"] is None for r in merged)
+    assert sum(r["requests"] for r in merged) == docs[0]["requests"] + docs[1]["requests"]
+    with open(csv) as f:
+        rows = [line.rstrip("\n").split(",") for line in f][1:]
+    cells = [dict(zip(rows[0], row)) for row in rows[1:]]
+    assert all(c["ttfb_count"] == "" and c["latency_count"] != "" for c in cells)
+    merge("--timeline", tl, *files, *timelines)
+    _, merged = read_jsonl(tl)
+    places = offsets(timelines, 200000)
+    for j, r in enumerate(merged):
+        here = [p[j - o] for p, o in zip(parts, places) if 0 <= j - o < len(p)]
+        total = hist_sum(h["ttfb"]["hdr_histogram"] for h in here)
+        assert buckets(hdr(r["ttfb"]["hdr_histogram"])) == buckets(total)
 
 
 def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, tmp_path):

@@ -32,6 +32,8 @@ def expected_value(expr, doc):
     """The figure a threshold measures, from the document's own fields."""
     metric = expr.split()[0]
     lat = doc["latency"]
+    if metric in ("ttfb", "latency"):  # a distribution named first
+        lat, metric = doc[metric], expr.split()[1]
     attempts = doc["success"]["attempts"]
     if re.fullmatch(r"p[\d.]+", metric):
         return lat["percentiles"][metric[1:]]
@@ -56,9 +58,10 @@ def expected_value(expr, doc):
 
 
 def normalised(expr):
-    """The expression as volley writes it back: one space around the operator."""
-    m = re.fullmatch(r"\s*(\S+?)\s*(<=|>=|<|>)\s*(.*?)\s*", expr)
-    return f"{m.group(1).lower()} {m.group(2)} {m.group(3)}"
+    """The expression as volley writes it back: one space around the
+    operator, and between a distribution and its statistic."""
+    m = re.fullmatch(r"\s*(\S+?(?:\s+\S+?)?)\s*(<=|>=|<|>)\s*(.*?)\s*", expr)
+    return f"{' '.join(m.group(1).lower().split())} {m.group(2)} {m.group(3)}"
 
 
 # (server, expression, passes): against 4 connections to a server answering
@@ -74,6 +77,10 @@ MATRIX = [
     ("slow", "max < 10s", True),
     ("slow", "stdev < 5s", True),
     ("slow", "connect < 5s", True),
+    ("slow", "ttfb p99 < 5s", True),
+    ("slow", "TTFB  p50<10ms", False),
+    ("slow", "ttfb mean > 19ms", True),
+    ("slow", "latency max < 10s", True),
     ("slow", "rps > 1k", False),
     ("slow", "rps >= 5", True),
     ("slow", "requests < 10", False),

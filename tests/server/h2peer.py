@@ -5,7 +5,7 @@ speaks raw frames (tests/h2frames.py), so it can send what no HTTP/2 library
 would, and records what it saw.
 
 usage: h2peer.py [--listen HOST:PORT] [--stats FILE] [--max-time S] [--mode MODE]
-                 [--after N] [--code NAME] [--every K] [--count N]
+                 [--after N] [--code NAME] [--every K] [--count N] [--body-delay MS]
 
 Once listening it prints "port N" on stdout. SIGTERM or SIGINT (and
 --max-time, default 300) write the stats and exit 0. One thread per
@@ -36,6 +36,9 @@ Modes:
   continuation-flood  answers each request with a HEADERS frame without
                       END_HEADERS, then up to --count CONTINUATION frames
                       (default 100000) that never end the header block.
+  slow-body           each response's HEADERS frame, then its DATA frame
+                      --body-delay MS later (default 50): its first byte comes
+                      that long before its last.
   garbage             after the client's preface, bytes that are no frame
                       ("HTTP/1.1 200 OK" and binary junk), then reads until the
                       client closes.
@@ -67,6 +70,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import h2frames as h2  # noqa: E402
@@ -76,7 +80,7 @@ import hpack  # noqa: E402
 BODY = b"Hello world\n"
 GARBAGE = b"HTTP/1.1 200 OK\r\n\r\n" + bytes(range(256)) * 4
 MODES = ("normal", "goaway", "rst", "zero-window", "max-streams-0", "no-settings-ack",
-         "ping-flood", "continuation-flood", "garbage")
+         "ping-flood", "continuation-flood", "garbage", "slow-body")
 
 
 class Stats:
@@ -234,9 +238,15 @@ class Connection:
         self.stats.add("frames_sent", sub="DATA")
         self.stats.add("answered")
         self.answered += 1
+        head = h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, block)
+        data = h2.frame(h2.DATA, h2.END_STREAM, stream_id, BODY)
+        if self.opts.mode == "slow-body":
+            with self.send_lock:
+                self.sock.sendall(head)
+            time.sleep(self.opts.body_delay / 1000)
+            head = b""
         with self.send_lock:
-            self.sock.sendall(h2.frame(h2.HEADERS, h2.END_HEADERS, stream_id, block) +
-                              h2.frame(h2.DATA, h2.END_STREAM, stream_id, BODY))
+            self.sock.sendall(head + data)
 
     def reset(self, stream_id, code):
         self.stats.add("rst_sent", sub=h2.error_name(code))
@@ -302,6 +312,7 @@ def main():
     ap.add_argument("--code")
     ap.add_argument("--every", type=int, default=1)
     ap.add_argument("--count", type=int, default=100000)
+    ap.add_argument("--body-delay", type=float, default=50)
     opts = ap.parse_args()
     if opts.code:
         try:

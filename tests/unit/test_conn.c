@@ -106,7 +106,8 @@ struct rig {
     double delay_ms; /* delay(), when set */
     char rbuf[64 * 1024];
     struct http_head_cache cache;
-    struct conn_env env;
+    struct conn_config cfg;
+    struct conn_live live;
     struct conn conn;
 };
 
@@ -127,10 +128,10 @@ static void rig_response(void *arg, const struct proto_response *p)
 {
     struct rig *r = arg;
     r->responses_seen++;
-    if (r->env.want_head)
+    if (r->live.wants.head)
         snprintf(r->fields_seen, sizeof r->fields_seen, "%.*s", (int)p->fields_len,
                  p->fields ? p->fields : "");
-    if (r->env.want_body)
+    if (r->live.wants.body)
         snprintf(r->body_seen, sizeof r->body_seen, "%.*s", (int)p->body_len,
                  p->body ? p->body : "");
     r->lower_seen = p->lower_case;
@@ -153,7 +154,7 @@ static void rig_requests(struct rig *r, const char *text, size_t n)
     request_free(&r->request);
     if (!request_set(&r->request, data, len * n, err, sizeof err))
         UNIT_FAIL("request_set: %s", err);
-    r->env.depth = n;
+    r->cfg.session.depth = n;
 }
 
 static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
@@ -175,25 +176,25 @@ static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
         abort();
     r->peer = -1;
     stats_init(&r->stats);
-    r->env = (struct conn_env){
+    r->live.unsettled = 1;
+    r->cfg = (struct conn_config){
         .loop = ev_loop_new(EVFLAG_AUTO),
         .transport = &scripted,
         .proto = proto,
-        .streams = streams,
         .addr = &r->addr,
         .timeout_us = 2000000,
         .stats = &r->stats,
         .rbuf = r->rbuf,
         .rbuf_len = sizeof r->rbuf,
-        .head_cache = &r->cache,
-        .request = rig_request,
-        .response = rig_response,
-        .arg = r,
-        .depth = 1,
-        .unsettled = 1,
+        .session = {.streams = streams,
+                    .depth = 1,
+                    .head_cache = &r->cache,
+                    .stats = &r->stats,
+                    .wants = &r->live.wants},
+        .hooks = {.request = rig_request, .response = rig_response, .arg = r},
     };
     rig_requests(r, "GET / HTTP/1.1\r\nHost: t\r\n\r\n", 1);
-    conn_init(&r->conn, &r->env, 0);
+    conn_init(&r->conn, &r->cfg, &r->live, 0);
     return r;
 }
 
@@ -205,13 +206,13 @@ static void rig_budget(struct rig *r, uint64_t n)
     atomic_init(&r->budget.unresolved, n);
     r->budget.spent = on_spent;
     r->budget.arg = r;
-    r->env.budget = &r->budget;
+    r->cfg.budget = &r->budget;
 }
 
 static void rig_free(struct rig *r)
 {
     conn_free(&r->conn);
-    ev_loop_destroy(r->env.loop);
+    ev_loop_destroy(r->cfg.loop);
     if (r->peer >= 0)
         close(r->peer);
     close(r->listener);
@@ -226,7 +227,7 @@ static void rig_free(struct rig *r)
 static void spin(struct rig *r, int turns)
 {
     for (int i = 0; i < turns; i++)
-        ev_run(r->env.loop, EVRUN_NOWAIT);
+        ev_run(r->cfg.loop, EVRUN_NOWAIT);
 }
 
 static void nap(void)
@@ -240,7 +241,7 @@ static void nap(void)
     do {                                                                                           \
         uint64_t unit_end_ = clock_us() + (ms)*1000ULL;                                            \
         while (!(cond) && clock_us() < unit_end_) {                                                \
-            ev_run((r)->env.loop, EVRUN_NOWAIT);                                                   \
+            ev_run((r)->cfg.loop, EVRUN_NOWAIT);                                                   \
             nap();                                                                                 \
         }                                                                                          \
     } while (0)
@@ -468,7 +469,8 @@ TEST(early_response_that_closes_stops_the_body)
 TEST(idle_close_during_a_pause_reopens_only_when_it_ends)
 {
     struct rig *r = rig_new();
-    r->env.delay = rig_delay;
+    r->cfg.hooks.delay = rig_delay;
+    r->live.delay = true;
     r->delay_ms = 0;
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
@@ -515,7 +517,7 @@ TEST(timeout_counts_every_request_in_flight)
 {
     struct rig *r = rig_new();
     rig_requests(r, GET, 2);
-    r->env.timeout_us = 50000;
+    r->cfg.timeout_us = 50000;
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     RUN_UNTIL(r, r->stats.errors.timeout > 0, 1000);
@@ -620,7 +622,7 @@ TEST(one_read_event_reads_a_bounded_amount)
     memset(body, 'b', sizeof body - 1);
     peer_write(r, body);
     unsigned before = io.reads;
-    ev_run(r->env.loop, EVRUN_NOWAIT);
+    ev_run(r->cfg.loop, EVRUN_NOWAIT);
     /* One turn reads at most 256 KiB (64 KiB at a time) from one socket. */
     CHECK(io.reads - before <= 5);
     CHECK(io.reads - before >= 1);
@@ -813,7 +815,7 @@ TEST(h2_streams_go_out_together_capped_by_the_server)
 TEST(h2_one_write_carries_a_whole_batch_of_streams)
 {
     struct rig *r = rig_h2(16, 0);
-    r->env.timeout_us = 10000000;
+    r->cfg.timeout_us = 10000000;
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     spin(r, 20);
@@ -917,7 +919,7 @@ TEST(h2_acknowledgements_go_out_with_no_request)
 TEST(h2_settings_never_acknowledged_time_out)
 {
     struct rig *r = rig_h2(1, 0);
-    r->env.timeout_us = 50000;
+    r->cfg.timeout_us = 50000;
     conn_start(&r->conn, true);
     CHECK(accept_peer(r)); /* a peer that reads and never says a thing */
     RUN_UNTIL(r, r->stats.errors.timeout > 0, 1000);
@@ -929,7 +931,7 @@ TEST(h2_settings_never_acknowledged_time_out)
 TEST(h2_oldest_stream_times_out_alone)
 {
     struct rig *r = rig_h2(2, 2);
-    r->env.timeout_us = 100000;
+    r->cfg.timeout_us = 100000;
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 2);
@@ -947,7 +949,7 @@ TEST(h2_server_allowing_no_stream_times_out_as_such)
 {
     struct rig *r = rig_h2(1, 1);
     atomic_store(&r->budget.unsent, 0); /* held back until the SETTINGS are in */
-    r->env.timeout_us = 100000;
+    r->cfg.timeout_us = 100000;
     conn_start(&r->conn, false);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 0);
@@ -997,7 +999,7 @@ TEST(h2_close_with_streams_in_flight_counts_each)
 TEST(h2_response_hook_gets_lower_case_fields_and_the_body)
 {
     struct rig *r = rig_h2(1, 1);
-    r->env.want_head = r->env.want_body = true;
+    r->live.wants.head = r->live.wants.body = true;
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 100);
@@ -1040,7 +1042,7 @@ TEST(h2_request_body_goes_out_in_data_frames)
 TEST(h2_interim_responses_are_skipped)
 {
     struct rig *r = rig_h2(1, 1);
-    r->env.want_head = true;
+    r->live.wants.head = true;
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 100);

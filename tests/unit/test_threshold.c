@@ -116,6 +116,31 @@ TEST(refuses_malformed_expressions_with_a_reason)
                                           "200ms");
 }
 
+TEST(a_latency_metric_may_name_its_distribution_first)
+{
+    struct threshold t = parse("ttfb p99 < 50ms");
+    CHECK(t.metric == THRESHOLD_PERCENTILE && t.percentile == 99 && t.limit == 50000);
+    CHECK(t.dist == STATS_DIST_ttfb);
+    CHECK_STR(t.text, "ttfb p99 < 50ms");
+    CHECK_U64(t.name_len, strlen("ttfb p99"));
+    threshold_free(&t);
+    t = parse("  TTFB   Mean<=1s");
+    CHECK(t.metric == THRESHOLD_MEAN && t.dist == STATS_DIST_ttfb && t.op == THRESHOLD_LE);
+    CHECK_STR(t.text, "ttfb mean <= 1s");
+    threshold_free(&t);
+    t = parse("latency max < 2s");
+    CHECK(t.metric == THRESHOLD_MAX && t.dist == STATS_DIST_latency);
+    threshold_free(&t);
+    t = parse("p99 < 1s");
+    CHECK(t.dist == STATS_DIST_latency);
+    threshold_free(&t);
+    CHECK_STR(refused("ttfb rps > 1"),
+              "unknown metric 'ttfb rps' (after ttfb: pN, mean, max or stdev)");
+    CHECK_STR(refused("ttfb p99 < 5%"), "ttfb p99 is not a percentage: '5%'");
+    CHECK_STR(refused("ttfb p99"), "expected <, <=, > or >= after 'ttfb p99'");
+    CHECK_STR(refused("connect p99 < 1s"), "expected <, <=, > or >= after 'connect'");
+}
+
 /* 100 responses of 1..100 ms (status 200, the last 25 of them 503), and
  * timeouts timed out requests. */
 static void fill(struct stats *s, uint64_t timeouts)
@@ -159,6 +184,12 @@ TEST(measures_as_the_json_document_does)
     CHECK_DBL(measure("status:2xx > 1", &s).value, 75, 0);
     CHECK_DBL(measure("status:404 < 1", &s).value, 0, 0);
     /* A socket error is a failed attempt: it counts in errors and success. */
+    /* the time to first byte: its own distribution */
+    for (uint64_t i = 1; i <= 100; i++)
+        hist_record(s.ttfb, i * 100);
+    CHECK_DBL(measure("ttfb p50 < 1s", &s).value, hist_value_at_percentile(s.ttfb, 50), 0);
+    CHECK_DBL(measure("ttfb max < 1s", &s).value, 10000, 0);
+    CHECK_DBL(measure("ttfb mean < 1s", &s).value, 5050, 0.001);
     s.errors.read = 25;
     CHECK_DBL(measure("errors < 1%", &s).value, 40, 0);
     CHECK_DBL(measure("success > 1%", &s).value, 60, 0);
