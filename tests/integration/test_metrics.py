@@ -139,7 +139,7 @@ def test_prometheus_scrapes_what_the_json_says(testd, prometheus, tmp_path):
     port = free_port()
     prom = prometheus(targets=[f"127.0.0.1:{port}"])
     path = tmp_path / "r.json"
-    run = finish(start_volley("-t2", "-c8", "-d4s", "-R", "1500", "--metrics-listen",
+    run = finish(start_volley("-t2", "-c8", "-d5s", "-R", "1500", "--metrics-listen",
                               f"127.0.0.1:{port}", "--metrics-linger", "4s", "--json", path,
                               "--server-pid", srv.proc.pid, srv.url + "/"))
     ok(run)
@@ -161,7 +161,8 @@ def test_prometheus_scrapes_what_the_json_says(testd, prometheus, tmp_path):
     # scraped while the run was on, growing, never going back
     seen = prom.value('count_over_time(volley_duration_seconds{job="volley"}[10m])')
     assert seen >= 4, seen
-    assert prom.value('changes(volley_request_duration_seconds_count{job="volley"}[10m])') >= 3
+    # (at least twice with the counts moving: a busy machine may delay a scrape)
+    assert prom.value('changes(volley_request_duration_seconds_count{job="volley"}[10m])') >= 2
     assert prom.value('resets(volley_responses_total{job="volley",status="200"}[10m])') == 0
     assert srv.stats()["requests"] >= doc["requests"] > 0
 
