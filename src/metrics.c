@@ -15,14 +15,12 @@
 #include "metrics.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <unistd.h>
 
 #include "buf.h"
 #include "cli.h"
@@ -58,6 +56,11 @@ struct metrics {
     int64_t started_ms;     /* the start of what is measured, Unix time in ms */
     int64_t last_ms;        /* the last push's timestamp */
     uint64_t final_us;      /* clock_us of the final figures */
+    /* the run's labels, on every series: url, shard (a sharded run) and
+     * --label's, then room for the __name__ and the series' own */
+    const char **names, **values;
+    size_t nlabels;
+    char shard[24];
     /* where they go */
     struct ev_loop *loop;
     char *listen;
@@ -272,45 +275,39 @@ static void text_family(struct writer *w, const char *name, enum family_type typ
 }
 
 /* The run's labels: url, shard (a sharded run) and --label's. */
-static size_t run_labels(const struct metrics *m, const char **names, const char **values,
-                         char shard[24])
+static void run_labels(struct metrics *m)
 {
     const struct run_spec *spec = m->spec;
-    size_t n = 0;
-    names[n] = "url";
-    values[n++] = spec->url;
+    m->names = xcalloc(spec->nlabels + 4, sizeof *m->names);
+    m->values = xcalloc(spec->nlabels + 4, sizeof *m->values);
+    m->names[m->nlabels] = "url";
+    m->values[m->nlabels++] = spec->url;
     if (spec->shard.count) {
-        snprintf(shard, 24, "%" PRIu64, spec->shard.index);
-        names[n] = "shard";
-        values[n++] = shard;
+        snprintf(m->shard, sizeof m->shard, "%" PRIu64, spec->shard.index);
+        m->names[m->nlabels] = "shard";
+        m->values[m->nlabels++] = m->shard;
     }
     for (size_t i = 0; i < spec->nlabels; i++) {
-        names[n] = spec->labels[i].name;
-        values[n++] = spec->labels[i].value;
+        m->names[m->nlabels] = spec->labels[i].name;
+        m->values[m->nlabels++] = spec->labels[i].value;
     }
-    return n;
 }
 
 static void text_sample(struct writer *w, const char *name, const char *label, const char *value,
                         double v)
 {
-    struct text_writer *t = (struct text_writer *)w;
-    struct buf *b = t->out;
-    const char **names = xcalloc(t->m->spec->nlabels + 3, sizeof *names);
-    const char **values = xcalloc(t->m->spec->nlabels + 3, sizeof *values);
-    char shard[24], number[32];
-    size_t n = run_labels(t->m, names, values, shard);
+    const struct metrics *m = ((struct text_writer *)w)->m;
+    struct buf *b = ((struct text_writer *)w)->out;
+    char number[32];
     bool first = true;
     append(b, name);
-    for (size_t i = 0; i < n; i++)
-        text_label(b, &first, names[i], values[i]);
+    for (size_t i = 0; i < m->nlabels; i++)
+        text_label(b, &first, m->names[i], m->values[i]);
     if (label)
         text_label(b, &first, label, value);
     append(b, first ? " " : "} ");
     append(b, json_format_double(number, v));
     append(b, "\n");
-    free(names);
-    free(values);
 }
 
 void metrics_text(struct metrics *m, struct buf *out)
@@ -339,19 +336,16 @@ static void series_sample(struct writer *w, const char *name, const char *label,
                           double v)
 {
     struct series_writer *sw = (struct series_writer *)w;
-    size_t cap = sw->m->spec->nlabels + 4;
-    const char **names = xcalloc(cap, sizeof *names), **values = xcalloc(cap, sizeof *values);
-    char shard[24];
-    names[0] = "__name__";
-    values[0] = name;
-    size_t n = 1 + run_labels(sw->m, names + 1, values + 1, shard);
+    const struct metrics *m = sw->m;
+    /* the run's labels, then the name and the series' own in the room left */
+    size_t n = m->nlabels;
+    m->names[n] = "__name__";
+    m->values[n++] = name;
     if (label) {
-        names[n] = label;
-        values[n++] = value;
+        m->names[n] = label;
+        m->values[n++] = value;
     }
-    remote_write_series(sw->out, names, values, n, v, sw->ts_ms);
-    free(names);
-    free(values);
+    remote_write_series(sw->out, m->names, m->values, n, v, sw->ts_ms);
 }
 
 static void push(struct metrics *m, int64_t ts_ms, bool final)
@@ -463,6 +457,7 @@ struct metrics *metrics_new(const struct config *cfg)
     m->nbounds = cfg->spec.nbuckets ? cfg->spec.nbuckets
                                     : sizeof default_buckets / sizeof default_buckets[0];
     stats_init(&m->total);
+    run_labels(m);
     if (cfg->spec.rate)
         spec_profile(&cfg->spec, &m->profile);
     if (cfg->metrics_listen) {
@@ -473,7 +468,6 @@ struct metrics *metrics_new(const struct config *cfg)
         m->rw = remote_write_new(cfg->remote_write, cfg->remote_write_strict);
     m->strict = cfg->remote_write_strict;
     m->linger_us = cfg->metrics_linger_us;
-    getrusage(RUSAGE_SELF, &m->base);
     return m;
 }
 
@@ -615,5 +609,7 @@ void metrics_free(struct metrics *m)
     stats_free(&m->total);
     profile_free(&m->profile);
     free(m->listen);
+    free(m->names);
+    free(m->values);
     free(m);
 }

@@ -32,6 +32,8 @@
 #define ACCEPT_BATCH 32
 /* How long a closing connection is read from after its answer (seconds). */
 #define DRAIN_DEADLINE 2.0
+/* How long no connection is taken after the descriptors ran out (seconds). */
+#define ACCEPT_PAUSE 0.1
 
 /* A text being served: freed by its last user. */
 struct body {
@@ -61,6 +63,7 @@ struct scrape {
     struct ev_loop *loop;
     int fd;
     ev_io accept_io;
+    ev_timer pause; /* taking no connection: out of descriptors */
     struct client *clients[SCRAPE_CONNS];
     struct body *body;
     uint64_t served;
@@ -360,6 +363,13 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
     struct scrape *s = w->data;
     for (int i = 0; i < ACCEPT_BATCH; i++) {
         int fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            /* out of descriptors: the waiting connection would wake the
+             * loop again at once, so stop taking any for a while */
+            ev_io_stop(loop, &s->accept_io);
+            ev_timer_start(loop, &s->pause);
+            return;
+        }
         if (fd < 0)
             return; /* EAGAIN, or a connection gone before it was taken */
         int at = place_for(s), one = 1;
@@ -384,6 +394,13 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
     }
 }
 
+static void on_pause_over(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)revents;
+    struct scrape *s = t->data;
+    ev_io_start(loop, &s->accept_io);
+}
+
 /* ---- the server ------------------------------------------------------------------ */
 
 struct scrape *scrape_new(int fd)
@@ -400,6 +417,8 @@ void scrape_start(struct scrape *s, struct ev_loop *loop)
     ev_io_init(&s->accept_io, on_accept, s->fd, EV_READ);
     s->accept_io.data = s;
     ev_io_start(loop, &s->accept_io);
+    ev_timer_init(&s->pause, on_pause_over, ACCEPT_PAUSE, 0.);
+    s->pause.data = s;
 }
 
 void scrape_set_body(struct scrape *s, const char *data, size_t len)
@@ -422,8 +441,10 @@ void scrape_free(struct scrape *s)
     for (size_t i = 0; i < SCRAPE_CONNS; i++)
         if (s->clients[i])
             client_close(s->clients[i]);
-    if (s->loop)
+    if (s->loop) {
         ev_io_stop(s->loop, &s->accept_io);
+        ev_timer_stop(s->loop, &s->pause);
+    }
     close(s->fd);
     body_release(s->body);
     free(s);
