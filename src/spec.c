@@ -26,7 +26,8 @@ void spec_copy(struct run_spec *dst, const struct run_spec *src)
     dst->timeline = dup_or_null(src->timeline);
     dst->hdr_log = dup_or_null(src->hdr_log);
     dst->stages = xcalloc(src->nstages + 1, sizeof *dst->stages);
-    memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
+    if (src->nstages) /* memcpy from NULL is undefined, even for 0 bytes */
+        memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
     dst->script_args = xcalloc(src->nscript_args + 1, sizeof *dst->script_args);
     for (size_t i = 0; i < src->nscript_args; i++)
         dst->script_args[i] = xstrdup(src->script_args[i]);
@@ -35,7 +36,8 @@ void spec_copy(struct run_spec *dst, const struct run_spec *src)
         dst->labels[i] =
             (struct label){xstrdup(src->labels[i].name), xstrdup(src->labels[i].value)};
     dst->buckets = xcalloc(src->nbuckets + 1, sizeof *dst->buckets);
-    memcpy(dst->buckets, src->buckets, src->nbuckets * sizeof *dst->buckets);
+    if (src->nbuckets)
+        memcpy(dst->buckets, src->buckets, src->nbuckets * sizeof *dst->buckets);
     dst->headers = xcalloc(src->nheaders + 1, sizeof *dst->headers);
     for (size_t i = 0; i < src->nheaders; i++)
         dst->headers[i] =
