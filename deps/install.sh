@@ -4,9 +4,9 @@
 # pkg-config). With --test, also what the tests and `make bench` use: Python 3
 # with pytest, hdrhistogram, hpack and prometheus_client, nginx, wrk, Prometheus,
 # nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, clang (libFuzzer), man,
-# dpkg-buildflags, Lua 5.1 and a few tools, make lint's clang-format, cppcheck,
-# shellcheck and pyflakes, and on Debian and Ubuntu what builds and checks the
-# packages under packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to
+# dpkg-buildflags, Lua 5.1 and a few tools, what make lint runs (clang-format,
+# cppcheck, shellcheck, pyflakes), and on Debian and Ubuntu what builds and checks
+# the packages under packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to
 # parse the spec and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]

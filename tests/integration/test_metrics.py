@@ -22,7 +22,8 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, VOLLEY, Run, check_sanitizer, free_port, ok, run_json, volley
+from conftest import (ROOT, VOLLEY, Run, check_sanitizer, free_port, ok, run_json, volley,
+                      wait_port)
 
 # The latency histograms' default bucket bounds (src/metrics.h), seconds.
 BUCKETS = [100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3,
@@ -60,18 +61,6 @@ def fetch(port, path="/metrics", host="127.0.0.1"):
     headers = dict(line.split(": ", 1) for line in lines[1:])
     assert int(headers["Content-Length"]) == len(body), headers
     return int(lines[0].split()[1]), headers, body.decode()
-
-
-def wait_listening(port, proc, host="127.0.0.1", timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        try:
-            with socket.create_connection((host, port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listens on {host}:{port}")
 
 
 def families(text):
@@ -408,7 +397,7 @@ def test_exposition_is_strict_text_format(nginx_h2, tmp_path):
                            "--metrics-listen", f"127.0.0.1:{port}", "--metrics-linger", "1s",
                            "--label", f"team={value}", "--metrics-buckets", "1ms,10ms,1s",
                            "--server-pid", srv.proc.pid, srv.url + "/")
-    wait_listening(port, started[0])
+    wait_port(port, started[0], timeout=20)
     texts = []
     while started[0].poll() is None:
         try:
@@ -476,7 +465,7 @@ def test_listen_address_forms(testd, form, hosts):
     started = start_volley("-t1", "-c1", "-d2s", "--metrics-listen", form.format(port),
                            srv.url + "/")
     for host in hosts:
-        wait_listening(port, started[0], host=host)
+        wait_port(port, started[0], host=host, timeout=20)
         assert fetch(port, host=host)[0] == 200
     ok(finish(started))
 
@@ -576,7 +565,7 @@ def test_hostile_clients_are_bounded_and_answered(testd, tmp_path):
     path = tmp_path / "r.json"
     started = start_volley("-t1", "-c2", "-d4s", "--metrics-listen", f"127.0.0.1:{port}",
                            "--json", path, srv.url + "/")
-    wait_listening(port, started[0])
+    wait_port(port, started[0], timeout=20)
     assert status_lines(raw(port, b"GET /other HTTP/1.1\r\nHost: x\r\n\r\n")) == [b"404"]
     assert status_lines(raw(port, b"POST /metrics HTTP/1.1\r\nHost: x\r\n\r\n")) == [b"405"]
     assert b"\r\nAllow: GET\r\n" in raw(port, b"PUT /metrics HTTP/1.1\r\n\r\n")
@@ -622,7 +611,7 @@ def test_scrape_storm_leaves_the_run_alone(testd, tmp_path):
     path = tmp_path / "r.json"
     started = start_volley("-t2", "-c4", "-n", "40000", "--metrics-listen", f"127.0.0.1:{port}",
                            "--json", path, srv.url + "/")
-    wait_listening(port, started[0])
+    wait_port(port, started[0], timeout=20)
     counts, stop = [], threading.Event()
 
     def storm():
@@ -677,7 +666,7 @@ def test_dashboard_queries_return_data(testd, prometheus, tmp_path):
     exposed = set()
     started = start_volley("-t1", "-c1", "-d2s", "-R", "10", "--metrics-listen",
                            f"127.0.0.1:{port}", "--server-pid", srv.proc.pid, srv.url + "/")
-    wait_listening(port, started[0])
+    wait_port(port, started[0], timeout=20)
     for name, kind in re.findall(r"^# TYPE (\S+) (\S+)$", fetch(port)[2], re.M):
         exposed |= {name + suffix for suffix in (
             ("_bucket", "_sum", "_count") if kind == "histogram" else ("",))}

@@ -35,6 +35,8 @@ LIBRARIES = {
            "alpine": "libev-dev", "homebrew": "libev"},
     "NGHTTP2": {"debian": "libnghttp2-dev", "rpm": "pkgconfig(libnghttp2)",
                 "arch": "libnghttp2", "alpine": "nghttp2-dev", "homebrew": "libnghttp2"},
+    "SNAPPY": {"debian": "libsnappy-dev", "rpm": "snappy-devel", "arch": "snappy",
+               "alpine": "snappy-dev", "homebrew": "snappy"},
 }
 
 
