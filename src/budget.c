@@ -2,6 +2,19 @@
  * SPDX-License-Identifier: MIT */
 #include "budget.h"
 
+void budget_init(struct budget *b, uint64_t n, void (*spent)(void *arg), void *arg)
+{
+    atomic_init(&b->unsent, n);
+    atomic_init(&b->unresolved, n);
+    b->spent = spent;
+    b->arg = arg;
+}
+
+bool budget_done(struct budget *b)
+{
+    return b->spent && atomic_load_explicit(&b->unresolved, memory_order_acquire) == 0;
+}
+
 size_t budget_claim(struct budget *b, size_t want)
 {
     uint64_t left = atomic_load_explicit(&b->unsent, memory_order_relaxed), take;

@@ -20,6 +20,12 @@ struct budget {
     void *arg;
 };
 
+/* n requests in all; spent(arg) is called on the thread that resolves the
+ * last of them. */
+void budget_init(struct budget *b, uint64_t n, void (*spent)(void *arg), void *arg);
+/* Whether every request has its outcome (b may be one that was never
+ * initialised: zeroed, for a run without -n, it is not done). */
+bool budget_done(struct budget *b);
 /* Requests a batch of up to want may send: want, fewer at the end, or 0. */
 size_t budget_claim(struct budget *b, size_t want);
 /* Whether any request is left to claim (a hint: another thread may take it). */

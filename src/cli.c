@@ -13,7 +13,9 @@
 #include <strings.h>
 
 #include "chars.h"
+#include "h1.h"
 #include "net.h"
+#include "protocols.h"
 #include "stats.h"
 #include "threshold.h"
 #include "units.h"
@@ -43,6 +45,9 @@ static const char usage_text[] =
     "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
     "                           or HTTP/1.1 pipelining (default 1)\n"
     "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
+    "        --alpn        <L>  Offer these protocols over https, in order, each\n"
+    "                           connection speaking the one its server chose:\n"
+    "                           h2,http/1.1 (--alpn h2 is --http2)\n"
     "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
     "                           each stage ramps from the rate before it (-R or 0)\n"
     "                           to its own, and the run lasts their sum\n"
@@ -133,6 +138,7 @@ enum {
     OPT_REMOTE_WRITE_STRICT,
     OPT_LABEL,
     OPT_METRICS_BUCKETS,
+    OPT_ALPN,
 };
 
 static const struct option long_options[] = {
@@ -150,6 +156,7 @@ static const struct option long_options[] = {
     {"requests", required_argument, NULL, 'n'},
     {"streams", required_argument, NULL, 'm'},
     {"http2", no_argument, NULL, OPT_HTTP2},
+    {"alpn", required_argument, NULL, OPT_ALPN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"sni", required_argument, NULL, OPT_SNI},
@@ -415,8 +422,8 @@ static void add_server_pid(struct config *cfg, const char *arg)
 }
 
 /* Names volley's own metrics use for labels: a --label may not take them. */
-static const char *const reserved_labels[] = {"url",   "shard", "le",   "status",
-                                              "cause", "class", "code", "version"};
+static const char *const reserved_labels[] = {"url",   "shard", "le",      "status",  "cause",
+                                              "class", "code",  "version", "protocol"};
 
 /* --label NAME=VALUE: a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not
  * reserved, given once) and a value that is UTF-8 and not empty (an empty
@@ -507,6 +514,31 @@ static void set_remote_write(struct config *cfg, const char *arg)
     set_string(&cfg->remote_write, arg);
 }
 
+/* --http2, --alpn LIST: the protocols a connection may speak, by their
+ * ALPN ids, and the option as given, for messages. */
+static void protocols_arg(struct config *cfg, const char *option, const char *list)
+{
+    const char *ids[PROTOCOLS_COUNT + 1];
+    size_t n = 0;
+    char *copy = xstrdup(list), *save = NULL;
+    bool http2 = strcmp(option, "--http2") == 0;
+    if (cfg->protocol_option && http2 != (strcmp(cfg->protocol_option, "--http2") == 0)) {
+        free(copy);
+        usage_error("--http2 is --alpn h2: give one of them");
+    }
+    for (char *id = strtok_r(copy, ",", &save); id && n <= PROTOCOLS_COUNT;
+         id = strtok_r(NULL, ",", &save))
+        ids[n++] = id;
+    bool ok = spec_set_protocols(&cfg->spec, ids, n, true);
+    free(copy);
+    if (!ok)
+        usage_error("invalid %s '%s': a list of protocols volley speaks, each once: h2, "
+                    "http/1.1",
+                    option, list);
+    free(cfg->protocol_option);
+    cfg->protocol_option = http2 ? xstrdup(option) : xasprintf("%s %s", option, list);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -515,6 +547,8 @@ static void defaults(struct config *cfg)
     cfg->spec.duration_us = 10 * 1000000ULL;
     cfg->spec.timeout_us = 2 * 1000000ULL;
     cfg->spec.streams = 1;
+    cfg->spec.protocols[0] = &proto_h1;
+    cfg->spec.nprotocols = 1;
     cfg->progress = true;
     cfg->spec.interval_us = 1000000;
 }
@@ -584,7 +618,10 @@ static void parse_options(int argc, char **argv, struct config *cfg)
                 usage_error("number of streams must be 1 to %d", CLI_STREAMS_MAX);
             break;
         case OPT_HTTP2:
-            cfg->spec.http2 = true;
+            protocols_arg(cfg, "--http2", "h2");
+            break;
+        case OPT_ALPN:
+            protocols_arg(cfg, "--alpn", optarg);
             break;
         case OPT_NO_KEEPALIVE:
             cfg->spec.no_keepalive = true;
@@ -748,6 +785,11 @@ static void validate(struct config *cfg)
     shard_shares(cfg);
     if (cfg->spec.u_latency && !cfg->spec.rate)
         usage_error("-U/--u_latency needs -R/--rate");
+    /* Over cleartext nothing negotiates: one protocol, h2 with prior knowledge. */
+    if (!cfg->url.tls && cfg->spec.nprotocols > 1)
+        usage_error("%s: several protocols need an https URL, where TLS chooses one; over http, "
+                    "--alpn h2 speaks HTTP/2 with prior knowledge",
+                    cfg->protocol_option);
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
     if (cfg->cacert)
@@ -809,6 +851,7 @@ void cli_free(struct config *cfg)
     free(cfg->start_at);
     free(cfg->metrics_listen);
     free(cfg->remote_write);
+    free(cfg->protocol_option);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)

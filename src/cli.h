@@ -27,6 +27,9 @@ struct config {
     size_t nthresholds;
     uint64_t abort_after;
 
+    /* --http2 or --alpn LIST as given, for messages; NULL without them */
+    char *protocol_option;
+
     /* TLS. */
     char *sni;   /* server name to send instead of the URL's host */
     bool verify; /* verify the server certificate */

@@ -18,8 +18,10 @@
 
 #include "budget.h"
 #include "clock.h"
+#include "h1.h"
 #include "hist.h"
 #include "net.h"
+#include "protocols.h"
 
 /* After a failure (a connect that failed, or a connection that ended in an
  * error before its first response) the slot waits 1 ms, doubling up to 1 s,
@@ -57,7 +59,6 @@ void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
-    c->session = cfg->proto->create(&cfg->session, &c->sink);
 }
 
 static void timer_start(struct conn *c, uint64_t us)
@@ -87,7 +88,7 @@ static void drop(struct conn *c)
     ev_io_stop(cfg->loop, &c->wio);
     ev_timer_stop(cfg->loop, &c->timer);
     if (c->state == CONN_OPEN) {
-        cfg->proto->abort(c->session);
+        c->proto->abort(c->session);
         c->live->open--;
     }
     if (c->sock.fd >= 0) {
@@ -103,20 +104,22 @@ void conn_stop(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     if (cfg->budget && c->state == CONN_OPEN)
-        budget_return(cfg->budget, cfg->proto->inflight(c->session));
+        budget_return(cfg->budget, c->proto->inflight(c->session));
     if (cfg->budget && c->claimed)
         budget_return(cfg->budget, c->claimed);
     c->claimed = 0;
     drop(c);
     if (cfg->pace)
-        schedule_remove(&cfg->pace->schedule, c);
+        schedule_remove(&cfg->pace->schedule, &c->turn);
 }
 
 void conn_free(struct conn *c)
 {
     conn_stop(c);
     c->cfg->transport->release(&c->sock);
-    c->cfg->proto->destroy(c->session);
+    for (size_t i = 0; i < c->cfg->nprotocols; i++)
+        if (c->sessions[i])
+            c->cfg->protocols[i]->destroy(c->sessions[i]);
     request_free(&c->own);
 }
 
@@ -208,7 +211,7 @@ static void closed(struct conn *c)
 static void failed(struct conn *c, uint64_t *class, enum cause cause)
 {
     const struct conn_config *cfg = c->cfg;
-    size_t n = cfg->proto->inflight(c->session);
+    size_t n = c->proto->inflight(c->session);
     count(c, class, cause, n ? n : 1);
     if (cfg->budget && n)
         budget_resolve(cfg->budget, n);
@@ -267,8 +270,8 @@ static void connect_failed(struct conn *c, enum cause cause)
 static void timed_out(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
-    size_t n = cfg->proto->inflight(c->session);
-    enum cause cause = cfg->proto->expired(c->session);
+    size_t n = c->proto->inflight(c->session);
+    enum cause cause = c->proto->expired(c->session);
     /* Every request still unanswered has timed out. A connection whose
      * set-up never completed (HTTP/2's SETTINGS) fails even with none. */
     count(c, &cfg->stats->errors.timeout, cause, n || cause == CAUSE_RESPONSE_TIMEOUT ? n : 1);
@@ -281,6 +284,34 @@ static void timed_out(struct conn *c)
 /* ------------------------------------------------------------------------ */
 /* Connecting                                                                 */
 /* ------------------------------------------------------------------------ */
+
+/* The protocol the connection speaks now: the one its server chose in
+ * ALPN, HTTP/1.1 when it chose none (or the first offered, when that is
+ * not among them), the one there is over cleartext. */
+static size_t chosen(struct conn *c)
+{
+    const struct conn_config *cfg = c->cfg;
+    size_t len;
+    const char *id = cfg->transport->alpn(&c->sock, &len);
+    for (size_t i = 0; i < cfg->nprotocols; i++) {
+        const struct proto_ops *p = cfg->protocols[i];
+        if (id ? strlen(p->alpn) == len && memcmp(p->alpn, id, len) == 0 : p == &proto_h1)
+            return i;
+    }
+    return 0; /* what the server then sends shows as that protocol's errors */
+}
+
+/* Its session for the protocol it speaks: made the first time. */
+static void speak(struct conn *c, size_t protocol)
+{
+    const struct conn_config *cfg = c->cfg;
+    c->protocol = protocol;
+    c->proto = cfg->protocols[protocol];
+    if (!c->sessions[protocol])
+        c->sessions[protocol] = c->proto->create(&cfg->sessions[protocol], &c->sink);
+    c->session = c->sessions[protocol];
+    cfg->stats->by_protocol[protocols_index(c->proto)]++;
+}
 
 static void ready(struct conn *c)
 {
@@ -299,13 +330,14 @@ static void ready(struct conn *c)
         s->resumed += cfg->transport->resumed(&c->sock) ? 1 : 0;
         s->handshake_us += now - c->connected_at;
     }
+    speak(c, chosen(c));
     c->state = CONN_OPEN;
     c->live->open++;
     c->opened = true;
     c->carried = false;
     c->want = false;
     c->available_at = now;
-    cfg->proto->open(c->session);
+    c->proto->open(c->session);
     settle(c);
     flush(c); /* what the protocol says first (HTTP/2's preface) */
     if (c->state == CONN_OPEN)
@@ -392,11 +424,11 @@ static void flush(struct conn *c)
     size_t len;
     if (c->write_wants_read)
         return; /* on_read resumes it */
-    while ((len = cfg->proto->output(c->session, &data)) > 0) {
+    while ((len = c->proto->output(c->session, &data)) > 0) {
         ssize_t n = cfg->transport->write(&c->sock, data, len);
         if (n > 0) {
             c->carried = true;
-            cfg->proto->wrote(c->session, (size_t)n);
+            c->proto->wrote(c->session, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
             ev_io_start(cfg->loop, &c->wio);
             return;
@@ -450,7 +482,7 @@ static bool paused(struct conn *c, uint64_t now)
         cfg->stats->paused_us += us;
     }
     if (c->delay_until > now) {
-        uint64_t oldest = c->state == CONN_OPEN ? cfg->proto->oldest(c->session) : 0;
+        uint64_t oldest = c->state == CONN_OPEN ? c->proto->oldest(c->session) : 0;
         wake(c, oldest ? oldest + cfg->timeout_us : c->delay_until, now);
         return true;
     }
@@ -477,11 +509,11 @@ static bool waiting_for_turn(struct conn *c, uint64_t now)
     double at = profile_due_us(&p->profile, slot * (double)p->depth);
     if (isinf(at))
         return true;
-    c->due = p->start + (uint64_t)at;
-    if (c->due <= now)
+    c->turn.due = p->start + (uint64_t)at;
+    if (c->turn.due <= now)
         return false;
-    if (!c->slot)
-        schedule_add(&p->schedule, c);
+    if (!c->turn.slot)
+        schedule_add(&p->schedule, &c->turn);
     return true;
 }
 
@@ -491,7 +523,7 @@ static bool send_batch(struct conn *c, uint64_t now)
 {
     const struct conn_config *cfg = c->cfg;
     struct stats *s = cfg->stats;
-    size_t depth = cfg->session.depth;
+    size_t depth = cfg->sessions[c->protocol].depth;
     /* Claim before request() runs, so that scripts see only requests sent;
      * one may have been claimed when the connection was opened for it. */
     if (cfg->budget) {
@@ -501,7 +533,7 @@ static bool send_batch(struct conn *c, uint64_t now)
         if (depth == 0)
             return false;
     }
-    const struct request *r = cfg->hooks.request(cfg->hooks.arg, &c->own);
+    const struct request *r = cfg->hooks.request(cfg->hooks.arg, &c->own, c->protocol);
     if (!r || c->live->stopping) {
         if (cfg->budget)
             budget_return(cfg->budget, depth);
@@ -512,13 +544,13 @@ static bool send_batch(struct conn *c, uint64_t now)
     if (cfg->pace) {
         /* Latency counts from the intended time, however late the send,
          * but not from before the connection was set up or its pause ended. */
-        start = c->due > c->available_at ? c->due : c->available_at;
-        hist_record(s->lag, now - c->due);
+        start = c->turn.due > c->available_at ? c->turn.due : c->available_at;
+        hist_record(s->lag, now - c->turn.due);
         c->batches++;
     }
     s->sent += depth;
     c->delay_served = false;
-    cfg->proto->submit(c->session, r, r == &c->own, depth, now, start);
+    c->proto->submit(c->session, r, r == &c->own, depth, now, start);
     /* The response timer keeps the deadline of an earlier batch when it is
      * still running: on_timer moves it on, so the common case costs nothing. */
     if (!ev_is_active(&c->timer))
@@ -536,7 +568,7 @@ static bool pump(struct conn *c)
     while (!c->live->stopping && !c->done) {
         if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
-        if (c->state == CONN_OPEN && !cfg->proto->ready(c->session))
+        if (c->state == CONN_OPEN && !c->proto->ready(c->session))
             break; /* the session is busy: it pumps when it is done */
         if (cfg->budget && !c->claimed && !budget_left(cfg->budget))
             break;
@@ -563,6 +595,11 @@ static bool pump(struct conn *c)
 
 void conn_kick(struct conn *c) { pump(c); }
 
+void conn_turn(struct schedule_entry *turn)
+{
+    pump((struct conn *)(void *)((char *)turn - offsetof(struct conn, turn)));
+}
+
 /* ------------------------------------------------------------------------ */
 /* Reading                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -571,7 +608,7 @@ static void at_eof(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     enum cause cause;
-    enum proto_status st = cfg->proto->eof(c->session, clock_us(), &cause);
+    enum proto_status st = c->proto->eof(c->session, clock_us(), &cause);
     if (c->live->stopping)
         return;
     if (st == PROTO_FAIL)
@@ -587,7 +624,7 @@ static void at_eof(struct conn *c)
  * socket yet. */
 static inline bool reply(struct conn *c)
 {
-    if (c->cfg->proto->ready(c->session)) {
+    if (c->proto->ready(c->session)) {
         if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
             flush(c);
         return true;
@@ -609,7 +646,7 @@ static void read_ready(struct conn *c)
             cfg->stats->bytes += (uint64_t)n;
             burst += (size_t)n;
             enum proto_status st =
-                cfg->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
+                c->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
             if (c->live->stopping)
                 return;
             if (st == PROTO_FAIL) {
@@ -713,7 +750,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
                 break;
         }
         flush(c);
-        if (c->state == CONN_OPEN && c->cfg->proto->ready(c->session))
+        if (c->state == CONN_OPEN && c->proto->ready(c->session))
             pump(c);
         break;
     default:
@@ -738,7 +775,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
     case CONN_OPEN: {
-        uint64_t now = clock_us(), oldest = cfg->proto->oldest(c->session);
+        uint64_t now = clock_us(), oldest = c->proto->oldest(c->session);
         if (oldest && now >= oldest + cfg->timeout_us) {
             timed_out(c);
             break;
@@ -747,7 +784,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
          * (HTTP/2): the timer goes on to whichever comes first, the end of
          * a pause still running or the oldest one's deadline. */
         pump(c);
-        if (c->state == CONN_OPEN && (oldest = cfg->proto->oldest(c->session)) != 0)
+        if (c->state == CONN_OPEN && (oldest = c->proto->oldest(c->session)) != 0)
             wake(c, oldest + cfg->timeout_us, now);
         break;
     }

@@ -14,6 +14,7 @@
 
 #include "profile.h"
 #include "proto.h"
+#include "protocols.h"
 #include "request.h"
 #include "schedule.h"
 #include "stats.h"
@@ -41,10 +42,11 @@ struct pace {
  * whether delay() is asked, and what response() takes, change (struct
  * conn_live). */
 struct conn_hooks {
-    /* The requests to send: the static batch, or request()'s, given the
-     * connection's own buffer to fill. NULL when this connection is to
-     * send nothing more. */
-    const struct request *(*request)(void *arg, struct request *own);
+    /* The requests to send: the static batch for the protocol the
+     * connection speaks (its index in conn_config's protocols), or
+     * request()'s, given the connection's own buffer to fill. NULL when
+     * this connection is to send nothing more. */
+    const struct request *(*request)(void *arg, struct request *own, size_t protocol);
     /* delay(): milliseconds to pause before the next batch, when asked. */
     double (*delay)(void *arg);
     /* response(): given each response; NULL if the script has none. */
@@ -61,7 +63,12 @@ struct conn_hooks {
 struct conn_config {
     struct ev_loop *loop;
     const struct transport *transport;
-    const struct proto_ops *proto;
+    /* The protocols a connection may speak: over TLS, the one its server
+     * chose in ALPN (HTTP/1.1 when it chose none), else the one there is;
+     * and what the sessions of each see of the run. */
+    const struct proto_ops *protocols[PROTOCOLS_COUNT];
+    struct proto_conf sessions[PROTOCOLS_COUNT];
+    size_t nprotocols;
     const struct net_addr *addr;
     uint64_t timeout_us;
     struct stats *stats;   /* what the connections record into */
@@ -69,7 +76,6 @@ struct conn_config {
     struct pace *pace;     /* -R, or NULL */
     char *rbuf;            /* one receive buffer for every connection */
     size_t rbuf_len;
-    struct proto_conf session; /* what their protocol sessions see of the run */
     struct conn_hooks hooks;
 };
 
@@ -97,38 +103,46 @@ struct conn {
     struct sock sock;
     enum conn_state state;
     ev_io rio, wio;
-    ev_timer timer;                /* connect/response timeout, back-off, delay() pause */
-    struct proto_session *session; /* the protocol's, kept across reconnects */
-    struct request own;            /* the batch request() returned */
-    uint64_t connect_at;           /* when the current connection attempt began */
-    uint64_t connected_at;         /* when its TCP connect completed */
-    uint64_t available_at;         /* when it last became free to send after being set
+    ev_timer timer; /* connect/response timeout, back-off, delay() pause */
+    /* The protocol it speaks (set when it opens) and its session; one
+     * session per protocol spoken, kept across reconnects. */
+    const struct proto_ops *proto;
+    struct proto_session *session;
+    size_t protocol; /* proto's index in conn_config's protocols */
+    struct proto_session *sessions[PROTOCOLS_COUNT];
+    struct request own;         /* the batch request() returned */
+    uint64_t connect_at;        /* when the current connection attempt began */
+    uint64_t connected_at;      /* when its TCP connect completed */
+    uint64_t available_at;      /* when it last became free to send after being set
                                 up or after a delay() pause: under -R latency
                                 counts from the later of this and the intended
                                 time, as neither wait was the server's doing */
-    uint64_t backoff_us;           /* the pause before the next attempt after a failure */
-    uint64_t retry_at;             /* no attempt before this, after a failure */
-    uint64_t delay_until;          /* end of the delay() pause before the next batch, or 0 */
-    bool delay_served;             /* that pause is over; the batch has not gone yet */
-    uint64_t due;                  /* -R: the intended send time of the next batch */
-    uint64_t batches;              /* -R: batches sent so far, the schedule's k */
-    size_t slot;                   /* -R: place in the schedule + 1, 0 when not queued */
-    bool want;                     /* a batch is waiting for the connection to open */
-    size_t claimed;                /* -n: requests claimed for it meanwhile */
-    bool opened;                   /* it has been open before */
-    bool carried;                  /* request bytes went out since it opened */
-    bool settled;                  /* counted in env->unsettled already */
-    bool done;                     /* request() gave nothing: it sends no more */
-    bool read_wants_write;         /* TLS: a read waits for the socket to be writable */
-    bool write_wants_read;         /* TLS: a write waits for it to be readable */
+    uint64_t backoff_us;        /* the pause before the next attempt after a failure */
+    uint64_t retry_at;          /* no attempt before this, after a failure */
+    uint64_t delay_until;       /* end of the delay() pause before the next batch, or 0 */
+    bool delay_served;          /* that pause is over; the batch has not gone yet */
+    struct schedule_entry turn; /* -R: the intended send time of the next batch, and
+                                   its place in the schedule */
+    uint64_t batches;           /* -R: batches sent so far, the schedule's k */
+    bool want;                  /* a batch is waiting for the connection to open */
+    size_t claimed;             /* -n: requests claimed for it meanwhile */
+    bool opened;                /* it has been open before */
+    bool carried;               /* request bytes went out since it opened */
+    bool settled;               /* counted in env->unsettled already */
+    bool done;                  /* request() gave nothing: it sends no more */
+    bool read_wants_write;      /* TLS: a read waits for the socket to be writable */
+    bool write_wants_read;      /* TLS: a write waits for it to be readable */
 };
 
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index);
 /* Open the connection; with want, a batch goes out as soon as it is open. */
 void conn_start(struct conn *c, bool want);
 /* Send what may go now: the run has started (-R), or the connection's
- * intended time has come (from the schedule). */
+ * intended time has come. */
 void conn_kick(struct conn *c);
+/* The schedule's call when the intended time of a connection (its turn)
+ * has come. */
+void conn_turn(struct schedule_entry *turn);
 /* Close and stop every watcher (end of run). Requests in flight are handed
  * back to -n's budget, to be sent by the connections that go on. */
 void conn_stop(struct conn *c);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "h1.h"
 #include "http.h"
 #include "proto.h"
 #include "request.h"
@@ -247,6 +248,8 @@ static void h1_abort(struct proto_session *session)
 
 const struct proto_ops proto_h1 = {
     .name = "HTTP/1.1",
+    .alpn = "http/1.1",
+    .figures = STATS_AT_NONE,
     .create = h1_create,
     .destroy = h1_destroy,
     .open = h1_open,

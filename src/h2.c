@@ -20,8 +20,9 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "h2.h"
 #include "h2req.h"
-#include "http.h"
+#include "http_request.h"
 #include "pool.h"
 #include "proto.h"
 #include "request.h"
@@ -764,8 +765,23 @@ static void h2_abort(struct proto_session *session)
     s->settings_at = 0;
 }
 
+/* Over HTTP/2 a request is HEADERS (and DATA) frames made from its bytes:
+ * fields HTTP/2 forbids, or a Host that no :authority can stand for, cannot
+ * go. */
+static bool h2_check(const struct request *r, bool tls, char *err, size_t errlen)
+{
+    struct h2req check = {0};
+    bool ok = h2req_build(&check, r, tls, err, errlen);
+    h2req_free(&check);
+    return ok;
+}
+
 const struct proto_ops proto_h2 = {
     .name = "HTTP/2",
+    .alpn = "h2",
+    .figures = STATS_AT_HTTP2,
+    .multiplexed = true,
+    .check = h2_check,
     .create = h2_create,
     .destroy = h2_destroy,
     .open = h2_open,

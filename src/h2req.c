@@ -15,6 +15,7 @@
 #include <strings.h>
 
 #include "http.h"
+#include "http_request.h"
 #include "request.h"
 #include "xalloc.h"
 

@@ -1,6 +1,5 @@
 /* HTTP/1.1 message framing (RFC 9112): the incremental response parser that
- * finds where each response ends in a byte stream arriving in arbitrary pieces,
- * and the checker for the request bytes a script produces.
+ * finds where each response ends in a byte stream arriving in arbitrary pieces.
  * SPDX-License-Identifier: MIT */
 #include "http.h"
 
@@ -10,113 +9,10 @@
 #include <strings.h>
 
 #include "chars.h"
-
-/* ------------------------------------------------------------------------ */
-/* Shared helpers                                                           */
-/* ------------------------------------------------------------------------ */
-
-/* RFC 9110 §5.6.2: tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-"
- * / "." / "^" / "_" / "`" / "|" / "~" / DIGIT / ALPHA */
-static const unsigned char tchar[256] = {
-    ['0' ... '9'] = 1, ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1, ['!'] = 1, ['#'] = 1, ['$'] = 1,
-    ['%'] = 1,         ['&'] = 1,         ['\''] = 1,        ['*'] = 1, ['+'] = 1, ['-'] = 1,
-    ['.'] = 1,         ['^'] = 1,         ['_'] = 1,         ['`'] = 1, ['|'] = 1, ['~'] = 1,
-};
-
-#define TOKEN_EQ(s, n, lit) ((n) == sizeof(lit) - 1 && strncasecmp((s), (lit), (n)) == 0)
-
-static bool is_ows(char c) { return c == ' ' || c == '\t'; }
-
-/* memchr that accepts an empty range at a NULL pointer. */
-static const char *find(const char *s, size_t n, int c) { return n ? memchr(s, c, n) : NULL; }
-
-static void trim(const char **s, size_t *n)
-{
-    while (*n && is_ows(**s))
-        (*s)++, (*n)--;
-    while (*n && is_ows((*s)[*n - 1]))
-        (*n)--;
-}
+#include "http_syntax.h"
 
 /* Buffers a rare large head or body grew are given back past this. */
 #define KEEP_BUFFER (64 * 1024)
-
-/* A cursor over a comma-separated list (RFC 9110 §5.6.1). Empty elements are
- * returned too: Content-Length treats them as errors, the others skip them. */
-struct list {
-    const char *p, *end;
-    bool done;
-};
-
-static bool list_next(struct list *l, const char **elem, size_t *n)
-{
-    if (l->done)
-        return false;
-    const char *comma = find(l->p, (size_t)(l->end - l->p), ',');
-    const char *stop = comma ? comma : l->end;
-    *elem = l->p;
-    *n = (size_t)(stop - l->p);
-    trim(elem, n);
-    if (comma)
-        l->p = comma + 1;
-    else
-        l->done = true;
-    return true;
-}
-
-static bool parse_decimal(const char *s, size_t n, uint64_t *out)
-{
-    uint64_t v = 0;
-    if (n == 0)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        unsigned d = (unsigned char)s[i] - '0';
-        if (d > 9 || v > (UINT64_MAX - d) / 10)
-            return false;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return true;
-}
-
-/* RFC 9110 §8.6: Content-Length = 1*DIGIT, but a recipient may accept a list
- * of identical values ("42, 42") as one, as left behind by some proxies. */
-static bool parse_length(const char *v, size_t n, uint64_t *out)
-{
-    struct list l = {v, v + n, false};
-    const char *e;
-    size_t en;
-    bool any = false;
-    uint64_t first = 0;
-    while (list_next(&l, &e, &en)) {
-        uint64_t x;
-        if (!parse_decimal(e, en, &x) || (any && x != first))
-            return false;
-        first = x;
-        any = true;
-    }
-    *out = first;
-    return any;
-}
-
-/* Whether the last coding listed in a Transfer-Encoding value is chunked (1) or
- * not (0); -1 if the value lists none. Parameters after ';' are ignored. */
-static int final_chunked(const char *v, size_t n)
-{
-    struct list l = {v, v + n, false};
-    const char *e;
-    size_t en;
-    int r = -1;
-    while (list_next(&l, &e, &en)) {
-        const char *semi = find(e, en, ';');
-        if (semi)
-            en = (size_t)(semi - e);
-        trim(&e, &en);
-        if (en)
-            r = TOKEN_EQ(e, en, "chunked");
-    }
-    return r;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Response parser                                                          */
@@ -226,7 +122,7 @@ static int take_line(struct http_parser *p, const char *buf, size_t len, size_t 
 {
     const char *start = buf + *off;
     size_t avail = len - *off;
-    const char *nl = find(start, avail, '\n');
+    const char *nl = http_find(start, avail, '\n');
     size_t take = nl ? (size_t)(nl - start) + 1 : avail;
     if (take > limit || p->_carry.len > limit - take)
         return -1;
@@ -279,13 +175,13 @@ static bool parse_status_line(struct http_parser *p, const char *s, size_t n)
 static void on_connection(struct http_parser *p, const char *v, size_t n)
 {
     /* RFC 9110 §7.6.1: Connection = #connection-option, case-insensitive. */
-    struct list l = {v, v + n, false};
+    struct http_list l = {v, v + n, false};
     const char *e;
     size_t en;
-    while (list_next(&l, &e, &en)) {
-        if (TOKEN_EQ(e, en, "close"))
+    while (http_list_next(&l, &e, &en)) {
+        if (HTTP_TOKEN_EQ(e, en, "close"))
             p->_conn_close = true;
-        else if (TOKEN_EQ(e, en, "keep-alive"))
+        else if (HTTP_TOKEN_EQ(e, en, "keep-alive"))
             p->_conn_keep_alive = true;
     }
 }
@@ -295,7 +191,7 @@ static void on_connection(struct http_parser *p, const char *v, size_t n)
 static void on_content_length(struct http_parser *p, const char *v, size_t n)
 {
     uint64_t len;
-    if (!parse_length(v, n, &len) || (p->_has_length && len != p->_remaining)) {
+    if (!http_parse_length(v, n, &len) || (p->_has_length && len != p->_remaining)) {
         p->_bad_length = true;
         return;
     }
@@ -306,7 +202,7 @@ static void on_content_length(struct http_parser *p, const char *v, size_t n)
 static void on_transfer_encoding(struct http_parser *p, const char *v, size_t n)
 {
     /* Several field lines form one list (RFC 9110 §5.3): the last coding wins. */
-    int r = final_chunked(v, n);
+    int r = http_final_chunked(v, n);
     p->_has_te = true;
     if (r >= 0)
         p->_chunked = r;
@@ -319,7 +215,7 @@ static void on_transfer_encoding(struct http_parser *p, const char *v, size_t n)
 static size_t field_name(const char *s, size_t n)
 {
     size_t i = 0;
-    while (i < n && tchar[(unsigned char)s[i]])
+    while (i < n && http_tchar[(unsigned char)s[i]])
         i++;
     return i < n && s[i] == ':' ? i : 0;
 }
@@ -331,7 +227,7 @@ static size_t field_name(const char *s, size_t n)
  * the value, like a second field line. */
 static void on_framing_value(struct http_parser *p, const char *v, size_t vn)
 {
-    trim(&v, &vn);
+    http_trim(&v, &vn);
     if (p->_last_field == FIELD_CONTENT_LENGTH)
         on_content_length(p, v, vn);
     else if (p->_last_field == FIELD_TRANSFER_ENCODING)
@@ -349,11 +245,11 @@ static bool on_field_line(struct http_parser *p, const char *s, size_t n)
     /* Only three fields matter for framing; the length test skips the rest. */
     if (name_len != 10 && name_len != 14 && name_len != 17)
         return true;
-    if (TOKEN_EQ(s, name_len, "content-length"))
+    if (HTTP_TOKEN_EQ(s, name_len, "content-length"))
         p->_last_field = FIELD_CONTENT_LENGTH;
-    else if (TOKEN_EQ(s, name_len, "transfer-encoding"))
+    else if (HTTP_TOKEN_EQ(s, name_len, "transfer-encoding"))
         p->_last_field = FIELD_TRANSFER_ENCODING;
-    else if (TOKEN_EQ(s, name_len, "connection"))
+    else if (HTTP_TOKEN_EQ(s, name_len, "connection"))
         p->_last_field = FIELD_CONNECTION;
     on_framing_value(p, s + name_len + 1, n - name_len - 1);
     return true;
@@ -496,7 +392,7 @@ static enum step on_head(struct http_parser *p, const char *buf, size_t len, siz
             start = *off;
             continue;
         }
-        if (is_ows(ln.s[0]) && p->_state == ST_FIELDS) {
+        if (http_is_ows(ln.s[0]) && p->_state == ST_FIELDS) {
             if (!on_fold(p, &ln))
                 return fail(p, HTTP_ERR_HEADER);
             continue;
@@ -567,7 +463,7 @@ static bool parse_chunk_size(const char *s, size_t n, uint64_t *size)
     }
     if (i == 0)
         return false;
-    while (i < n && is_ows(s[i]))
+    while (i < n && http_is_ows(s[i]))
         i++;
     if (i < n && s[i] != ';')
         return false;
@@ -635,7 +531,7 @@ static enum step on_trailer(struct http_parser *p, const char *buf, size_t len, 
         if (ln.n == 0)
             return done(p);
         /* A folded trailer line continues the one before (§5.2). */
-        bool fold = is_ows(ln.s[0]) && p->_last_field != FIELD_NONE;
+        bool fold = http_is_ows(ln.s[0]) && p->_last_field != FIELD_NONE;
         if (!fold && !field_name(ln.s, ln.n))
             return fail(p, HTTP_ERR_HEADER);
         p->_last_field = FIELD_OTHER;
@@ -709,7 +605,7 @@ void http_head_fields(const struct buf *head, const char **fields, size_t *len)
     *fields = NULL;
     *len = 0;
     if (head->len) {
-        const char *nl = find(head->data, head->len, '\n');
+        const char *nl = http_find(head->data, head->len, '\n');
         size_t start = nl ? (size_t)(nl - head->data) + 1 : head->len;
         *fields = head->data + start;
         *len = head->len - start;
@@ -721,19 +617,19 @@ bool http_field_next(const char *s, size_t len, size_t *pos, const char **name, 
 {
     size_t i = *pos;
     while (i < len) {
-        const char *nl = find(s + i, len - i, '\n');
+        const char *nl = http_find(s + i, len - i, '\n');
         size_t end = nl ? (size_t)(nl - s) : len, next = nl ? end + 1 : len;
         if (end > i && s[end - 1] == '\r')
             end--;
         if (end == i) /* the blank line */
             break;
-        const char *colon = find(s + i, end - i, ':');
+        const char *colon = http_find(s + i, end - i, ':');
         if (colon) {
             *name = s + i;
             *name_len = (size_t)(colon - *name);
             *value = colon + 1;
             *value_len = end - (size_t)(*value - s);
-            trim(value, value_len);
+            http_trim(value, value_len);
             *pos = next;
             return true;
         }
@@ -745,10 +641,10 @@ bool http_field_next(const char *s, size_t len, size_t *pos, const char **name, 
 
 bool http_list_has(const char *value, size_t len, const char *token, size_t token_len)
 {
-    struct list l = {value, value + len, false};
+    struct http_list l = {value, value + len, false};
     const char *e;
     size_t en;
-    while (list_next(&l, &e, &en))
+    while (http_list_next(&l, &e, &en))
         if (en == token_len && strncasecmp(e, token, en) == 0)
             return true;
     return false;
@@ -773,364 +669,4 @@ const char *http_error_str(enum http_error e)
         return "connection closed mid-response";
     }
     return "unknown error";
-}
-
-/* ------------------------------------------------------------------------ */
-/* Request verification                                                     */
-/* ------------------------------------------------------------------------ */
-
-/* The whole request string is at hand, so this parser needs no carry: it walks
- * the bytes once and remembers the offset of the first offending byte. */
-struct rq {
-    const char *buf;
-    size_t len, off;
-    size_t err_at;
-    const char *err;
-};
-
-/* A line: content [start, end) without its CRLF or LF; next is where the
- * following line starts. Incomplete when the input ends before the LF. */
-struct rq_line {
-    size_t start, end, next;
-    bool complete;
-};
-
-struct rq_head {
-    bool has_length, has_te, chunked;
-    uint64_t length;
-    size_t length_at, te_at;
-};
-
-static void rq_line(const struct rq *r, struct rq_line *l)
-{
-    const char *nl = find(r->buf + r->off, r->len - r->off, '\n');
-    l->start = r->off;
-    l->complete = nl != NULL;
-    l->end = nl ? (size_t)(nl - r->buf) : r->len;
-    l->next = nl ? l->end + 1 : r->len;
-    if (l->end > l->start && r->buf[l->end - 1] == '\r')
-        l->end--;
-}
-
-static bool rq_error(struct rq *r, size_t at, const char *what)
-{
-    r->err_at = at;
-    r->err = what;
-    return false;
-}
-
-static bool rq_incomplete(struct rq *r) { return rq_error(r, r->len, "incomplete request"); }
-
-/* A byte at `at` did not fit; reaching the end of a line the input cut short
- * means more bytes were needed, not that they were wrong. */
-static bool rq_bad(struct rq *r, const struct rq_line *l, size_t at, const char *what)
-{
-    if (at >= l->end && !l->complete)
-        return rq_incomplete(r);
-    return rq_error(r, at, what);
-}
-
-static size_t span_token(const char *b, size_t i, size_t end)
-{
-    while (i < end && tchar[(unsigned char)b[i]])
-        i++;
-    return i;
-}
-
-/* RFC 9112 §3: request-line = method SP request-target SP HTTP-version. */
-static bool rq_request_line(struct rq *r, bool *is_head)
-{
-    static const char version[] = "HTTP/1.";
-    const char *b = r->buf;
-    struct rq_line l;
-    rq_line(r, &l);
-    size_t i = span_token(b, l.start, l.end);
-    if (i == l.start || i == l.end || b[i] != ' ')
-        return rq_bad(r, &l, i, "invalid HTTP method");
-    *is_head = i - l.start == 4 && memcmp(b + l.start, "HEAD", 4) == 0;
-    size_t target = ++i;
-    while (i < l.end && (unsigned char)b[i] > ' ' && b[i] != 0x7f)
-        i++;
-    if (i == target || i == l.end || b[i] != ' ')
-        return rq_bad(r, &l, i, "invalid request target");
-    i++;
-    for (size_t k = 0; k < sizeof version - 1; k++, i++)
-        if (i >= l.end || b[i] != version[k])
-            return rq_bad(r, &l, i, "invalid HTTP version");
-    if (i >= l.end || b[i] < '0' || b[i] > '9')
-        return rq_bad(r, &l, i, "invalid HTTP version");
-    if (++i != l.end || !l.complete)
-        return rq_bad(r, &l, i, "invalid HTTP version");
-    r->off = l.next;
-    return true;
-}
-
-/* Field values: HTAB, SP, VCHAR and obs-text (RFC 9110 §5.5); no controls. */
-static bool field_char(unsigned char c) { return c == '\t' || (c >= ' ' && c != 0x7f); }
-
-static bool rq_framing_field(struct rq *r, struct rq_head *h, const char *name, size_t name_len,
-                             size_t at, size_t end)
-{
-    const char *v = r->buf + at;
-    size_t vn = end - at;
-    trim(&v, &vn);
-    at = (size_t)(v - r->buf);
-    if (TOKEN_EQ(name, name_len, "content-length")) {
-        uint64_t n;
-        if (!parse_length(v, vn, &n) || (h->has_length && n != h->length))
-            return rq_error(r, at, "invalid Content-Length");
-        h->has_length = true;
-        h->length = n;
-        h->length_at = at;
-    } else if (TOKEN_EQ(name, name_len, "transfer-encoding")) {
-        int c = final_chunked(v, vn);
-        h->has_te = true;
-        h->te_at = at;
-        if (c >= 0)
-            h->chunked = c;
-    }
-    return true;
-}
-
-static bool rq_field_line(struct rq *r, const struct rq_line *l, struct rq_head *h)
-{
-    const char *b = r->buf;
-    size_t i = span_token(b, l->start, l->end);
-    if (i == l->start || i == l->end || b[i] != ':')
-        return rq_bad(r, l, i, "invalid header field");
-    size_t value = i + 1;
-    for (i = value; i < l->end; i++)
-        if (!field_char((unsigned char)b[i]))
-            return rq_error(r, i, "invalid header field");
-    if (!l->complete)
-        return rq_incomplete(r);
-    /* Trailer fields (h == NULL) cannot change the framing. */
-    return !h || rq_framing_field(r, h, b + l->start, value - 1 - l->start, value, l->end);
-}
-
-/* Field lines up to and including the blank line. */
-static bool rq_fields(struct rq *r, struct rq_head *h)
-{
-    for (;;) {
-        struct rq_line l;
-        rq_line(r, &l);
-        if (l.end == l.start) {
-            if (!l.complete)
-                return rq_incomplete(r);
-            r->off = l.next;
-            return true;
-        }
-        if (!rq_field_line(r, &l, h))
-            return false;
-        r->off = l.next;
-    }
-}
-
-static bool rq_chunk_size(struct rq *r, uint64_t *size)
-{
-    const char *b = r->buf;
-    struct rq_line l;
-    rq_line(r, &l);
-    size_t i = l.start;
-    int d;
-    *size = 0;
-    for (; i < l.end && (d = hex_digit(b[i])) >= 0; i++) {
-        if (*size > UINT64_MAX >> 4)
-            return rq_error(r, i, "invalid chunk size");
-        *size = *size << 4 | (uint64_t)d;
-    }
-    if (i == l.start)
-        return rq_bad(r, &l, i, "invalid chunk size");
-    while (i < l.end && is_ows(b[i]))
-        i++;
-    if (i < l.end && b[i] != ';')
-        return rq_error(r, i, "invalid chunk size");
-    if (!l.complete)
-        return rq_incomplete(r);
-    r->off = l.next;
-    return true;
-}
-
-/* RFC 9112 §7.1: chunk data is followed by CRLF (a bare LF is accepted). */
-static bool rq_chunk_end(struct rq *r)
-{
-    size_t i = r->off;
-    if (i < r->len && r->buf[i] == '\r')
-        i++;
-    if (i == r->len)
-        return rq_incomplete(r);
-    if (r->buf[i] != '\n')
-        return rq_error(r, i, "expected CRLF after chunk data");
-    r->off = i + 1;
-    return true;
-}
-
-static bool rq_chunked(struct rq *r)
-{
-    for (;;) {
-        uint64_t size;
-        if (!rq_chunk_size(r, &size))
-            return false;
-        if (size == 0)
-            return rq_fields(r, NULL);
-        if (size > r->len - r->off)
-            return rq_incomplete(r);
-        r->off += (size_t)size;
-        if (!rq_chunk_end(r))
-            return false;
-    }
-}
-
-/* RFC 9112 §6.3 items 4-7 for requests: a Transfer-Encoding whose final coding
- * is not chunked cannot be framed, and one beside Content-Length is refused as
- * a request smuggling pattern; without either there is no body. */
-static bool rq_body(struct rq *r, const struct rq_head *h)
-{
-    if (h->has_te) {
-        if (!h->chunked)
-            return rq_error(r, h->te_at, "invalid Transfer-Encoding");
-        if (h->has_length)
-            return rq_error(r, h->length_at, "Content-Length with Transfer-Encoding");
-        /* The usual cause: a Transfer-Encoding header added by hand
-         * (-H, wrk.headers) to a request whose body was not encoded. */
-        if (r->off == r->len)
-            return rq_error(r, h->te_at, "Transfer-Encoding: chunked without a chunked body");
-        return rq_chunked(r);
-    }
-    if (h->has_length) {
-        if (h->length > r->len - r->off)
-            return rq_incomplete(r);
-        r->off += (size_t)h->length;
-    }
-    return true;
-}
-
-/* The slices of a request that parsed: its request line at `line`, its field
- * lines at `fields`, its body from `body` to r->off. */
-static void rq_info(const struct rq *r, const struct rq_head *h, size_t line, size_t fields,
-                    size_t body, struct http_request_info *info)
-{
-    const char *b = r->buf;
-    const char *sp = memchr(b + line, ' ', fields - line);
-    info->method = b + line;
-    info->method_len = (size_t)(sp - info->method);
-    info->target = sp + 1;
-    sp = memchr(info->target, ' ', (size_t)(b + fields - info->target));
-    info->target_len = (size_t)(sp - info->target);
-    info->fields = b + fields;
-    /* Less the blank line, which ends in LF or CRLF. */
-    info->fields_len = body - fields - (body - fields >= 2 && b[body - 2] == '\r' ? 2 : 1);
-    info->body = b + body;
-    info->body_len = r->off - body;
-    info->chunked = h->has_te;
-}
-
-/* info: where its parts lie, or NULL. */
-static bool rq_request(struct rq *r, bool *is_head, struct http_request_info *info)
-{
-    struct rq_head h = {0};
-    size_t line = r->off, fields, body;
-    if (!rq_request_line(r, is_head))
-        return false;
-    fields = r->off;
-    if (!rq_fields(r, &h))
-        return false;
-    body = r->off;
-    if (!rq_body(r, &h))
-        return false;
-    if (info)
-        rq_info(r, &h, line, fields, body, info);
-    return true;
-}
-
-/* RFC 9112 §2.2: empty lines before a request line are ignored, as wrk's
- * parser does, so a trailing CRLF after the last request is harmless. */
-static void rq_skip_empty_lines(struct rq *r)
-{
-    while (r->off < r->len) {
-        if (r->buf[r->off] == '\n')
-            r->off++;
-        else if (r->buf[r->off] == '\r' && r->off + 1 < r->len && r->buf[r->off + 1] == '\n')
-            r->off += 2;
-        else
-            break;
-    }
-}
-
-/* wrk's "<description> at <line>:<column>", both 1-based, lines counted by LF. */
-static void rq_report(const struct rq *r, char *err, size_t err_len)
-{
-    size_t line = 1, line_start = 0;
-    if (!err || !err_len)
-        return;
-    for (size_t i = 0; i < r->err_at; i++)
-        if (r->buf[i] == '\n') {
-            line++;
-            line_start = i + 1;
-        }
-    snprintf(err, err_len, "%s at %zu:%zu", r->err, line, r->err_at - line_start + 1);
-}
-
-size_t http_request_parse(const char *buf, size_t len, bool *heads, size_t heads_len, char *err,
-                          size_t err_len)
-{
-    struct rq r = {.buf = buf, .len = len};
-    size_t count = 0;
-    if (err && err_len)
-        err[0] = '\0';
-    for (;;) {
-        bool is_head = false;
-        rq_skip_empty_lines(&r);
-        if (r.off == len && count > 0)
-            return count;
-        if (!rq_request(&r, &is_head, NULL)) {
-            rq_report(&r, err, err_len);
-            return 0;
-        }
-        if (heads && count < heads_len)
-            heads[count] = is_head;
-        count++;
-    }
-}
-
-size_t http_request_prefix(const char *buf, size_t len, size_t n)
-{
-    struct rq r = {.buf = buf, .len = len};
-    bool is_head;
-    for (size_t i = 0; i < n && r.off < len; i++) {
-        rq_skip_empty_lines(&r);
-        if (!rq_request(&r, &is_head, NULL))
-            break;
-    }
-    return r.off;
-}
-
-bool http_request_next(const char *buf, size_t len, size_t *pos, struct http_request_info *info)
-{
-    struct rq r = {.buf = buf, .len = len, .off = *pos};
-    bool is_head;
-    rq_skip_empty_lines(&r);
-    if (r.off >= len || !rq_request(&r, &is_head, info))
-        return false;
-    *pos = r.off;
-    return true;
-}
-
-size_t http_request_dechunk(const struct http_request_info *info, char *out, bool *trailers)
-{
-    struct rq r = {.buf = info->body, .len = info->body_len};
-    size_t n = 0;
-    uint64_t size;
-    *trailers = false;
-    while (rq_chunk_size(&r, &size) && size > 0) {
-        if (out)
-            memcpy(out + n, r.buf + r.off, (size_t)size);
-        n += (size_t)size;
-        r.off += (size_t)size;
-        if (!rq_chunk_end(&r))
-            break;
-    }
-    /* After the last chunk: the trailer section, then the blank line. */
-    *trailers = r.off < r.len && r.buf[r.off] != '\r' && r.buf[r.off] != '\n';
-    return n;
 }

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "budget.h"
 #include "cli.h"
 #include "clock.h"
 #include "merge.h"
@@ -131,18 +132,6 @@ static struct request static_request(const struct config *cfg)
     return r;
 }
 
-static struct request request_copy(const struct request *r)
-{
-    struct request copy = *r;
-    copy.data = xmalloc(r->len + 1);
-    memcpy(copy.data, r->data, r->len + 1);
-    if (r->heads) {
-        copy.heads = xmalloc(r->depth * sizeof *r->heads);
-        memcpy(copy.heads, r->heads, r->depth * sizeof *r->heads);
-    }
-    return copy;
-}
-
 static void on_end(struct ev_loop *loop, ev_timer *t, int revents)
 {
     (void)t, (void)revents;
@@ -158,10 +147,10 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 }
 
 /* Runs on a worker's thread, when it ended on its own or failed. */
-static void worker_finished(struct worker *w, void *arg)
+static void worker_finished(void *arg, bool failed)
 {
     struct run *run = arg;
-    if (w->failure)
+    if (failed)
         atomic_store(&run->failed, true);
     else
         atomic_fetch_add(&run->nfinished, 1);
@@ -196,7 +185,7 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
     (void)revents;
     struct run *run = a->data;
     if (atomic_load(&run->failed) || atomic_load(&run->nfinished) == run->nworkers ||
-        (run->budget.spent && atomic_load(&run->budget.unresolved) == 0)) {
+        budget_done(&run->budget)) {
         run->over = true;
         ev_break(loop, EVBREAK_ALL);
     }
@@ -218,50 +207,27 @@ static void on_interval(void *arg, const struct stats *s, uint64_t index, uint64
     }
 }
 
-/* A worker's Lua state, in wrk's order: the script's top level runs in it,
- * setup(thread) runs in the main state, then init(args) in the new one, and
- * for the first thread the request is verified (which fixes the pipeline
- * depth of every request() batch). */
-static void script_worker(struct worker *w, struct script *main_script, size_t *pipeline)
-{
-    struct request r = {0};
-    w->script = script_thread_new(w->cfg, w);
-    script_setup(main_script, w);
-    script_init(w->script, &r);
-    if (w->index == 0)
-        *pipeline = script_has_request(w->script) ? script_verify(w->script) : r.depth;
-    worker_set_request(w, &r);
-    worker_set_hooks(w, *pipeline);
-}
-
 /* Returns the number of requests per batch. */
 static size_t create_workers(struct run *run, const struct config *cfg, const struct net_addr *addr,
                              struct script *main_script)
 {
     struct request plain = {0};
     size_t pipeline = 1;
-    if (cfg->spec.requests) {
-        atomic_init(&run->budget.unsent, cfg->spec.shard.requests);
-        atomic_init(&run->budget.unresolved, cfg->spec.shard.requests);
-        run->budget.spent = budget_spent;
-        run->budget.arg = run;
-    }
+    const struct worker_events events = {worker_finished, worker_settled, run};
+    if (cfg->spec.requests)
+        budget_init(&run->budget, cfg->spec.shard.requests, budget_spent, run);
     if (!main_script)
         plain = static_request(cfg);
     run->nworkers = (size_t)cfg->spec.threads;
     run->workers = xcalloc(run->nworkers, sizeof *run->workers);
     for (size_t i = 0; i < run->nworkers; i++) {
-        struct worker *w = worker_new(
-            i, cfg, worker_share(cfg->spec.shard.connections, cfg->spec.threads, i), addr);
-        w->on_finish = worker_finished;
-        w->on_finish_arg = run;
-        w->on_settled = worker_settled;
-        w->on_settled_arg = run;
+        size_t share = worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
+        struct worker *w = worker_new(i, cfg, share, addr, &events);
         if (cfg->spec.requests)
             worker_set_budget(w, &run->budget);
         run->workers[i] = w;
         if (main_script) {
-            script_worker(w, main_script, &pipeline);
+            worker_script(w, main_script, &pipeline);
         } else {
             struct request copy = request_copy(&plain);
             worker_set_request(w, &copy);
@@ -412,7 +378,9 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
     r->cpu.has_wait = true;
     for (size_t i = 0; i < run->nworkers; i++) {
-        const struct cpu_busy *b = &run->workers[i]->load;
+        struct worker_result w;
+        worker_result(run->workers[i], &w);
+        const struct cpu_busy *b = &w.load;
         r->cpu.wait_s += b->wait_s;
         r->cpu.has_wait &= b->has_wait;
         if (b->busy > r->cpu.busiest)
@@ -425,8 +393,11 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
 static void report_retired(const struct run *run, const struct config *cfg)
 {
     size_t n = 0;
-    for (size_t i = 0; i < run->nworkers; i++)
-        n += run->workers[i]->retired;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        struct worker_result w;
+        worker_result(run->workers[i], &w);
+        n += w.retired;
+    }
     if (n)
         fprintf(stderr,
                 "volley: %s: request() returned nil on %zu connection%s, which then sent no "
@@ -438,15 +409,17 @@ static void report_retired(const struct run *run, const struct config *cfg)
 static void gather_stats(struct run *run, const struct config *cfg, struct result *r,
                          struct stats *warmup)
 {
+    struct worker_result w;
     stats_init(&r->stats);
-    for (size_t i = 0; i < run->nworkers; i++)
-        stats_merge(&r->stats, &run->workers[i]->total);
-    if (!cfg->spec.warmup_us)
-        return;
-    stats_init(warmup);
-    for (size_t i = 0; i < run->nworkers; i++)
-        stats_merge(warmup, &run->workers[i]->warmup);
-    r->warmup = warmup;
+    if (cfg->spec.warmup_us)
+        stats_init(warmup);
+    for (size_t i = 0; i < run->nworkers; i++) {
+        worker_result(run->workers[i], &w);
+        stats_merge(&r->stats, w.total);
+        if (cfg->spec.warmup_us)
+            stats_merge(warmup, w.warmup);
+    }
+    r->warmup = cfg->spec.warmup_us ? warmup : NULL;
 }
 
 /* --threshold: the verdicts after the report; false when one failed. */
@@ -468,9 +441,12 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
  * joined; the run has no report. */
 static const char *run_failure(const struct run *run)
 {
-    for (size_t i = 0; i < run->nworkers; i++)
-        if (run->workers[i]->failure)
-            return run->workers[i]->failure;
+    struct worker_result w;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        worker_result(run->workers[i], &w);
+        if (w.failure)
+            return w.failure;
+    }
     return NULL;
 }
 
@@ -508,7 +484,7 @@ int main(int argc, char **argv)
     result.metrics = run.metrics;
     struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
-    if (cfg.verify || (cfg.spec.http2 && cfg.spec.tls))
+    if (cfg.spec.tls)
         tls_check(&cfg, &addr);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an

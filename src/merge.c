@@ -70,9 +70,12 @@ static void check_same_run(const struct part *p, const struct part *first, const
     if (p->counted != first->counted)
         merge_bad(file, "%s with -n and %s without cannot be one run",
                   p->counted ? p->file : first->file, p->counted ? first->file : p->file);
-    if (p->spec.http2 != first->spec.http2)
-        merge_bad(file, "%s over HTTP/2 and %s over HTTP/1.1 cannot be one run",
-                  p->spec.http2 ? p->file : first->file, p->spec.http2 ? first->file : p->file);
+    if (!spec_same_protocols(&p->spec, &first->spec)) {
+        char a[128], b[128];
+        merge_bad(file, "%s over %s and %s over %s cannot be one run", first->file,
+                  spec_protocols_text(&first->spec, false, " or ", a, sizeof a), p->file,
+                  spec_protocols_text(&p->spec, false, " or ", b, sizeof b));
+    }
     if (!p->spec.shard.count != !first->spec.shard.count)
         merge_bad(file, "a shard and a whole run cannot be parts of one run (%s is %s)",
                   first->file, first->spec.shard.count ? "a shard" : "a whole run");

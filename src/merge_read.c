@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "protocols.h"
 #include "units.h"
 #include "url.h"
 #include "xalloc.h"
@@ -292,6 +293,31 @@ static void read_counters(struct part *p)
     }
 }
 
+/* The connections that spoke each protocol, which add up to connects. A
+ * result of an earlier version has none: its one protocol spoke on all. */
+static void read_protocol_counts(struct part *p)
+{
+    uint64_t *n = p->stats.by_protocol;
+    unsigned __int128 total = 0;
+    if (!jdoc_get(p->doc, "protocols")) {
+        const char *one = spec_protocol(&p->spec);
+        if (one)
+            n[protocols_index(protocols_by_name(one))] = p->stats.connects;
+        return;
+    }
+    const struct jdoc *o = need_object(p->file, p->doc, "protocols", false);
+    for (size_t i = 0; i < o->len; i++) {
+        const struct jdoc_member *m = &o->u.members[i];
+        const struct proto_ops *proto = protocols_by_name(m->key);
+        if (!proto || !jdoc_u64(&m->value, &n[protocols_index(proto)]))
+            merge_bad(p->file, "protocols.%s: not a count of connections of a protocol", m->key);
+        total += n[protocols_index(proto)];
+    }
+    if (total != p->stats.connects)
+        merge_bad(p->file, "protocols add up to other than connects (%" PRIu64 ")",
+                  p->stats.connects);
+}
+
 /* Counters, and what the text report needs that no counter holds. */
 static void read_totals(struct part *p)
 {
@@ -303,6 +329,7 @@ static void read_totals(struct part *p)
                   s->connects);
     if (!p->duration_us && (s->requests || s->bytes))
         merge_bad(p->file, "duration_us: 0 for %" PRIu64 " responses", s->requests);
+    read_protocol_counts(p);
     read_cpu(p);
 }
 
@@ -369,6 +396,28 @@ static void read_option_lists(struct part *p, const struct jdoc *o)
     }
 }
 
+/* The protocols a connection may have spoken: options.alpn, their ALPN ids
+ * (an https run's); else options.protocol, the one there was (HTTP/1.1 in
+ * results written before HTTP/2). */
+static void read_protocols(struct part *p, const struct jdoc *o)
+{
+    const struct jdoc *alpn = jdoc_get(o, "alpn");
+    const char *list[PROTOCOLS_COUNT + 1];
+    size_t n = 0;
+    bool ids = alpn && alpn->type == JDOC_ARRAY;
+    if (ids) {
+        for (size_t i = 0; i < alpn->len && n <= PROTOCOLS_COUNT; i++)
+            if (!(list[n++] = jdoc_string(&alpn->u.items[i])))
+                merge_bad(p->file, "options.alpn: not a list of protocols");
+    } else if (jdoc_get(o, "protocol")) {
+        list[n++] = need_string(p->file, o, "protocol");
+    } else {
+        list[n++] = "HTTP/1.1";
+    }
+    if (!spec_set_protocols(&p->spec, list, n, ids))
+        merge_bad(p->file, "options.%s: not protocols volley speaks", ids ? "alpn" : "protocol");
+}
+
 /* This part's share of the run: the shard it was, or the whole run. */
 static void read_shard(struct part *p)
 {
@@ -408,9 +457,7 @@ static void read_options(struct part *p)
     spec->connections = need_u64(p->file, o, "connections");
     p->open_model = !is_null(jdoc_get(o, "rate"));
     p->counted = !is_null(jdoc_get(o, "requests"));
-    /* results written before HTTP/2 have no protocol: HTTP/1.1 */
-    const char *protocol = jdoc_string(jdoc_get(o, "protocol"));
-    spec->http2 = protocol && strcmp(protocol, "HTTP/2") == 0;
+    read_protocols(p, o);
     spec->streams = jdoc_get(o, "streams") ? need_u64(p->file, o, "streams") : 1;
     spec->rate = p->open_model ? need_u64(p->file, o, "rate") : 0;
     spec->requests = p->counted ? need_u64(p->file, o, "requests") : 0;

@@ -16,7 +16,6 @@
 
 #include <inttypes.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +27,11 @@
 #include "json.h"
 #include "net.h"
 #include "profile.h"
+#include "protocols.h"
 #include "remote_write.h"
 #include "report.h"
 #include "scrape.h"
+#include "spec.h"
 #include "stats.h"
 #include "timeline.h"
 #include "worker.h"
@@ -112,7 +113,7 @@ static void table_counters(struct writer *w, const struct metrics *m)
         uint64_t v = stats_counter_get(&m->total, c);
         const char *object = stats_place_object(c->place);
         if (!c->metric || (c->place == STATS_AT_TLS && !m->spec->tls) ||
-            (c->place == STATS_AT_HTTP2 && !m->spec->http2))
+            (c->place == STATS_AT_HTTP2 && !spec_offers_figures(m->spec, STATS_AT_HTTP2)))
             continue;
         if (!last || strcmp(last, c->metric) != 0) {
             bool errors = c->place == STATS_AT_ERRORS;
@@ -148,6 +149,16 @@ static void responses(struct writer *w, const struct stats *s)
         sample(w, name, "", "status", "other", (double)s->status[0]);
 }
 
+/* The connections by the protocol they spoke (with --alpn, a mix). */
+static void protocols(struct writer *w, const struct stats *s)
+{
+    char name[128];
+    family(w, name, sizeof name, "protocol_connections_total", FAMILY_COUNTER,
+           "Connections by the protocol they spoke (as --json's protocols)");
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        sample(w, name, "", "protocol", protocols_all[i]->name, (double)s->by_protocol[i]);
+}
+
 /* Every cause, 0 or not: a cause that appears mid-run then has a rate from
  * its first error on. */
 static void causes(struct writer *w, const struct metrics *m)
@@ -157,7 +168,7 @@ static void causes(struct writer *w, const struct metrics *m)
            "Socket errors by cause (as --json's error_causes)");
     for (int c = 0; c < CAUSE_COUNT; c++)
         sample(w, name, "", "cause", stats_cause_name(c), (double)m->total.causes[c]);
-    if (!m->spec->http2)
+    if (!spec_offers_figures(m->spec, STATS_AT_HTTP2))
         return;
     family(w, name, sizeof name, "http2_rst_stream_received_total", FAMILY_COUNTER,
            "RST_STREAM frames received, by error code (as --json's http2.rst_stream_received)");
@@ -208,6 +219,7 @@ static void families(struct writer *w, const struct metrics *m)
     table_counters(w, m);
     responses(w, &m->total);
     causes(w, m);
+    protocols(w, &m->total);
     uint32_t measured = stats_dists_measured(m->spec->rate != 0);
     for (size_t i = 0; i < stats_ndists; i++)
         if (stats_dists[i].metric && (measured & (1u << i)))
@@ -375,7 +387,7 @@ static void read_gauges(struct metrics *m, uint64_t end_us, bool cpu_now)
     struct server_times server;
     uint64_t open = 0;
     for (size_t i = 0; i < m->nworkers; i++)
-        open += atomic_load_explicit(&m->workers[i]->live_open, memory_order_relaxed);
+        open += worker_open(m->workers[i]);
     m->connections = open;
     if (cpu_now) {
         getrusage(RUSAGE_SELF, &now);

@@ -18,6 +18,13 @@ static bool plain_resumed(struct sock *s)
     return false;
 }
 
+static const char *plain_alpn(struct sock *s, size_t *len)
+{
+    (void)s;
+    *len = 0;
+    return NULL;
+}
+
 static ssize_t plain_read(struct sock *s, char *buf, size_t len)
 {
     ssize_t n;
@@ -52,6 +59,7 @@ static void plain_release(struct sock *s) { (void)s; }
 const struct transport transport_plain = {
     .handshake = plain_handshake,
     .resumed = plain_resumed,
+    .alpn = plain_alpn,
     .read = plain_read,
     .write = plain_write,
     .pending = plain_pending,

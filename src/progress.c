@@ -69,8 +69,10 @@ static void on_redraw(struct ev_loop *loop, ev_timer *t, int revents)
     uint64_t requests = 0, errors = 0;
     char line[LINE_SIZE];
     for (size_t i = 0; i < p->nworkers; i++) {
-        requests += atomic_load_explicit(&p->workers[i]->live_requests, memory_order_relaxed);
-        errors += atomic_load_explicit(&p->workers[i]->live_errors, memory_order_relaxed);
+        uint64_t n, e;
+        worker_live(p->workers[i], &n, &e);
+        requests += n;
+        errors += e;
     }
     format_line(p, line, sizeof line, clock_us(), requests, errors);
     /* One write per redraw, so the terminal never shows half a line; cut to

@@ -80,9 +80,20 @@ enum proto_status {
     PROTO_FAIL,  /* a protocol error: close and count it under *cause */
 };
 
-/* A protocol, as a table of operations on its sessions. */
+/* A protocol, as a table of operations on its sessions, with what the
+ * rest of volley needs to know of it. */
 struct proto_ops {
     const char *name; /* "HTTP/1.1", "HTTP/2" */
+    const char *alpn; /* its ALPN id (RFC 7301): "http/1.1", "h2" */
+    /* Where its own figures sit in the document (STATS_AT_HTTP2), or
+     * STATS_AT_NONE. */
+    enum stats_place figures;
+    /* Whether a connection has several batches in flight (-m: streams)
+     * rather than one, pipelined -m deep. */
+    bool multiplexed;
+    /* Whether it can carry the batch r (tls: an https URL); false with a
+     * one-line reason in err. NULL: it carries whatever request_set took. */
+    bool (*check)(const struct request *r, bool tls, char *err, size_t errlen);
     struct proto_session *(*create)(const struct proto_conf *conf, const struct proto_sink *sink);
     void (*destroy)(struct proto_session *s);
     /* The connection is (re)opened and ready: start afresh. What it has to
@@ -123,8 +134,5 @@ struct proto_ops {
     /* The connection is going away: forget every request in flight. */
     void (*abort)(struct proto_session *s);
 };
-
-extern const struct proto_ops proto_h1;
-extern const struct proto_ops proto_h2;
 
 #endif

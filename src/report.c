@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "h1.h"
+#include "protocols.h"
 #include "spec.h"
 #include "timeline.h"
 #include "units.h"
@@ -31,8 +33,11 @@ static void report_shard(FILE *f, const struct run_spec *spec)
 void report_header(FILE *f, const struct run_spec *spec)
 {
     char d[UNITS_BUF];
-    /* wrk's line, naming the protocol when it is not wrk's. */
-    const char *proto = spec->http2 ? " over HTTP/2" : "";
+    /* wrk's line, naming the protocols when they are not wrk's */
+    char names[128], proto[160] = "";
+    if (!spec_offers(spec, &proto_h1) || spec_protocol(spec) == NULL)
+        snprintf(proto, sizeof proto, " over %s",
+                 spec_protocols_text(spec, false, " or ", names, sizeof names));
     if (spec->requests && !spec->time_limit_us)
         fprintf(f, "Running %" PRIu64 " requests test @ %s%s\n", spec->requests, spec->url, proto);
     else if (!spec->time_limit_us) /* -d 0: until Ctrl-C */
@@ -240,7 +245,10 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
 size_t report_inflight(const struct result *r)
 {
     uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
-    if (!r->spec->http2)
+    bool streams = false;
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        streams |= r->stats.by_protocol[i] && protocols_all[i]->multiplexed;
+    if (!streams)
         return r->pipeline;
     return (size_t)(allowed < r->spec->streams ? allowed : r->spec->streams);
 }
@@ -249,16 +257,38 @@ size_t report_inflight(const struct result *r)
 static void streams_capped(FILE *f, const struct result *r)
 {
     uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
-    if (r->spec->http2 && allowed < r->spec->streams)
+    if (spec_offers_figures(r->spec, STATS_AT_HTTP2) && allowed < r->spec->streams)
         fprintf(f,
                 "Note: the server allows %" PRIu64 " concurrent streams per connection: "
                 "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
                 allowed, r->spec->streams, allowed);
 }
 
+/* Connections that spoke different protocols (--alpn): how many each. */
+static void protocol_mix(FILE *f, const struct result *r)
+{
+    const uint64_t *n = r->stats.by_protocol;
+    size_t used = 0;
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        used += n[i] != 0;
+    if (used < 2)
+        return;
+    const char *sep = "Protocols: ";
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++) {
+        if (!n[i])
+            continue;
+        fprintf(f, "%s%" PRIu64 " %sover %s", sep, n[i],
+                *sep == 'P' ? (n[i] == 1 ? "connection " : "connections ") : "",
+                protocols_all[i]->name);
+        sep = ", ";
+    }
+    fputc('\n', f);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
+    protocol_mix(f, r);
     streams_capped(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)

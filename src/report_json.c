@@ -3,6 +3,7 @@
  * name says otherwise; every field is always present (null when it does not
  * apply), so consumers need no existence checks.
  * SPDX-License-Identifier: MIT */
+#include "protocols.h"
 #include "report.h"
 
 #include <math.h>
@@ -20,61 +21,6 @@
 #define SCHEMA_VERSION 1
 
 static const double percentiles[] = {50, 75, 90, 99, 99.9, 99.99, 99.999, 100};
-
-/* --stages as given; rate is then their mean target, and stages_from the
- * rate they start from. */
-static void stages(struct json *j, const struct run_spec *spec)
-{
-    if (!spec->nstages) {
-        json_null(j, "stages");
-        json_null(j, "stages_from");
-        return;
-    }
-    json_array_begin(j, "stages");
-    for (size_t i = 0; i < spec->nstages; i++) {
-        json_object_begin(j, NULL);
-        json_uint(j, "duration_us", spec->stages[i].duration_us);
-        json_uint(j, "rate", spec->stages[i].rate);
-        json_object_end(j);
-    }
-    json_array_end(j);
-    json_uint(j, "stages_from", spec->stages_from);
-}
-
-static void options(struct json *j, const struct result *r)
-{
-    const struct run_spec *spec = r->spec;
-    json_object_begin(j, "options");
-    json_string(j, "url", spec->url);
-    json_uint(j, "threads", spec->threads);
-    json_uint(j, "connections", spec->connections);
-    json_uint_or_null(j, "duration_us", spec->time_limit_us);
-    json_uint(j, "timeout_us", spec->timeout_us);
-    json_uint_or_null(j, "rate", spec->rate);
-    json_uint_or_null(j, "requests", spec->requests);
-    stages(j, spec);
-    json_uint_or_null(j, "ramp_up_us", spec->ramp_up_us);
-    json_uint_or_null(j, "warmup_us", spec->warmup_us);
-    json_uint(j, "pipeline", r->pipeline);
-    json_string(j, "protocol", spec->http2 ? "HTTP/2" : "HTTP/1.1");
-    json_uint(j, "streams", spec->streams);
-    json_bool(j, "keepalive", !spec->no_keepalive);
-    json_string(j, "unix_socket", spec->unix_socket);
-    json_string(j, "script", spec->script);
-    json_array_begin(j, "script_args");
-    for (size_t i = 0; i < spec->nscript_args; i++)
-        json_string(j, NULL, spec->script_args[i]);
-    json_array_end(j);
-    json_array_begin(j, "headers");
-    for (size_t i = 0; i < spec->nheaders; i++) {
-        json_array_begin(j, NULL);
-        json_string(j, NULL, spec->headers[i].name);
-        json_string(j, NULL, spec->headers[i].value);
-        json_array_end(j);
-    }
-    json_array_end(j);
-    json_object_end(j);
-}
 
 /* A share of -R is an exact fraction; whole rates stay integers. */
 static void rate_number(struct json *j, const char *key, double v)
@@ -294,6 +240,17 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
     json_object_end(j);
 }
 
+/* The connections that spoke each protocol (those no connection spoke are
+ * absent). */
+static void protocols(struct json *j, const struct stats *s)
+{
+    json_object_begin(j, "protocols");
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        if (s->by_protocol[i])
+            json_uint(j, protocols_all[i]->name, s->by_protocol[i]);
+    json_object_end(j);
+}
+
 static void cpu(struct json *j, const struct result *r)
 {
     struct cpu_load load;
@@ -347,7 +304,7 @@ bool report_json(FILE *f, const struct result *r)
     /* to the microsecond, to see how closely the shards of a run started */
     json_uint(&j, "start_time_us",
               (uint64_t)r->started.tv_sec * 1000000 + (uint64_t)r->started.tv_nsec / 1000);
-    options(&j, r);
+    spec_json(&j, r->spec, r->pipeline);
     shard(&j, r->spec);
     inputs(&j, r);
 
@@ -362,7 +319,8 @@ bool report_json(FILE *f, const struct result *r)
     status_codes(&j, s);
     counters(&j, s, STATS_AT_CONNECTIONS, seconds);
     place_object(&j, s, STATS_AT_TLS, r->spec->tls);
-    place_object(&j, s, STATS_AT_HTTP2, r->spec->http2);
+    protocols(&j, s);
+    place_object(&j, s, STATS_AT_HTTP2, spec_offers_figures(r->spec, STATS_AT_HTTP2));
     distributions(&j, r);
     rate(&j, r, seconds);
     cpu(&j, r);

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "http.h"
+#include "http_request.h"
 #include "xalloc.h"
 
 char *request_format(const char *method, const char *path, const struct header *headers,
@@ -83,6 +83,19 @@ bool request_may_have_head(const struct request *r)
 size_t request_prefix(const struct request *r, size_t n)
 {
     return n >= r->depth ? r->len : http_request_prefix(r->data, r->len, n);
+}
+
+struct request request_copy(const struct request *r)
+{
+    struct request copy = *r;
+    copy.data = xmalloc(r->len + 1);
+    memcpy(copy.data, r->data, r->len + 1);
+    copy.cap = r->len + 1;
+    if (r->heads) {
+        copy.heads = xmalloc(r->depth * sizeof *r->heads);
+        memcpy(copy.heads, r->heads, r->depth * sizeof *r->heads);
+    }
+    return copy;
 }
 
 void request_free(struct request *r)

@@ -46,6 +46,9 @@ bool request_may_have_head(const struct request *r);
 /* The bytes of the batch's first n requests. */
 size_t request_prefix(const struct request *r, size_t n);
 
+/* A copy of r (data NUL-terminated, as request_set keeps it), its own. */
+struct request request_copy(const struct request *r);
+
 void request_free(struct request *r);
 
 #endif

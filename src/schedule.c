@@ -1,6 +1,7 @@
-/* A binary min-heap of connections keyed on their intended send time, with a
- * timerfd set to the root. Each connection remembers its slot (index + 1, 0
- * when not queued) so a connection that closes can leave the queue.
+/* A binary min-heap of entries keyed on their intended time, with a
+ * timerfd set to the root. Each entry remembers its slot (index + 1, 0 when
+ * not queued) so that what it stands for (a connection that closes) can
+ * leave the queue.
  * SPDX-License-Identifier: MIT */
 #include "schedule.h"
 
@@ -11,43 +12,42 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "conn.h"
 #include "xalloc.h"
 
-static void place(struct schedule *s, size_t i, struct conn *c)
+static void place(struct schedule *s, size_t i, struct schedule_entry *e)
 {
-    s->heap[i] = c;
-    c->slot = i + 1;
+    s->heap[i] = e;
+    e->slot = i + 1;
 }
 
 static void sift_up(struct schedule *s, size_t i)
 {
-    struct conn *c = s->heap[i];
+    struct schedule_entry *e = s->heap[i];
     while (i > 0) {
         size_t parent = (i - 1) / 2;
-        if (s->heap[parent]->due <= c->due)
+        if (s->heap[parent]->due <= e->due)
             break;
         place(s, i, s->heap[parent]);
         i = parent;
     }
-    place(s, i, c);
+    place(s, i, e);
 }
 
 static void sift_down(struct schedule *s, size_t i)
 {
-    struct conn *c = s->heap[i];
+    struct schedule_entry *e = s->heap[i];
     for (;;) {
         size_t child = 2 * i + 1;
         if (child >= s->n)
             break;
         if (child + 1 < s->n && s->heap[child + 1]->due < s->heap[child]->due)
             child++;
-        if (c->due <= s->heap[child]->due)
+        if (e->due <= s->heap[child]->due)
             break;
         place(s, i, s->heap[child]);
         i = child;
     }
-    place(s, i, c);
+    place(s, i, e);
 }
 
 /* Point the timerfd at the earliest due time (absolute, so no drift). */
@@ -65,9 +65,9 @@ static void arm(struct schedule *s)
     s->armed = due;
 }
 
-static struct conn *pop(struct schedule *s)
+static struct schedule_entry *pop(struct schedule *s)
 {
-    struct conn *top = s->heap[0];
+    struct schedule_entry *top = s->heap[0];
     top->slot = 0;
     if (--s->n) {
         s->heap[0] = s->heap[s->n];
@@ -91,7 +91,7 @@ static void on_timer(struct ev_loop *loop, ev_io *io, int revents)
 }
 
 void schedule_init(struct schedule *s, struct ev_loop *loop, size_t cap,
-                   void (*due)(struct conn *c))
+                   void (*due)(struct schedule_entry *e))
 {
     memset(s, 0, sizeof *s);
     s->loop = loop;
@@ -115,19 +115,19 @@ void schedule_free(struct schedule *s)
     memset(s, 0, sizeof *s);
 }
 
-void schedule_add(struct schedule *s, struct conn *c)
+void schedule_add(struct schedule *s, struct schedule_entry *e)
 {
-    s->heap[s->n++] = c;
+    s->heap[s->n++] = e;
     sift_up(s, s->n - 1);
     arm(s);
 }
 
-void schedule_remove(struct schedule *s, struct conn *c)
+void schedule_remove(struct schedule *s, struct schedule_entry *e)
 {
-    if (!c->slot)
+    if (!e->slot)
         return;
-    size_t i = c->slot - 1;
-    c->slot = 0;
+    size_t i = e->slot - 1;
+    e->slot = 0;
     if (i != --s->n) {
         place(s, i, s->heap[s->n]);
         if (i > 0 && s->heap[(i - 1) / 2]->due > s->heap[i]->due)

@@ -3,7 +3,7 @@
  * last given (shared, counted references, so that a new interval's text
  * does not disturb an answer under way), then waits for the next request
  * (keep-alive) or closes. Requests are parsed by the parser of script
- * requests (http.c); a request with a body is refused, since none is
+ * requests (http_request.c); a request with a body is refused, since none is
  * expected. Connections are few: past SCRAPE_CONNS a new one takes the
  * place of the one that has waited longest for a request, so a client
  * holding connections open without sending (slowloris) cannot lock
@@ -25,6 +25,7 @@
 
 #include "clock.h"
 #include "http.h"
+#include "http_request.h"
 #include "xalloc.h"
 
 /* New connections taken per wake-up of the listening socket, so that a

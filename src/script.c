@@ -23,11 +23,11 @@
 #include "cli.h"
 #include "hist.h"
 #include "http.h"
+#include "http_request.h"
 #include "net.h"
 #include "proto.h"
 #include "report.h"
 #include "request.h"
-#include "worker.h"
 #include "wrk_lua.h"
 #include "xalloc.h"
 
@@ -52,9 +52,9 @@ static const char *const hook_names[HOOKS] = {"request", "response", "delay"};
 struct script {
     lua_State *L;
     const struct config *cfg;
-    struct worker *worker;   /* NULL for the main state */
-    bool defined[HOOKS];     /* whether each hook was a function at the last look */
-    const void *seen[HOOKS]; /* the value then (kept in HOOK_SEEN, so never reused) */
+    struct script_thread *thread; /* NULL for the main state */
+    bool defined[HOOKS];          /* whether each hook was a function at the last look */
+    const void *seen[HOOKS];      /* the value then (kept in HOOK_SEEN, so never reused) */
     bool response_head, response_body;
     struct buf scratch; /* wrk.format's output */
 };
@@ -65,16 +65,16 @@ struct script {
 
 /* The error message on top of the stack ends volley: at once on the main
  * thread (no worker runs then: setup, init and done run before the workers
- * start or after they ended); on a running worker thread, the worker stops
- * and main reports it once every worker has stopped (see worker_fail). */
+ * start or after they ended); on a running worker thread, the thread stops
+ * and main reports it once every worker has stopped (its fail()). */
 static void failed(struct script *s)
 {
     const char *msg = lua_tostring(s->L, -1);
     if (!msg)
         msg = "(error object is not a string)";
-    if (!s->worker || !s->worker->running)
+    if (!s->thread || !*s->thread->running)
         die("%s", msg);
-    worker_fail(s->worker, msg);
+    s->thread->fail(s->thread->arg, msg);
     lua_pop(s->L, 1);
 }
 
@@ -402,17 +402,17 @@ static void transfer(lua_State *caller, lua_State *from, int idx, lua_State *to,
 /* Thread userdata                                                            */
 /* ------------------------------------------------------------------------ */
 
-static void push_thread(lua_State *L, struct worker *w)
+static void push_thread(lua_State *L, struct script_thread *t)
 {
-    struct worker **u = lua_newuserdata(L, sizeof *u);
-    *u = w;
+    struct script_thread **u = lua_newuserdata(L, sizeof *u);
+    *u = t;
     luaL_getmetatable(L, THREAD_TYPE);
     lua_setmetatable(L, -2);
 }
 
-static struct worker *check_thread(lua_State *L)
+static struct script_thread *check_thread(lua_State *L)
 {
-    return *(struct worker **)luaL_checkudata(L, 1, THREAD_TYPE);
+    return *(struct script_thread **)luaL_checkudata(L, 1, THREAD_TYPE);
 }
 
 /* thread:get(name): a copy of the thread's global name. Globals are read
@@ -420,9 +420,9 @@ static struct worker *check_thread(lua_State *L)
  * state cannot raise an error there, where nothing would catch it. */
 static int thread_get(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     luaL_checkstring(L, 2);
-    lua_State *T = w->script->L;
+    lua_State *T = t->script->L;
     lua_pushstring(T, lua_tostring(L, 2));
     lua_rawget(T, LUA_GLOBALSINDEX);
     transfer(L, T, -1, L, "from");
@@ -433,9 +433,9 @@ static int thread_get(lua_State *L)
 /* thread:set(name, value): a copy of value as the thread's global name. */
 static int thread_set(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     const char *name = luaL_checkstring(L, 2);
-    lua_State *T = w->script->L;
+    lua_State *T = t->script->L;
     luaL_checkany(L, 3);
     lua_pushstring(T, name);
     transfer(L, L, 3, T, "to");
@@ -446,16 +446,17 @@ static int thread_set(lua_State *L)
 /* thread:stop(): the thread ends its run; when every thread has, so does volley. */
 static int thread_stop(lua_State *L)
 {
-    worker_finish(check_thread(L));
+    struct script_thread *t = check_thread(L);
+    t->stop(t->arg);
     return 0;
 }
 
 static int thread_index(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "addr") == 0)
-        push_addr(L, &w->addr);
+        push_addr(L, t->addr);
     else if (strcmp(key, "get") == 0)
         lua_pushcfunction(L, thread_get);
     else if (strcmp(key, "set") == 0)
@@ -469,11 +470,11 @@ static int thread_index(lua_State *L)
 
 static int thread_newindex(lua_State *L)
 {
-    struct worker *w = check_thread(L);
+    struct script_thread *t = check_thread(L);
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "addr") != 0)
         return luaL_error(L, "cannot set '%s' on a thread (only addr can be set)", key);
-    w->addr = *(struct net_addr *)luaL_checkudata(L, 3, ADDR_TYPE);
+    *t->addr = *(struct net_addr *)luaL_checkudata(L, 3, ADDR_TYPE);
     return 0;
 }
 
@@ -624,11 +625,13 @@ static void check_module(struct script *s)
     lua_pop(L, 1);
 }
 
-static struct script *state_new(const struct config *cfg, struct worker *w)
+static struct script *state_new(const struct config *cfg, struct script_thread *thread)
 {
     struct script *s = xcalloc(1, sizeof *s);
     s->cfg = cfg;
-    s->worker = w;
+    s->thread = thread;
+    if (thread)
+        thread->script = s; /* before the script runs: it may reach the thread */
     lua_State *L = s->L = luaL_newstate();
     if (!L)
         die("unable to create a Lua state");
@@ -673,9 +676,9 @@ static struct script *state_new(const struct config *cfg, struct worker *w)
 
 struct script *script_main_new(const struct config *cfg) { return state_new(cfg, NULL); }
 
-struct script *script_thread_new(const struct config *cfg, struct worker *w)
+struct script *script_thread_new(const struct config *cfg, struct script_thread *thread)
 {
-    return state_new(cfg, w);
+    return state_new(cfg, thread);
 }
 
 void script_free(struct script *s)
@@ -694,10 +697,10 @@ static void push_module_field(lua_State *L, const char *name)
     lua_rawget(L, MODULE);
 }
 
-void script_setup(struct script *main, struct worker *w)
+void script_setup(struct script *main, struct script_thread *thread)
 {
     push_module_field(main->L, "setup");
-    push_thread(main->L, w);
+    push_thread(main->L, thread);
     call(main, 1, 0);
 }
 
@@ -785,7 +788,7 @@ void script_init(struct script *s, struct request *r)
 {
     lua_State *L = s->L;
     lua_pushliteral(L, "thread");
-    push_thread(L, s->worker);
+    push_thread(L, s->thread);
     lua_rawset(L, MODULE);
     push_module_field(L, "init");
     push_args(L, s->cfg);

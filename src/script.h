@@ -9,21 +9,38 @@
 #include <stddef.h>
 
 struct config;
+struct net_addr;
 struct proto_response;
 struct request;
 struct result;
-struct worker;
 
 struct script;
 
+/* What a worker thread's script sees of its thread (wrk.thread, the thread
+ * userdata of setup()): the address its connections go to, which a script
+ * may change, and how to end its run. The worker fills it and owns it. */
+struct script_thread {
+    struct net_addr *addr;
+    /* thread:stop(): end the thread's run early, whether it is running or
+     * not started yet (setup()). */
+    void (*stop)(void *arg);
+    /* An error in a hook on the running thread: it stops, and main reports
+     * message once every thread is joined. */
+    void (*fail)(void *arg, const char *message);
+    const bool *running; /* the thread has started (read on that thread) */
+    void *arg;
+    struct script *script; /* its Lua state, for thread:get and thread:set */
+};
+
 /* The main state: loads and runs the script (a load or run error is fatal). */
 struct script *script_main_new(const struct config *cfg);
-/* A worker's state: the script runs again in it; wrk.thread is the worker. */
-struct script *script_thread_new(const struct config *cfg, struct worker *w);
+/* A worker's state: the script runs again in it; wrk.thread is the thread,
+ * whose script becomes the new state. */
+struct script *script_thread_new(const struct config *cfg, struct script_thread *thread);
 void script_free(struct script *s);
 
 /* In the main state: wrk.setup(thread), which calls setup(thread). */
-void script_setup(struct script *main, struct worker *w);
+void script_setup(struct script *main, struct script_thread *thread);
 /* In a worker's state: wrk.init(args), which calls init(args), then builds
  * the static request (the thread's wrk.request()). Sets *r to it. */
 void script_init(struct script *s, struct request *r);
@@ -40,7 +57,7 @@ enum script_call {
     SCRIPT_NONE,   /* the script does not define the hook (now) */
     SCRIPT_DONE,   /* the hook ran */
     SCRIPT_NIL,    /* request() returned nil: no request to send */
-    SCRIPT_FAILED, /* it raised an error: the worker is stopping (worker_fail) */
+    SCRIPT_FAILED, /* it raised an error: the thread is stopping (its fail()) */
 };
 
 /* Whether the thread's script defines request() / delay() now. */

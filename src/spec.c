@@ -12,7 +12,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "json.h"
 #include "profile.h"
+#include "protocols.h"
 #include "xalloc.h"
 
 static char *dup_or_null(const char *s) { return s ? xstrdup(s) : NULL; }
@@ -91,6 +93,124 @@ void spec_set_header(struct run_spec *spec, const char *name, size_t name_len, c
     }
     h->name = n;
     h->value = xstrndup(value, value_len);
+}
+
+/* --stages as given; rate is then their mean target, and stages_from the
+ * rate they start from. */
+static void stages(struct json *j, const struct run_spec *spec)
+{
+    if (!spec->nstages) {
+        json_null(j, "stages");
+        json_null(j, "stages_from");
+        return;
+    }
+    json_array_begin(j, "stages");
+    for (size_t i = 0; i < spec->nstages; i++) {
+        json_object_begin(j, NULL);
+        json_uint(j, "duration_us", spec->stages[i].duration_us);
+        json_uint(j, "rate", spec->stages[i].rate);
+        json_object_end(j);
+    }
+    json_array_end(j);
+    json_uint(j, "stages_from", spec->stages_from);
+}
+
+void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline)
+{
+    json_object_begin(j, "options");
+    json_string(j, "url", spec->url);
+    json_uint(j, "threads", spec->threads);
+    json_uint(j, "connections", spec->connections);
+    json_uint_or_null(j, "duration_us", spec->time_limit_us);
+    json_uint(j, "timeout_us", spec->timeout_us);
+    json_uint_or_null(j, "rate", spec->rate);
+    json_uint_or_null(j, "requests", spec->requests);
+    stages(j, spec);
+    json_uint_or_null(j, "ramp_up_us", spec->ramp_up_us);
+    json_uint_or_null(j, "warmup_us", spec->warmup_us);
+    json_uint(j, "pipeline", pipeline);
+    json_string(j, "protocol", spec_protocol(spec));
+    /* over TLS, the protocols offered */
+    if (spec->tls) {
+        json_array_begin(j, "alpn");
+        for (size_t i = 0; i < spec->nprotocols; i++)
+            json_string(j, NULL, spec->protocols[i]->alpn);
+        json_array_end(j);
+    } else {
+        json_null(j, "alpn");
+    }
+    json_uint(j, "streams", spec->streams);
+    json_bool(j, "keepalive", !spec->no_keepalive);
+    json_string(j, "unix_socket", spec->unix_socket);
+    json_string(j, "script", spec->script);
+    json_array_begin(j, "script_args");
+    for (size_t i = 0; i < spec->nscript_args; i++)
+        json_string(j, NULL, spec->script_args[i]);
+    json_array_end(j);
+    json_array_begin(j, "headers");
+    for (size_t i = 0; i < spec->nheaders; i++) {
+        json_array_begin(j, NULL);
+        json_string(j, NULL, spec->headers[i].name);
+        json_string(j, NULL, spec->headers[i].value);
+        json_array_end(j);
+    }
+    json_array_end(j);
+    json_object_end(j);
+}
+
+bool spec_offers(const struct run_spec *spec, const struct proto_ops *p)
+{
+    for (size_t i = 0; i < spec->nprotocols; i++)
+        if (spec->protocols[i] == p)
+            return true;
+    return false;
+}
+
+bool spec_offers_figures(const struct run_spec *spec, enum stats_place place)
+{
+    for (size_t i = 0; i < spec->nprotocols; i++)
+        if (spec->protocols[i]->figures == place)
+            return true;
+    return false;
+}
+
+const char *spec_protocol(const struct run_spec *spec)
+{
+    return spec->nprotocols == 1 ? spec->protocols[0]->name : NULL;
+}
+
+char *spec_protocols_text(const struct run_spec *spec, bool alpn, const char *sep, char *buf,
+                          size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < spec->nprotocols && len < size; i++) {
+        const struct proto_ops *p = spec->protocols[i];
+        int n = snprintf(buf + len, size - len, "%s%s", i ? sep : "", alpn ? p->alpn : p->name);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    return buf;
+}
+
+bool spec_same_protocols(const struct run_spec *a, const struct run_spec *b)
+{
+    return a->nprotocols == b->nprotocols &&
+           memcmp(a->protocols, b->protocols, a->nprotocols * sizeof a->protocols[0]) == 0;
+}
+
+bool spec_set_protocols(struct run_spec *spec, const char *const *list, size_t n, bool alpn)
+{
+    spec->nprotocols = 0;
+    if (n == 0 || n > PROTOCOLS_COUNT)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        const struct proto_ops *p =
+            alpn ? protocols_by_alpn(list[i], strlen(list[i])) : protocols_by_name(list[i]);
+        if (!p || spec_offers(spec, p))
+            return false;
+        spec->protocols[spec->nprotocols++] = p;
+    }
+    return true;
 }
 
 static bool fail(char *err, size_t errlen, const char *fmt, ...)

@@ -11,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "protocols.h"
 #include "request.h"
+
+struct json;
 
 /* The shortest --interval: shorter ones would cost more in writing records
  * than they show. */
@@ -59,13 +62,19 @@ struct run_spec {
     uint64_t stages_from;
     uint64_t ramp_up_us; /* closed model: the connections open evenly over it */
     uint64_t warmup_us;  /* run this long first, left out of every result */
-    bool http2;          /* speak HTTP/2: ALPN h2 over TLS, h2c with prior knowledge */
-    uint64_t streams;    /* -m: requests in flight per connection (HTTP/2 streams,
+    /* The protocols a connection may speak (--http2, --alpn), in order of
+     * preference: over TLS, offered in ALPN, each connection speaking the
+     * one its server chose; over cleartext exactly one (HTTP/2: with prior
+     * knowledge). Read through the functions below, and by tls.c (the
+     * offer) and worker.c (a connection's choices), nowhere else. */
+    const struct proto_ops *protocols[PROTOCOLS_COUNT];
+    size_t nprotocols;
+    uint64_t streams;   /* -m: requests in flight per connection (HTTP/2 streams,
                             HTTP/1.1 pipeline depth of the static request) */
-    bool no_keepalive;   /* a new connection for every request */
-    char *unix_socket;   /* connect here instead of the URL's host and port */
-    char *script;        /* -s FILE or NULL */
-    char **script_args;  /* args[1..] for init(); the URL is args[0] */
+    bool no_keepalive;  /* a new connection for every request */
+    char *unix_socket;  /* connect here instead of the URL's host and port */
+    char *script;       /* -s FILE or NULL */
+    char **script_args; /* args[1..] for init(); the URL is args[0] */
     size_t nscript_args;
     struct header *headers; /* -H, in order, names unique ignoring case */
     size_t nheaders;
@@ -96,6 +105,27 @@ const struct header *spec_header(const struct run_spec *spec, const char *name);
 /* -H name: value, replacing a header of the same name (ignoring case). */
 void spec_set_header(struct run_spec *spec, const char *name, size_t name_len, const char *value,
                      size_t value_len);
+
+/* The options object of the --json document: what the run asked for, and
+ * the requests a batch held (pipeline). */
+void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline);
+
+/* Whether a connection may speak p. */
+bool spec_offers(const struct run_spec *spec, const struct proto_ops *p);
+/* Whether a connection may speak the protocol whose own figures sit at
+ * place (STATS_AT_HTTP2): whether the document has them. */
+bool spec_offers_figures(const struct run_spec *spec, enum stats_place place);
+/* The protocol asked for when it is one ("HTTP/2"), or NULL for several. */
+const char *spec_protocol(const struct run_spec *spec);
+/* The protocols' names joined by sep into buf ("HTTP/2 or HTTP/1.1"), or
+ * with alpn their ALPN ids ("h2,http/1.1"). */
+char *spec_protocols_text(const struct run_spec *spec, bool alpn, const char *sep, char *buf,
+                          size_t size);
+/* Whether the two runs asked for the same protocols, in the same order. */
+bool spec_same_protocols(const struct run_spec *a, const struct run_spec *b);
+/* The protocols from a list of ALPN ids (alpn) or names; false when one
+ * is unknown or there is none (or more than PROTOCOLS_COUNT). */
+bool spec_set_protocols(struct run_spec *spec, const char *const *list, size_t n, bool alpn);
 
 /* --shard: this process's shares of the whole run (without --shard, the
  * whole); false with a one-line reason in err when the run cannot be

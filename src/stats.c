@@ -162,6 +162,8 @@ void stats_merge(struct stats *dst, const struct stats *src)
         dst->status[i] += src->status[i];
     for (int i = 0; i < STATS_H2_CODES; i++)
         dst->h2_resets[i] += src->h2_resets[i];
+    for (int i = 0; i < STATS_PROTOCOLS; i++)
+        dst->by_protocol[i] += src->by_protocol[i];
     for (size_t i = 0; i < stats_ndists; i++)
         hist_merge(stats_dist_get(dst, &stats_dists[i]), stats_dist_get(src, &stats_dists[i]));
 }
@@ -177,8 +179,8 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
             return true;
     }
-    /* Causes add up to the socket errors, status codes to the responses:
-     * bounded by those. */
+    /* Causes add up to the socket errors, status codes to the responses,
+     * protocols to the connects: bounded by those. */
     for (int i = 0; i < STATS_H2_CODES; i++)
         if (sum_overflows(dst->h2_resets[i], src->h2_resets[i]))
             return true;

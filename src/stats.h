@@ -159,6 +159,8 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
+/* Room for the protocols a connection may speak (proto.h's PROTOCOLS_COUNT). */
+#define STATS_PROTOCOLS 4
 
 struct stats {
 #define STATS_COUNTER_MEMBER(field, place, key, column, metric, rule, flags) uint64_t field;
@@ -166,8 +168,9 @@ struct stats {
 #undef STATS_COUNTER_MEMBER
     struct errors errors;
     uint64_t causes[CAUSE_COUNT];
-    uint64_t status[STATS_STATUS_MAX];  /* per status code; other codes go to [0] */
-    uint64_t h2_resets[STATS_H2_CODES]; /* HTTP/2: RST_STREAM received, by error code */
+    uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
+    uint64_t h2_resets[STATS_H2_CODES];    /* HTTP/2: RST_STREAM received, by error code */
+    uint64_t by_protocol[STATS_PROTOCOLS]; /* connections that spoke each (protocols_all order) */
 #define STATS_DIST_MEMBER(field, key, column, metric, highest, flags) struct hist *field;
     STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
 #undef STATS_DIST_MEMBER

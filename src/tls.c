@@ -21,6 +21,7 @@
 
 #include "cli.h"
 #include "clock.h"
+#include "h1.h"
 #include "net.h"
 #include "xalloc.h"
 
@@ -36,10 +37,6 @@ struct tls_conn {
     SSL_SESSION *session; /* the newest session the server gave, to resume */
     bool failed;          /* a fatal error: no close_notify may follow */
 };
-
-/* ALPN protocol lists, length-prefixed names: one protocol, the one spoken. */
-static const unsigned char alpn_http11[] = "\x08http/1.1";
-static const unsigned char alpn_h2[] = "\x02h2";
 
 /* The reason OpenSSL gives for its last error, for one-line messages. */
 static const char *ssl_reason(void)
@@ -145,6 +142,22 @@ static void use_verification(SSL_CTX *ctx, const struct config *cfg, const char 
         die("--verify: cannot check the certificate against '%s'", name);
 }
 
+/* ALPN (RFC 7301): the protocols a connection may speak, in order, as a
+ * list of length-prefixed ids. */
+static void offer_alpn(SSL_CTX *ctx, const struct run_spec *spec)
+{
+    unsigned char list[256];
+    size_t len = 0;
+    for (size_t i = 0; i < spec->nprotocols; i++) {
+        size_t n = strlen(spec->protocols[i]->alpn);
+        list[len++] = (unsigned char)n;
+        memcpy(list + len, spec->protocols[i]->alpn, n);
+        len += n;
+    }
+    if (SSL_CTX_set_alpn_protos(ctx, list, (unsigned)len) != 0)
+        die("unable to initialize TLS: %s", ssl_reason());
+}
+
 void tls_setup(const struct config *cfg)
 {
     /* Held in tls at once: reachable, not leaked, if a check below exits. */
@@ -167,9 +180,7 @@ void tls_setup(const struct config *cfg)
      * read() instead of a header read and a body read for each. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_read_ahead(ctx, 1);
-    if (cfg->spec.http2 ? SSL_CTX_set_alpn_protos(ctx, alpn_h2, sizeof alpn_h2 - 1) != 0
-                        : SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof alpn_http11 - 1) != 0)
-        die("unable to initialize TLS: %s", ssl_reason());
+    offer_alpn(ctx, &cfg->spec);
     SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
     SSL_CTX_sess_set_new_cb(ctx, on_new_session);
     SSL_CTX_set_default_passwd_cb(ctx, no_password);
@@ -221,27 +232,30 @@ static bool wait_fd(int fd, short events, uint64_t deadline)
     return rc > 0;
 }
 
-/* --http2: the server must have chosen h2 from the one protocol offered. */
-static void check_alpn(SSL *ssl, const char *host, const char *service)
+/* What the server chose: one of the protocols offered (OpenSSL refuses a
+ * handshake that chose another), or none, which is HTTP/1.1. Without
+ * HTTP/1.1 among them, none is a server that does not speak what --http2
+ * or --alpn asked for. */
+static void check_alpn(const struct config *cfg, SSL *ssl, const char *host, const char *service)
 {
     const unsigned char *chosen;
     unsigned int len;
+    char names[128];
     SSL_get0_alpn_selected(ssl, &chosen, &len);
-    if (len == 2 && memcmp(chosen, "h2", 2) == 0)
+    if (len || spec_offers(&cfg->spec, &proto_h1))
         return;
-    if (len == 0)
-        die("--http2: %s:%s does not speak HTTP/2 (it chose no protocol in ALPN)", host, service);
-    char name[256];
-    size_t n = 0;
-    for (unsigned int i = 0; i < len && n < sizeof name - 1; i++)
-        name[n++] = chosen[i] >= 0x20 && chosen[i] < 0x7f ? (char)chosen[i] : '?';
-    name[n] = '\0';
-    die("--http2: %s:%s does not speak HTTP/2 (it chose '%s' in ALPN)", host, service, name);
+    die("%s: %s:%s does not speak %s (it chose no protocol in ALPN)", cfg->protocol_option, host,
+        service, spec_protocols_text(&cfg->spec, false, " or ", names, sizeof names));
 }
 
 void tls_check(const struct config *cfg, const struct net_addr *addr)
 {
     const char *host = cfg->url.host, *service = cfg->url.service;
+    char names[128], ids[128];
+    /* Nothing to check: the certificate is not verified, and any server
+     * speaks HTTP/1.1 when it chooses no protocol. */
+    if (!cfg->verify && (!cfg->protocol_option || spec_offers(&cfg->spec, &proto_h1)))
+        return;
     uint64_t deadline = clock_us() + cfg->spec.timeout_us;
     bool in_progress;
     int fd = net_connect(addr, &in_progress);
@@ -262,16 +276,17 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
         if (verify != X509_V_OK)
             die("certificate verification failed for %s:%s: %s", host, service,
                 X509_verify_cert_error_string(verify));
-        if (cfg->spec.http2 && err == SSL_ERROR_SSL &&
+        if (cfg->protocol_option && err == SSL_ERROR_SSL &&
             ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
-            die("--http2: %s:%s does not speak HTTP/2 (it refused ALPN h2)", host, service);
+            die("%s: %s:%s does not speak %s (it refused ALPN %s)", cfg->protocol_option, host,
+                service, spec_protocols_text(&cfg->spec, false, " or ", names, sizeof names),
+                spec_protocols_text(&cfg->spec, true, ",", ids, sizeof ids));
         die("TLS handshake with %s:%s failed: %s", host, service,
             err == SSL_ERROR_SSL ? ssl_reason()
             : saved              ? strerror(saved)
                                  : "the server closed the connection");
     }
-    if (cfg->spec.http2)
-        check_alpn(ssl, host, service);
+    check_alpn(cfg, ssl, host, service);
     SSL_shutdown(ssl);
     SSL_free(ssl);
     close(fd);
@@ -330,6 +345,17 @@ static bool tls_resumed(struct sock *s)
 {
     struct tls_conn *t = s->state;
     return t && t->ssl && SSL_session_reused(t->ssl);
+}
+
+static const char *tls_alpn(struct sock *s, size_t *len)
+{
+    struct tls_conn *t = s->state;
+    const unsigned char *chosen = NULL;
+    unsigned int n = 0;
+    if (t && t->ssl)
+        SSL_get0_alpn_selected(t->ssl, &chosen, &n);
+    *len = n;
+    return n ? (const char *)chosen : NULL;
 }
 
 static int clamp(size_t len) { return len > INT_MAX ? INT_MAX : (int)len; }
@@ -402,6 +428,7 @@ const struct transport transport_tls = {
     .secure = true,
     .handshake = tls_handshake,
     .resumed = tls_resumed,
+    .alpn = tls_alpn,
     .read = tls_read,
     .write = tls_write,
     .pending = tls_pending,

@@ -16,9 +16,10 @@ extern const struct transport transport_tls;
  * one-line message when a certificate or key file cannot be used. */
 void tls_setup(const struct config *cfg);
 
-/* With --verify or --http2: one blocking handshake to the target, so that a
- * server certificate that does not verify, or a server that does not speak
- * HTTP/2, stops the run before it starts. */
+/* For an https URL, with --verify or protocols to negotiate (--http2,
+ * --alpn): one blocking handshake to the target, so that a server
+ * certificate that does not verify, or a server that speaks none of the
+ * protocols offered, stops the run before it starts. Otherwise nothing. */
 void tls_check(const struct config *cfg, const struct net_addr *addr);
 
 /* After the workers are freed. */

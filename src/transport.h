@@ -31,6 +31,10 @@ struct transport {
     int (*handshake)(struct sock *s);
     /* Whether the handshake just completed resumed an earlier session. */
     bool (*resumed)(struct sock *s);
+    /* The application protocol it negotiated (ALPN, RFC 7301): its id, *len
+     * bytes, or NULL when none was (plain sockets, or a TLS server that
+     * chose none). */
+    const char *(*alpn)(struct sock *s, size_t *len);
     /* > 0 bytes read, 0 at end of stream, or an io_result. IO_WANT_WRITE: the
      * read can go on only once the socket is writable (TLS). */
     ssize_t (*read)(struct sock *s, char *buf, size_t len);

@@ -7,7 +7,9 @@
 #include "worker.h"
 
 #include <errno.h>
+#include <ev.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,15 +17,70 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "budget.h"
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
-#include "h2req.h"
+#include "http.h"
 #include "interval.h"
+#include "net.h"
+#include "request.h"
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
 #include "xalloc.h"
+
+struct worker {
+    size_t index;
+    const struct config *cfg;
+    struct net_addr addr; /* every connection of this worker goes here */
+    struct ev_loop *loop;
+    pthread_t thread;
+    struct conn_config conn; /* what its connections see of it */
+    struct conn_live live;   /* and what changes while the run is on */
+    struct conn *conns;
+    size_t nconns;
+    char *buf;                                /* one receive buffer shared by all connections */
+    struct http_head_cache head_cache;        /* the last response head its parsers saw */
+    struct request requests[PROTOCOLS_COUNT]; /* the static batch, as each protocol sends it */
+    struct script *script;                    /* the thread's Lua state, or NULL */
+    struct script_thread view;                /* what that state sees of the thread */
+    size_t pipeline;                          /* responses per request() batch, from verification */
+    struct pace pace;                         /* -R */
+    /* What the connections record into: the current interval. At each
+     * interval boundary it is handed to main (intervals), added to total
+     * and emptied; at the end of the run total holds everything. */
+    struct stats stats;
+    struct stats total;
+    /* --warmup: what was recorded before run_start, left out of total and
+     * of the intervals; warming until then. */
+    struct stats warmup;
+    bool warming;
+    struct intervals *intervals;
+    ev_timer interval_timer;
+    /* clock_us of the start of what is measured (after any warm-up), and
+     * of the next interval boundary */
+    uint64_t run_start, next_cut;
+    uint64_t first_conn; /* global index of its first connection, over every shard */
+    ev_async stop_watcher;
+    ev_async start_watcher; /* the run starts at start_at */
+    _Atomic uint64_t start_at;
+    ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
+    uint64_t sample_at, sample_requests;
+    /* Copies of the request count and of the error count (socket errors and
+     * status >= 400), published at every sample tick for main's progress
+     * line: the hot path keeps plain counters, and a display needs no
+     * ordering, so relaxed stores and loads suffice. */
+    _Atomic uint64_t live_requests, live_errors;
+    /* Its connections open now, published likewise for the live metrics. */
+    _Atomic uint64_t live_open;
+    struct cpu_busy load; /* how busy the thread was while it ran */
+    bool running;         /* its thread has started (set and read on that thread) */
+    bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
+    char *failure;        /* a fatal error on its thread (a script error), or NULL */
+    size_t retired;       /* connections that stopped sending: request() returned nil */
+    struct worker_events events; /* what it tells main */
+};
 
 /* Big enough that large bodies take few read() calls; shared by the
  * worker's connections, since a read is consumed before the next one. */
@@ -158,14 +215,36 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
         conn_kick(&w->conns[i]);
 }
 
+/* thread:stop(): end this worker's run early, whether it is running (from
+ * its own thread) or not started yet (from setup()). Requests it had in
+ * flight go back to -n's budget. */
+static void finish(void *arg)
+{
+    struct worker *w = arg;
+    w->finished = w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+/* On the worker's thread: a fatal error (message) ends its run. It does not
+ * exit: main stops and joins the other workers, then reports the error, so
+ * that no thread is inside OpenSSL when the process exits. */
+static void fail(void *arg, const char *message)
+{
+    struct worker *w = arg;
+    if (!w->failure)
+        w->failure = xstrdup(message);
+    w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
 /* The script's hooks, as the connections call them. The script's globals
  * are looked up at every call (as wrk does): a hook defined, replaced or
  * removed by another hook during the run counts from its next use. */
-static const struct request *static_request(void *arg, struct request *own)
+static const struct request *static_request(void *arg, struct request *own, size_t protocol)
 {
     (void)own;
     struct worker *w = arg;
-    return &w->request;
+    return &w->requests[protocol];
 }
 
 static double hook_delay(void *arg)
@@ -177,27 +256,35 @@ static double hook_delay(void *arg)
     return ms;
 }
 
+/* Whether -m pipelines the static request over protocol p: over one that
+ * is not multiplexed (HTTP/1.1), -m asks for a batch that deep. */
+static bool pipelines(const struct worker *w, const struct proto_ops *p)
+{
+    return !p->multiplexed && w->cfg->spec.streams > 1;
+}
+
 /* -m over HTTP/1.1 is the static request's pipeline: a request() batch
  * pipelines by what it holds. */
 static void check_pipelining(const struct worker *w)
 {
-    if (!w->cfg->spec.http2 && w->cfg->spec.streams > 1)
-        die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
-            "pipelines by returning several requests at once");
+    for (size_t i = 0; i < w->conn.nprotocols; i++)
+        if (pipelines(w, w->conn.protocols[i]))
+            die("-m/--streams pipelines the static request over HTTP/1.1; a script's request() "
+                "pipelines by returning several requests at once");
 }
 
 /* request() if the script defines it, else the static request; NULL when
  * request() returned nil: as in wrk that connection sends no more (main
  * says how many did, after the run), and when none of the worker's does,
  * it is done, as after thread:stop(). */
-static const struct request *hook_request(void *arg, struct request *own)
+static const struct request *hook_request(void *arg, struct request *own, size_t protocol)
 {
     struct worker *w = arg;
     const struct request *r = NULL;
     own->depth = w->pipeline;
     switch (script_request(w->script, own)) {
     case SCRIPT_NONE:
-        r = &w->request;
+        r = &w->requests[protocol];
         break;
     case SCRIPT_DONE:
         check_pipelining(w); /* request() may be defined during the run */
@@ -205,7 +292,7 @@ static const struct request *hook_request(void *arg, struct request *own)
         break;
     case SCRIPT_NIL:
         if (++w->retired == w->nconns)
-            worker_finish(w);
+            finish(w);
         break;
     case SCRIPT_FAILED:
         break;
@@ -227,15 +314,16 @@ static void hook_response(void *arg, const struct proto_response *r)
 static void settled(void *arg)
 {
     struct worker *w = arg;
-    if (w->on_settled)
-        w->on_settled(w->on_settled_arg);
+    if (w->events.settled)
+        w->events.settled(w->events.arg);
 }
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
-                          const struct net_addr *addr)
+                          const struct net_addr *addr, const struct worker_events *events)
 {
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
+    w->events = *events;
     w->cfg = cfg;
     w->addr = *addr;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
@@ -252,24 +340,28 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->conn = (struct conn_config){
         .loop = w->loop,
         .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
-        .proto = cfg->spec.http2 ? &proto_h2 : &proto_h1,
         .addr = &w->addr,
         .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
         .rbuf = w->buf,
         .rbuf_len = WORKER_BUF,
-        .session =
-            {
-                .streams = (size_t)cfg->spec.streams,
-                .depth = 1,
-                .no_keepalive = cfg->spec.no_keepalive,
-                .tls = cfg->spec.tls,
-                .head_cache = &w->head_cache,
-                .stats = &w->stats,
-                .wants = &w->live.wants,
-            },
         .hooks = {.request = static_request, .settled = settled, .arg = w},
     };
+    /* The protocols a connection may speak, each with what its sessions
+     * see of the run. */
+    for (size_t i = 0; i < cfg->spec.nprotocols; i++) {
+        w->conn.protocols[i] = cfg->spec.protocols[i];
+        w->conn.sessions[i] = (struct proto_conf){
+            .streams = (size_t)cfg->spec.streams,
+            .depth = 1,
+            .no_keepalive = cfg->spec.no_keepalive,
+            .tls = cfg->spec.tls,
+            .head_cache = &w->head_cache,
+            .stats = &w->stats,
+            .wants = &w->live.wants,
+        };
+    }
+    w->conn.nprotocols = cfg->spec.nprotocols;
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
@@ -295,23 +387,47 @@ void worker_set_request(struct worker *w, struct request *request)
 {
     const struct config *cfg = w->cfg;
     char err[256];
-    request_free(&w->request);
-    w->request = *request;
-    memset(request, 0, sizeof *request);
-    if (cfg->spec.http2) {
+    for (size_t i = 0; i < w->conn.nprotocols; i++) {
+        const struct proto_ops *p = w->conn.protocols[i];
+        struct request *r = &w->requests[i];
+        request_free(r);
+        *r = request_copy(request);
         /* Checked once here, so that the run never starts with a request
          * it cannot send. */
-        struct h2req check = {0};
-        bool ok = h2req_build(&check, &w->request, cfg->spec.tls, err, sizeof err);
-        h2req_free(&check);
-        if (!ok)
-            die("the request cannot be sent over HTTP/2: %s", err);
-    } else if (cfg->spec.streams > 1) {
+        if (p->check && !p->check(r, cfg->spec.tls, err, sizeof err))
+            die("the request cannot be sent over %s: %s", p->name, err);
         /* -m over HTTP/1.1: the request pipelined that deep. */
-        request_repeat(&w->request, (size_t)cfg->spec.streams);
+        if (pipelines(w, p))
+            request_repeat(r, (size_t)cfg->spec.streams);
+        if (w->conn.hooks.request == static_request)
+            w->conn.sessions[i].depth = r->depth;
     }
-    if (w->conn.hooks.request == static_request)
-        w->conn.session.depth = w->request.depth;
+    request_free(request);
+}
+
+size_t worker_depth(const struct worker *w)
+{
+    size_t depth = 1;
+    for (size_t i = 0; i < w->conn.nprotocols; i++)
+        if (w->conn.sessions[i].depth > depth)
+            depth = w->conn.sessions[i].depth;
+    return depth;
+}
+
+static void set_hooks(struct worker *w, size_t pipeline);
+
+void worker_script(struct worker *w, struct script *main_script, size_t *pipeline)
+{
+    struct request r = {0};
+    w->view = (struct script_thread){
+        .addr = &w->addr, .stop = finish, .fail = fail, .running = &w->running, .arg = w};
+    w->script = script_thread_new(w->cfg, &w->view);
+    script_setup(main_script, &w->view);
+    script_init(w->script, &r);
+    if (w->index == 0)
+        *pipeline = script_has_request(w->script) ? script_verify(w->script) : r.depth;
+    worker_set_request(w, &r);
+    set_hooks(w, *pipeline);
 }
 
 void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
@@ -320,10 +436,18 @@ void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
     spec_profile(&w->cfg->spec, &p->profile);
-    p->depth = w->conn.session.depth;
+    p->depth = w->conn.sessions[0].depth;
+    /* Batch k of connection g goes when request (g + k C) depth is due:
+     * one depth for every connection. */
+    for (size_t i = 1; i < w->conn.nprotocols; i++)
+        if (w->conn.sessions[i].depth != p->depth)
+            die("-R with -m: -m pipelines the static request over HTTP/1.1 but opens streams "
+                "over HTTP/2, so %s offers batches of two sizes: leave out -m, or offer one "
+                "protocol",
+                w->cfg->protocol_option);
     p->total = w->cfg->spec.connections;
     p->first = w->first_conn;
-    schedule_init(&p->schedule, w->loop, w->nconns, conn_kick);
+    schedule_init(&p->schedule, w->loop, w->nconns, conn_turn);
     w->conn.pace = p;
 }
 
@@ -335,7 +459,11 @@ void worker_go(struct worker *w, uint64_t start)
     ev_async_send(w->loop, &w->start_watcher);
 }
 
-void worker_set_hooks(struct worker *w, size_t pipeline)
+/* After init() in the worker's Lua state: how many responses each
+ * request() batch calls for, and the hooks its connections call. The
+ * script's globals are looked up on every call, so a hook it defines,
+ * replaces or removes during the run counts from then on. */
+static void set_hooks(struct worker *w, size_t pipeline)
 {
     struct conn_config *conn = &w->conn;
     w->pipeline = pipeline;
@@ -351,8 +479,8 @@ void worker_set_hooks(struct worker *w, size_t pipeline)
      * define request() or response() later; the depth stays the static
      * request's until a request() is defined. */
     conn->hooks.request = hook_request;
-    if (request)
-        conn->session.depth = pipeline;
+    for (size_t i = 0; request && i < conn->nprotocols; i++)
+        conn->sessions[i].depth = pipeline;
     conn->hooks.delay = hook_delay;
     w->live.delay = delay;
     conn->hooks.response = hook_response;
@@ -402,8 +530,8 @@ static void *run(void *arg)
         cut(w); /* the last interval ends with the run */
     if (w->intervals)
         intervals_end(w->intervals, w->index);
-    if ((w->finished || w->failure) && w->on_finish)
-        w->on_finish(w, w->on_finish_arg);
+    if ((w->finished || w->failure) && w->events.finished)
+        w->events.finished(w->events.arg, w->failure != NULL);
     return NULL;
 }
 
@@ -423,18 +551,20 @@ void worker_stop(struct worker *w) { ev_async_send(w->loop, &w->stop_watcher); }
 
 void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
-void worker_finish(struct worker *w)
+void worker_result(const struct worker *w, struct worker_result *out)
 {
-    w->finished = w->live.stopping = true;
-    ev_break(w->loop, EVBREAK_ALL);
+    *out = (struct worker_result){&w->total, &w->warmup, w->load, w->retired, w->failure};
 }
 
-void worker_fail(struct worker *w, const char *message)
+void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors)
 {
-    if (!w->failure)
-        w->failure = xstrdup(message);
-    w->live.stopping = true;
-    ev_break(w->loop, EVBREAK_ALL);
+    *requests = atomic_load_explicit(&w->live_requests, memory_order_relaxed);
+    *errors = atomic_load_explicit(&w->live_errors, memory_order_relaxed);
+}
+
+uint64_t worker_open(struct worker *w)
+{
+    return atomic_load_explicit(&w->live_open, memory_order_relaxed);
 }
 
 void worker_free(struct worker *w)
@@ -443,7 +573,8 @@ void worker_free(struct worker *w)
         conn_free(&w->conns[i]);
     free(w->conns);
     free(w->buf);
-    request_free(&w->request);
+    for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
+        request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
     profile_free(&w->pace.profile);
     script_free(w->script);

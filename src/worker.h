@@ -6,86 +6,53 @@
 #ifndef VOLLEY_WORKER_H
 #define VOLLEY_WORKER_H
 
-#include <ev.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "budget.h"
-#include "conn.h"
 #include "cpu.h"
-#include "http.h"
-#include "net.h"
-#include "request.h"
 #include "stats.h"
 
+struct budget;
 struct config;
 struct intervals;
+struct net_addr;
+struct request;
 struct script;
 
-struct worker {
-    size_t index;
-    const struct config *cfg;
-    struct net_addr addr; /* every connection of this worker goes here */
-    struct ev_loop *loop;
-    pthread_t thread;
-    struct conn_config conn; /* what its connections see of it */
-    struct conn_live live;   /* and what changes while the run is on */
-    struct conn *conns;
-    size_t nconns;
-    char *buf;                         /* one receive buffer shared by all connections */
-    struct http_head_cache head_cache; /* the last response head its parsers saw */
-    struct request request;            /* the static request batch */
-    struct script *script;             /* the thread's Lua state, or NULL */
-    size_t pipeline;                   /* responses per request() batch, from verification */
-    struct pace pace;                  /* -R */
-    /* What the connections record into: the current interval. At each
-     * interval boundary it is handed to main (intervals), added to total
-     * and emptied; at the end of the run total holds everything. */
-    struct stats stats;
-    struct stats total;
-    /* --warmup: what was recorded before run_start, left out of total and
-     * of the intervals; warming until then. */
-    struct stats warmup;
-    bool warming;
-    struct intervals *intervals;
-    ev_timer interval_timer;
-    /* clock_us of the start of what is measured (after any warm-up), and
-     * of the next interval boundary */
-    uint64_t run_start, next_cut;
-    uint64_t first_conn; /* global index of its first connection, over every shard */
-    ev_async stop_watcher;
-    ev_async start_watcher; /* the run starts at start_at */
-    _Atomic uint64_t start_at;
-    ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
-    uint64_t sample_at, sample_requests;
-    /* Copies of the request count and of the error count (socket errors and
-     * status >= 400), published at every sample tick for main's progress
-     * line: the hot path keeps plain counters, and a display needs no
-     * ordering, so relaxed stores and loads suffice. */
-    _Atomic uint64_t live_requests, live_errors;
-    /* Its connections open now, published likewise for the live metrics. */
-    _Atomic uint64_t live_open;
-    struct cpu_busy load; /* how busy the thread was while it ran */
-    bool running;         /* its thread has started (set and read on that thread) */
-    bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
-    char *failure;        /* a fatal error on its thread (a script error), or NULL */
-    size_t retired;       /* connections that stopped sending: request() returned nil */
-    /* Called on the worker thread when it ends on its own or fails. */
-    void (*on_finish)(struct worker *w, void *arg);
-    void *on_finish_arg;
-    /* Called on the worker thread once each of its connections has been
-     * opened or has failed to open for the first time. */
-    void (*on_settled)(void *arg);
-    void *on_settled_arg;
+/* A worker, opaque: main sees it through the functions below. */
+struct worker;
+
+/* What a worker tells main, on the worker's thread. */
+struct worker_events {
+    /* It ended on its own (thread:stop(), or no connection sends any
+     * more), or failed (a script error: worker_result says what). */
+    void (*finished)(void *arg, bool failed);
+    /* Each of its connections has been opened, or has failed to open, for
+     * the first time (with -R the run starts after that). */
+    void (*settled)(void *arg);
+    void *arg;
+};
+
+/* What a worker measured and how it went, once joined. */
+struct worker_result {
+    const struct stats *total;  /* the run, after any warm-up */
+    const struct stats *warmup; /* --warmup's (empty without) */
+    struct cpu_busy load;       /* how busy its thread was while it ran */
+    size_t retired;             /* connections that stopped: request() returned nil */
+    const char *failure;        /* a fatal error on its thread (a script error), or NULL */
 };
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
-                          const struct net_addr *addr);
+                          const struct net_addr *addr, const struct worker_events *events);
 /* Takes ownership of request: the worker's static batch. */
 void worker_set_request(struct worker *w, struct request *request);
+/* With a script: the worker's own Lua state, in wrk's order: the script's
+ * top level runs in it, setup(thread) runs in the main state, then
+ * init(args) in the new one; the first worker's request() is verified,
+ * which fixes *pipeline, the depth of every request() batch; then the
+ * static request and the hooks. */
+void worker_script(struct worker *w, struct script *main_script, size_t *pipeline);
 /* -n: the run's budget, before worker_start. */
 void worker_set_budget(struct worker *w, struct budget *budget);
 /* Start the thread: it connects and, in the closed model, runs until stopped. */
@@ -101,23 +68,19 @@ void worker_stop(struct worker *w);
 void worker_join(struct worker *w);
 void worker_free(struct worker *w);
 
-/* After init() in the worker's Lua state: how many responses each
- * request() batch calls for, and the hooks its connections call. The
- * script's globals are looked up on every call, so a hook it defines,
- * replaces or removes during the run counts from then on. */
-void worker_set_hooks(struct worker *w, size_t pipeline);
+/* After worker_join. */
+void worker_result(const struct worker *w, struct worker_result *out);
+/* From another thread, at any time: the responses and the errors (socket
+ * errors and status >= 400) it counted so far, as of its last sample tick
+ * (every 100 ms), for the progress line. */
+void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors);
+/* From another thread, at any time: its connections open now, as of its
+ * last sample tick (0 once the run is over), for the live metrics. */
+uint64_t worker_open(struct worker *w);
 
-/* thread:stop(): end this worker's run early, whether it is running (from
- * its own thread) or not started yet (from setup()). Requests it had in
- * flight go back to -n's budget. */
-void worker_finish(struct worker *w);
-/* On the worker's thread: a fatal error (message) ends its run. It does not
- * exit: main stops and joins the other workers, then reports the error, so
- * that no thread is inside OpenSSL when the process exits. */
-void worker_fail(struct worker *w, const char *message);
-
-/* Requests per batch: what request() returns, or the static request. */
-static inline size_t worker_depth(const struct worker *w) { return w->conn.session.depth; }
+/* Requests per batch: what request() returns, or the static request (the
+ * most of any protocol's: HTTP/1.1 pipelines it -m deep). */
+size_t worker_depth(const struct worker *w);
 
 /* Connections per worker: c / t each, the first c % t workers one more. */
 size_t worker_share(uint64_t connections, uint64_t threads, size_t index);

@@ -612,22 +612,26 @@ class GoH2c(StatsServer):
 
     name = "volley-h2c"
 
-    def __init__(self, binary, tmp_path, max_streams=None):
+    def __init__(self, binary, tmp_path, max_streams=None, tls=None):
         stats_file = os.path.join(tmp_path, f"h2c-{id(self)}.stats.json")
         cmd = [binary, "--stats", stats_file, "--max-time", "300"]
         if max_streams is not None:
             cmd += ["--max-streams", str(max_streams)]
+        cmd += tls or []
         super().__init__(cmd, stats_file)
+        if tls:
+            self.url = self.url.replace("http://", "https://", 1)
 
 
 @pytest.fixture
 def go_h2c(go_h2c_binary, tmp_path):
-    """Factory: go_h2c(max_streams=None) starts the Go h2c server; .stats()
+    """Factory: go_h2c(max_streams=None) starts the Go h2c server, or with
+    tls=[options] (--cert F --key F [--alternate]) its TLS server; .stats()
     stops it and returns what it saw (see tests/server/h2c/main.go)."""
     servers = []
 
-    def start(max_streams=None):
-        s = GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams)
+    def start(max_streams=None, tls=None):
+        s = GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams, tls=tls)
         servers.append(s)
         return s
 

@@ -16,7 +16,7 @@ FUZZ_FLAGS   ?= -g -O1 -fno-omit-frame-pointer
 FUZZ_SANITIZE = -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 # What the targets exercise: the parsers and what they need; of the system
 # libraries only libnghttp2 (its header checks, for the HTTP/2 conversion).
-FUZZ_SRCS     = src/http.c src/url.c src/units.c src/request.c src/h2req.c src/buf.c src/xalloc.c \
+FUZZ_SRCS     = src/http.c src/http_request.c src/url.c src/units.c src/request.c src/h2req.c src/buf.c src/xalloc.c \
                 src/jdoc.c src/hist.c src/threshold.c src/stats.c src/json.c
 FUZZ_BINS     = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 REPLAY_BINS   = $(FUZZ_TARGETS:%=build/tests/fuzz_%-replay)

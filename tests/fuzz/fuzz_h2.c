@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "h2.h"
 #include "http.h"
 #include "proto.h"
 #include "request.h"

@@ -12,6 +12,7 @@
 
 #include "fuzz.h"
 #include "h2req.h"
+#include "http_request.h"
 #include "request.h"
 
 static bool name_is(const nghttp2_nv *nv, const char *name)

@@ -10,6 +10,7 @@
 
 #include "fuzz.h"
 #include "http.h"
+#include "http_request.h"
 #include "request.h"
 
 static void check_refusal(const uint8_t *data, size_t size, const char *err)

@@ -91,6 +91,69 @@ def test_tls_server_without_alpn_stops_the_run(nginx, certs, testd):
                          f"(it chose no protocol in ALPN)\n", run
 
 
+def test_alpn_each_connection_speaks_what_its_server_chose(go_h2c, certs, tmp_path):
+    """--alpn h2,http/1.1 against a TLS server that offers each new
+    connection only h2, then only http/1.1, in turn: every other connection
+    speaks HTTP/2, the others HTTP/1.1, each with its own session; the mix
+    is in --json and on a line after the report, and the server counted the
+    same."""
+    srv = go_h2c(tls=["--cert", certs["server.pem"], "--key", certs["server.key"],
+                      "--alternate"])
+    run, doc = run_json(tmp_path, "--alpn", "h2,http/1.1", "-t1", "-c4", "-n", "400", srv.url)
+    seen = srv.stats()
+    assert run.report["requests"] == 400 == seen["requests"], run
+    assert run.stdout.startswith(f"Running 400 requests test @ {srv.url} over HTTP/2 or "
+                                 "HTTP/1.1\n"), run
+    assert doc["connects"] == 4 and socket_errors(doc) == 0
+    assert doc["protocols"] == {"HTTP/1.1": 2, "HTTP/2": 2}
+    assert seen["connection_protocols"] == {"HTTP/1.1": 2, "HTTP/2.0": 2}
+    assert sum(seen["protocols"].values()) == 400 and len(seen["protocols"]) == 2
+    assert doc["options"]["protocol"] is None
+    assert doc["options"]["alpn"] == ["h2", "http/1.1"]
+    assert doc["http2"] is not None and doc["status_codes"] == {"200": 400}
+    assert "Protocols: 2 connections over HTTP/1.1, 2 over HTTP/2\n" in run.stderr, run
+
+
+def test_alpn_falls_back_to_http11_when_the_server_chooses_it(nginx, certs, tmp_path):
+    srv = nginx(tls=True, server=f'ssl_certificate {certs["server.pem"]}; '
+                f'ssl_certificate_key {certs["server.key"]}; location / {{ return 200; }}')
+    run, doc = run_json(tmp_path, "--alpn", "h2,http/1.1", "-t1", "-c2", "-n", "50", srv.url)
+    assert run.report["requests"] == 50 == len(srv.log()), run
+    assert doc["protocols"] == {"HTTP/1.1": 2} and "Protocols:" not in run.stderr
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--alpn", "h3"], "invalid --alpn 'h3': a list of protocols volley speaks, each once: h2, "
+                       "http/1.1"),
+    (["--alpn", "h2,h2"], "invalid --alpn 'h2,h2': a list of protocols volley speaks, each "
+                          "once: h2, http/1.1"),
+    (["--alpn", ""], "invalid --alpn '': a list of protocols volley speaks, each once: h2, "
+                     "http/1.1"),
+    (["--http2", "--alpn", "h2"], "--http2 is --alpn h2: give one of them"),
+    (["--alpn", "h2,http/1.1", "http://127.0.0.1:1/"],
+     "--alpn h2,http/1.1: several protocols need an https URL, where TLS chooses one; over "
+     "http, --alpn h2 speaks HTTP/2 with prior knowledge"),
+])
+def test_alpn_errors_are_one_line(args, why):
+    run = volley(*args, *([] if args[-1].startswith("http") else ["https://127.0.0.1:1/"]))
+    assert run.returncode == 1 and run.stderr.startswith(f"volley: {why}\n"), run
+
+
+def test_alpn_h2_is_http2(nginx, certs, go_h2c):
+    """--alpn h2 stops as --http2 does against a server that speaks no
+    HTTP/2, and over cleartext speaks h2c with prior knowledge."""
+    srv = nginx(tls=True, server=f'ssl_certificate {certs["server.pem"]}; '
+                f'ssl_certificate_key {certs["server.key"]}; location / {{ return 200; }}')
+    run = volley("--alpn", "h2", "-d1s", srv.url)
+    host = srv.url.split("//")[1]
+    assert run.returncode == 1 and run.stderr == f"volley: --alpn h2: {host} does not speak " \
+                                                 f"HTTP/2 (it refused ALPN h2)\n", run
+    h2c = go_h2c()
+    run = ok(volley("--alpn", "h2", "-t1", "-c1", "-n", "10", h2c.url))
+    assert run.stdout.startswith(f"Running 10 requests test @ {h2c.url} over HTTP/2\n")
+    assert h2c.stats()["protocols"] == {"HTTP/2.0": 10}
+
+
 def test_without_http2_alpn_stays_http11(nginx_h2, tmp_path):
     srv = nginx_h2(tls=True)
     run = volley("-t1", "-c2", "-n", "100", srv.url)

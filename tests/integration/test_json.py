@@ -29,7 +29,8 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
         "url": srv.url, "threads": 2, "connections": 8, "duration_us": 1000000,
         "timeout_us": 2000000, "rate": None, "requests": None, "stages": None,
         "stages_from": None, "ramp_up_us": None, "warmup_us": None, "pipeline": 1,
-        "protocol": "HTTP/1.1", "streams": 1, "keepalive": True, "unix_socket": None,
+        "protocol": "HTTP/1.1", "alpn": None, "streams": 1, "keepalive": True,
+        "unix_socket": None,
         "script": None, "script_args": [],
         "headers": [["X-Test", "1"]]}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["start_time"])

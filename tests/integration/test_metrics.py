@@ -430,6 +430,7 @@ def test_exposition_is_strict_text_format(nginx_h2, tmp_path):
         "volley_http2_goaway_received": "counter", "volley_http2_refused": "counter",
         "volley_requests_sent": "counter", "volley_errors_by_class": "counter",
         "volley_responses": "counter", "volley_errors": "counter",
+        "volley_protocol_connections": "counter",
         "volley_http2_rst_stream_received": "counter",
         "volley_connect_duration_seconds": "histogram",
         "volley_request_duration_seconds": "histogram",

@@ -677,7 +677,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         if path in counters:
             counter(path)
         elif path in ("success.ok", "success.attempts", "cpu.cpus", "options.threads") or \
-                head in ("error_causes", "status_codes"):
+                head in ("error_causes", "status_codes", "protocols"):
             assert flat[path] == total(path), path
         elif head in dists:
             once(head, lambda: check_distribution(head, m[head], docs))

@@ -12,6 +12,8 @@
 #include "budget.h"
 #include "clock.h"
 #include "conn.h"
+#include "h1.h"
+#include "h2.h"
 #include "hist.h"
 #include "http.h"
 #include "net.h"
@@ -111,9 +113,9 @@ struct rig {
     struct conn conn;
 };
 
-static const struct request *rig_request(void *arg, struct request *own)
+static const struct request *rig_request(void *arg, struct request *own, size_t protocol)
 {
-    (void)own;
+    (void)own, (void)protocol;
     struct rig *r = arg;
     return &r->request;
 }
@@ -154,7 +156,7 @@ static void rig_requests(struct rig *r, const char *text, size_t n)
     request_free(&r->request);
     if (!request_set(&r->request, data, len * n, err, sizeof err))
         UNIT_FAIL("request_set: %s", err);
-    r->cfg.session.depth = n;
+    r->cfg.sessions[0].depth = n;
 }
 
 static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
@@ -180,17 +182,18 @@ static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
     r->cfg = (struct conn_config){
         .loop = ev_loop_new(EVFLAG_AUTO),
         .transport = &scripted,
-        .proto = proto,
+        .protocols = {proto},
+        .nprotocols = 1,
         .addr = &r->addr,
         .timeout_us = 2000000,
         .stats = &r->stats,
         .rbuf = r->rbuf,
         .rbuf_len = sizeof r->rbuf,
-        .session = {.streams = streams,
-                    .depth = 1,
-                    .head_cache = &r->cache,
-                    .stats = &r->stats,
-                    .wants = &r->live.wants},
+        .sessions = {{.streams = streams,
+                      .depth = 1,
+                      .head_cache = &r->cache,
+                      .stats = &r->stats,
+                      .wants = &r->live.wants}},
         .hooks = {.request = rig_request, .response = rig_response, .arg = r},
     };
     rig_requests(r, "GET / HTTP/1.1\r\nHost: t\r\n\r\n", 1);
@@ -202,10 +205,7 @@ static struct rig *rig_new(void) { return rig_new_proto(&proto_h1, 1); }
 
 static void rig_budget(struct rig *r, uint64_t n)
 {
-    atomic_init(&r->budget.unsent, n);
-    atomic_init(&r->budget.unresolved, n);
-    r->budget.spent = on_spent;
-    r->budget.arg = r;
+    budget_init(&r->budget, n, on_spent, r);
     r->cfg.budget = &r->budget;
 }
 

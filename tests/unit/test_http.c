@@ -6,6 +6,7 @@
 #include "unit.h"
 
 #include "http.h"
+#include "http_request.h"
 #include "xalloc.h"
 
 #define MAX_RESP 6

@@ -1,11 +1,14 @@
 // volley-h2c: a cleartext HTTP/2 (h2c, prior knowledge) server made of Go's
 // standard library alone, for volley's tests: a second, independent HTTP/2
 // implementation beside nginx and nghttpd. It answers every request with 200
-// and "Hello world\n" and records what it saw.
+// and "Hello world\n" and records what it saw. With --cert it serves TLS
+// instead, HTTP/2 and HTTP/1.1 as ALPN chooses; with --alternate too, it
+// offers each new connection in turn only h2, then only http/1.1, so that a
+// client offering both speaks each on every other connection.
 //
 // Usage: volley-h2c [--listen 127.0.0.1:0] [--stats FILE] [--max-streams N]
 //
-//	[--max-time SECONDS]
+//	[--max-time SECONDS] [--cert FILE --key FILE [--alternate]]
 //
 // Once listening it prints "port N" on stdout. SIGTERM or SIGINT (and
 // --max-time, default 300) write the stats and exit 0. The stats JSON:
@@ -17,12 +20,15 @@
 //	body_bytes_in        request body bytes read
 //	streams_per_connection  requests of each connection, in accept order
 //	max_concurrent       most requests in progress at once on one connection
+//	connection_protocols {"HTTP/2.0": n}: connections that made a request, by
+//	                     the protocol of their requests
 //
 // SPDX-License-Identifier: MIT
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -32,6 +38,7 @@ import (
 	"os"
 	"os/signal"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -41,6 +48,7 @@ type connKey struct{}
 // conn is what the server knows of one connection.
 type conn struct {
 	requests, active, maxActive int
+	proto                       string // of its first request
 }
 
 type stats struct {
@@ -66,6 +74,9 @@ func (s *stats) begin(c *conn, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.active++
+	if c.proto == "" {
+		c.proto = r.Proto
+	}
 	if c.active > c.maxActive {
 		c.maxActive = c.active
 	}
@@ -87,9 +98,13 @@ func (s *stats) write(path string) error {
 	s.mu.Lock()
 	perConn := make([]int, len(s.conns))
 	maxConcurrent := 0
+	byProto := map[string]int{}
 	for i, c := range s.conns {
 		perConn[i] = c.requests
 		maxConcurrent = max(maxConcurrent, c.maxActive)
+		if c.proto != "" {
+			byProto[c.proto]++
+		}
 	}
 	doc, err := json.Marshal(map[string]any{
 		"connections":            len(s.conns),
@@ -100,6 +115,7 @@ func (s *stats) write(path string) error {
 		"body_bytes_in":          s.bodyBytesIn,
 		"streams_per_connection": perConn,
 		"max_concurrent":         maxConcurrent,
+		"connection_protocols":   byProto,
 	})
 	s.mu.Unlock()
 	if err != nil {
@@ -121,6 +137,9 @@ func main() {
 	statsPath := flag.String("stats", "", "write the stats JSON here at exit")
 	maxStreams := flag.Int("max-streams", 0, "SETTINGS_MAX_CONCURRENT_STREAMS (0: Go's default)")
 	maxTime := flag.Float64("max-time", 300, "exit after this many seconds")
+	certFile := flag.String("cert", "", "serve TLS with this certificate (PEM)")
+	keyFile := flag.String("key", "", "the certificate's private key (PEM)")
+	alternate := flag.Bool("alternate", false, "with --cert: offer connections h2, then http/1.1, in turn")
 	flag.Parse()
 
 	st := &stats{protocols: map[string]int{}, methods: map[string]int{}, paths: map[string]int{}}
@@ -132,9 +151,15 @@ func main() {
 		io.WriteString(w, "Hello world\n")
 		st.end(c, n)
 	})
-	// Cleartext HTTP/2 with prior knowledge only: HTTP/1.1 is refused.
+	// Cleartext HTTP/2 with prior knowledge only: HTTP/1.1 is refused. Over
+	// TLS, whichever ALPN chose.
 	var protocols http.Protocols
-	protocols.SetUnencryptedHTTP2(true)
+	if *certFile == "" {
+		protocols.SetUnencryptedHTTP2(true)
+	} else {
+		protocols.SetHTTP1(true)
+		protocols.SetHTTP2(true)
+	}
 	srv := &http.Server{
 		Handler:   handler,
 		Protocols: &protocols,
@@ -142,6 +167,27 @@ func main() {
 		ConnContext: func(ctx context.Context, _ net.Conn) context.Context {
 			return context.WithValue(ctx, connKey{}, st.newConn())
 		},
+	}
+	if *certFile != "" {
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			fail("%s: %v", *certFile, err)
+		}
+		srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert},
+			NextProtos: []string{"h2", "http/1.1"}}
+		var handshakes atomic.Int64
+		if *alternate {
+			base := srv.TLSConfig.Clone()
+			srv.TLSConfig.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				c := base.Clone()
+				if handshakes.Add(1)%2 == 1 {
+					c.NextProtos = []string{"h2"}
+				} else {
+					c.NextProtos = []string{"http/1.1"}
+				}
+				return c, nil
+			}
+		}
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -164,7 +210,12 @@ func main() {
 		}
 		os.Exit(0)
 	}()
-	if err := srv.Serve(ln); err != nil {
+	if *certFile != "" {
+		err = srv.ServeTLS(ln, "", "")
+	} else {
+		err = srv.Serve(ln)
+	}
+	if err != nil {
 		fail("serve: %v", err)
 	}
 }

@@ -1,0 +1,10 @@
+/* HTTP/2: the session of src/h2.c, over libnghttp2.
+ * SPDX-License-Identifier: MIT */
+#ifndef VOLLEY_H2_H
+#define VOLLEY_H2_H
+
+#include "proto.h"
+
+extern const struct proto_ops proto_h2;
+
+#endif
