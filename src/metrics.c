@@ -589,6 +589,10 @@ void metrics_json(struct json *j, const struct metrics *m)
     }
     json_object_begin(j, "telemetry");
     json_string(j, "metrics_listen", m->listen);
+    if (m->scrape)
+        json_uint(j, "scrapes", scrape_count(m->scrape));
+    else
+        json_null(j, "scrapes");
     json_object_begin(j, "labels");
     for (size_t i = 0; i < m->spec->nlabels; i++)
         json_string(j, m->spec->labels[i].name, m->spec->labels[i].value);

@@ -135,6 +135,9 @@ def test_prometheus_scrapes_what_the_json_says(testd, prometheus, tmp_path):
     doc = json.loads(path.read_text())
     last = lambda q: prom.value(re.sub(r"(volley_\w+)(\{[^}]*\})?", r"last_over_time(\1\2[10m])", q))  # noqa: E731,E501
     check_totals(last, doc, '{job="volley"}')
+    # every sample Prometheus has came from a scrape volley answered
+    scraped = prom.value('count_over_time(volley_duration_seconds{job="volley"}[10m])')
+    assert doc["telemetry"]["scrapes"] >= scraped
     # the -R figures, the run's length and the CPU times, as --json has them
     assert last('volley_target_rate{job="volley"}') == 1500
     assert last('volley_duration_seconds{job="volley"}') == doc["duration_us"] / 1e6
