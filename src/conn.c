@@ -23,11 +23,16 @@
 #include "net.h"
 #include "protocols.h"
 
-/* After a failure (a connect that failed, or a connection that ended in an
- * error before its first response) the slot waits 1 ms, doubling up to 1 s,
- * so a dead or hostile target costs no CPU and the counts stay meaningful. */
+/* After a failure (a connect that failed, a connection that ended in an
+ * error before its first response, requests the server refused unprocessed)
+ * the slot waits 1 ms, doubling up to 1 s until a response comes, so a dead
+ * or hostile target costs no CPU and the counts stay meaningful. */
 #define BACKOFF_MIN_US 1000
 #define BACKOFF_MAX_US 1000000
+/* A request the server refused unprocessed is sent again at most this many
+ * times in a row, for each request a connection may have in flight: past
+ * that, with no response between, a refusal is an error. */
+#define RESENDS 3
 /* delay() may ask for any number of milliseconds; this is far past any run. */
 #define DELAY_MAX_MS 1e12
 /* What one connection may read in one event before the loop serves the
@@ -44,6 +49,8 @@ static void open_socket(struct conn *c);
 
 static bool on_response(void *arg, const struct proto_response *r);
 static void on_failed(void *arg, enum cause cause);
+static void on_unsent(void *arg, enum cause cause);
+static void on_refused(void *arg);
 static void on_returned(void *arg, size_t n);
 
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index)
@@ -51,7 +58,7 @@ void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *
     memset(c, 0, sizeof *c);
     c->cfg = cfg;
     c->live = live;
-    c->sink = (struct proto_sink){on_response, on_failed, on_returned, c};
+    c->sink = (struct proto_sink){on_response, on_failed, on_unsent, on_refused, on_returned, c};
     c->index = index;
     c->sock.fd = -1;
     c->state = CONN_CLOSED;
@@ -145,6 +152,8 @@ static bool on_response(void *arg, const struct proto_response *r)
         hist_record(s->u_ttfb, r->first_at > r->sent_at ? r->first_at - r->sent_at : 0);
     }
     c->backoff_us = 0;
+    c->retry_at = 0;
+    c->refusals = 0;
     if (cfg->budget)
         budget_resolve(cfg->budget, 1);
     if (cfg->hooks.response) {
@@ -164,20 +173,81 @@ static void on_returned(void *arg, size_t n)
         budget_return(c->cfg->budget, n);
 }
 
+/* An error, counted in its class once per request it ended, so that the
+ * responses and the errors of a -n run add up to N and each is one attempt;
+ * and under its cause at least once, so that an error that ended no request
+ * (a connection that failed with nothing in flight) is still seen. */
 static void count(struct conn *c, uint64_t *class, enum cause cause, uint64_t n)
 {
     *class += n;
-    c->cfg->stats->causes[cause] += n;
+    c->cfg->stats->causes[cause] += n ? n : 1;
+}
+
+/* The next pause after a failure: 1 ms, doubling up to 1 s, until a
+ * response comes. */
+static uint64_t back_off(struct conn *c)
+{
+    c->backoff_us = c->backoff_us ? c->backoff_us * 2 : BACKOFF_MIN_US;
+    if (c->backoff_us > BACKOFF_MAX_US)
+        c->backoff_us = BACKOFF_MAX_US;
+    return c->backoff_us;
+}
+
+/* A session ended requests of an open connection without an answer: the
+ * next batch goes on the loop's next turn (the session may have ended them
+ * while writing, with nothing coming to read), or, with backoff, once the
+ * back-off is over. Requests ended together back off once. */
+static void pump_later(struct conn *c, bool backoff)
+{
+    uint64_t now = clock_us();
+    if (backoff && c->retry_at <= now)
+        c->retry_at = now + back_off(c);
+    timer_start(c, 0);
+}
+
+static void request_failed(struct conn *c, uint64_t *class, enum cause cause)
+{
+    const struct conn_config *cfg = c->cfg;
+    count(c, class, cause, 1);
+    if (cfg->budget)
+        budget_resolve(cfg->budget, 1);
 }
 
 /* The session's sink: one request failed while the connection goes on. */
 static void on_failed(void *arg, enum cause cause)
 {
     struct conn *c = arg;
+    request_failed(c, &c->cfg->stats->errors.read, cause);
+}
+
+/* The session's sink: one request could not be sent. Under -n the error is
+ * the request's outcome, and the next request need not wait; otherwise
+ * requests that cannot be sent back off, so that they cost no CPU. */
+static void on_unsent(void *arg, enum cause cause)
+{
+    struct conn *c = arg;
+    request_failed(c, &c->cfg->stats->errors.write, cause);
+    pump_later(c, !c->cfg->budget);
+}
+
+/* The session's sink: the server refused one request unprocessed. A server
+ * that is draining or briefly overloaded refuses a few requests, which go
+ * again after the back-off; one that refuses everything (or sends GOAWAY on
+ * every connection) would be sent the same requests forever: past RESENDS
+ * per stream with no response between, a refusal is an error. */
+static void on_refused(void *arg)
+{
+    struct conn *c = arg;
     const struct conn_config *cfg = c->cfg;
-    count(c, &cfg->stats->errors.read, cause, 1);
-    if (cfg->budget)
-        budget_resolve(cfg->budget, 1);
+    const struct proto_conf *conf = &cfg->sessions[c->protocol];
+    size_t most = conf->streams > conf->depth ? conf->streams : conf->depth;
+    if (c->refusals++ < RESENDS * most) {
+        on_returned(c, 1);
+        pump_later(c, true);
+    } else {
+        request_failed(c, &cfg->stats->errors.read, CAUSE_REFUSED_STREAM);
+        pump_later(c, !cfg->budget);
+    }
 }
 
 /* After a failure: try again after the back-off, or else on the next turn
@@ -185,13 +255,7 @@ static void on_failed(void *arg, enum cause cause)
  * at once would recurse). The slot reopens then if it has a batch to send. */
 static void retry(struct conn *c, bool backoff)
 {
-    uint64_t wait = 0;
-    if (backoff) {
-        c->backoff_us = c->backoff_us ? c->backoff_us * 2 : BACKOFF_MIN_US;
-        if (c->backoff_us > BACKOFF_MAX_US)
-            c->backoff_us = BACKOFF_MAX_US;
-        wait = c->backoff_us;
-    }
+    uint64_t wait = backoff ? back_off(c) : 0;
     c->retry_at = clock_us() + wait;
     timer_start(c, wait);
 }
@@ -206,13 +270,14 @@ static void closed(struct conn *c)
 }
 
 /* The open connection failed. Every request in flight on it ends here, as
- * one error each (one error when none was in flight). One that failed
- * before it carried a request backs off like a failed connect. */
+ * one error each (with none in flight, the error is counted under its cause
+ * only). One that failed before it carried a request backs off like a
+ * failed connect. */
 static void failed(struct conn *c, uint64_t *class, enum cause cause)
 {
     const struct conn_config *cfg = c->cfg;
     size_t n = c->proto->inflight(c->session);
-    count(c, class, cause, n ? n : 1);
+    count(c, class, cause, n);
     if (cfg->budget && n)
         budget_resolve(cfg->budget, n);
     bool backoff = !c->carried;
@@ -248,15 +313,17 @@ static enum cause connect_cause(int err)
     }
 }
 
-/* Connecting failed. When a batch was waiting for the connection under -n,
- * that is the outcome of one of its requests, and the next attempt (for the
- * next request) need not wait: every attempt brings the run nearer its end,
- * so a run against a target that cannot be reached ends. Otherwise attempts
- * back off, so a dead target costs no CPU and the counts stay meaningful. */
+/* Connecting failed. When a batch was waiting for the connection, that is
+ * an attempt that failed (a connection opened ahead of its first batch, as
+ * -R opens them, ends no request); under -n, the outcome of one of its
+ * requests, and the next attempt (for the next request) need not wait:
+ * every attempt brings the run nearer its end, so a run against a target
+ * that cannot be reached ends. Otherwise attempts back off, so a dead
+ * target costs no CPU and the counts stay meaningful. */
 static void connect_failed(struct conn *c, enum cause cause)
 {
     const struct conn_config *cfg = c->cfg;
-    count(c, &cfg->stats->errors.connect, cause, 1);
+    count(c, &cfg->stats->errors.connect, cause, c->want ? 1 : 0);
     bool outcome = c->claimed;
     if (outcome)
         budget_resolve(cfg->budget, c->claimed);
@@ -273,8 +340,9 @@ static void timed_out(struct conn *c)
     size_t n = c->proto->inflight(c->session);
     enum cause cause = c->proto->expired(c->session);
     /* Every request still unanswered has timed out. A connection whose
-     * set-up never completed (HTTP/2's SETTINGS) fails even with none. */
-    count(c, &cfg->stats->errors.timeout, cause, n || cause == CAUSE_RESPONSE_TIMEOUT ? n : 1);
+     * set-up never completed (HTTP/2's SETTINGS) fails even with none: an
+     * error that ended no request. */
+    count(c, &cfg->stats->errors.timeout, cause, n);
     if (cfg->budget && n)
         budget_resolve(cfg->budget, n);
     drop(c);
@@ -452,12 +520,14 @@ static void flush(struct conn *c)
 /* When a batch goes out                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Wake at time at, or at the end of a delay() pause still running if that
- * is sooner. */
+/* Wake at time at, or at the end of a delay() pause or a back-off still
+ * running if that is sooner. */
 static void wake(struct conn *c, uint64_t at, uint64_t now)
 {
     if (c->delay_until > now && c->delay_until < at)
         at = c->delay_until;
+    if (c->retry_at > now && c->retry_at < at)
+        at = c->retry_at;
     timer_start(c, at > now ? at - now : 0);
 }
 
@@ -577,11 +647,13 @@ static bool pump(struct conn *c)
             break;
         if (cfg->pace && waiting_for_turn(c, now))
             break;
+        if (c->retry_at > now) { /* a back-off is running */
+            uint64_t oldest = c->state == CONN_OPEN ? c->proto->oldest(c->session) : 0;
+            wake(c, oldest ? oldest + cfg->timeout_us : c->retry_at, now);
+            break;
+        }
         if (c->state == CONN_CLOSED) {
-            if (c->retry_at > now)
-                timer_start(c, c->retry_at - now);
-            else
-                conn_start(c, true);
+            conn_start(c, true);
             return false;
         }
         if (!send_batch(c, now))

@@ -119,6 +119,7 @@ struct conn {
                                 time, as neither wait was the server's doing */
     uint64_t backoff_us;        /* the pause before the next attempt after a failure */
     uint64_t retry_at;          /* no attempt before this, after a failure */
+    uint64_t refusals;          /* requests refused unprocessed since the last response */
     uint64_t delay_until;       /* end of the delay() pause before the next batch, or 0 */
     bool delay_served;          /* that pause is over; the batch has not gone yet */
     struct schedule_entry turn; /* -R: the intended send time of the next batch, and
@@ -128,7 +129,7 @@ struct conn {
     size_t claimed;             /* -n: requests claimed for it meanwhile */
     bool opened;                /* it has been open before */
     bool carried;               /* request bytes went out since it opened */
-    bool settled;               /* counted in env->unsettled already */
+    bool settled;               /* counted in live->unsettled already */
     bool done;                  /* request() gave nothing: it sends no more */
     bool read_wants_write;      /* TLS: a read waits for the socket to be writable */
     bool write_wants_read;      /* TLS: a write waits for it to be readable */

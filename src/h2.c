@@ -9,20 +9,39 @@
  * through h2req without copies, and stay alive until nghttp2 is done with
  * the stream.
  *
- * Every request ends once: answered (END_STREAM), failed (RST_STREAM, or
- * the connection's error), or handed back to -n's budget to be sent again
- * when the server did not process it (REFUSED_STREAM, above a GOAWAY's last
- * stream id, or never sent before the GOAWAY came).
+ * Every request ends once: answered (END_STREAM), failed (RST_STREAM, a
+ * malformed response, or the connection's error), or handed back to -n's
+ * budget to be sent again when the server did not process it
+ * (REFUSED_STREAM, above a GOAWAY's last stream id, or never sent before the
+ * GOAWAY came), as long as the connection does not refuse everything.
+ *
+ * nghttp2's own checks of HTTP messages are off: they look at every field
+ * of every response whatever volley needs. volley makes the checks of RFC
+ * 9113 §8.1.1 and §8.2 itself, in one pass over the fields nghttp2 decodes,
+ * with or without a response() hook, so a response counts the same whatever
+ * the script.
+ *
+ * What it checks before a run (a request, a cleartext target) is in
+ * h2_start.c.
  * SPDX-License-Identifier: MIT */
+#include "h2.h"
+
 #include <nghttp2/nghttp2.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "buf.h"
 #include "clock.h"
-#include "h2.h"
+#include "h2_start.h"
 #include "h2req.h"
+#include "http.h"
 #include "http_request.h"
+#include "net.h"
 #include "pool.h"
 #include "proto.h"
 #include "request.h"
@@ -60,6 +79,11 @@ struct h2_stream {
     uint64_t sent_at;   /* its HEADERS frame went out, 0 until then */
     uint64_t first_at;  /* the response's first HEADERS frame began, 0 until then */
     int status;
+    size_t head;             /* its response's header lists so far (RFC 9113 §6.5.2) */
+    int64_t length;          /* the final head's content-length, or -1 */
+    uint64_t received;       /* DATA payload bytes of the response */
+    bool status_seen;        /* in the header block being read: :status came */
+    bool regular_seen;       /* ... and a regular field */
     bool final;              /* its final (non-1xx) response head has come */
     bool ended;              /* answered, failed or handed back */
     bool reset;              /* the server reset it */
@@ -188,18 +212,34 @@ static void answered(struct h2 *s, struct h2_stream *st)
         s->stopped = true;
 }
 
-/* The server did not process it: -n sends it again. */
+/* The server did not process it: it is sent again, unless the connection
+ * refuses everything. */
 static void refused(struct h2 *s, struct h2_stream *st)
 {
     unlink_stream(s, st);
     s->conf->stats->h2_refused++;
-    s->sink.returned(s->sink.arg, 1);
+    s->sink.refused(s->sink.arg);
 }
 
 static void stream_failed(struct h2 *s, struct h2_stream *st, enum cause why)
 {
     unlink_stream(s, st);
     s->sink.failed(s->sink.arg, why);
+}
+
+/* The response to stream id is malformed (RFC 9113 §8.1.1): its request
+ * fails, and the stream is reset unless the server has ended it. */
+static void malformed(struct h2 *s, struct h2_stream *st, int32_t id, enum cause why, bool ended)
+{
+    stream_failed(s, st, why);
+    if (!ended)
+        nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
+}
+
+/* Its response has no content (RFC 9110 §6.3): after HEAD, 204 and 304. */
+static bool bodiless(const struct h2_stream *st)
+{
+    return st->msg->head || st->status == 204 || st->status == 304;
 }
 
 /* The connection failed with a GOAWAY this error code, ours or the server's. */
@@ -230,7 +270,8 @@ static struct h2_stream *stream_of(struct h2 *s, int32_t id)
     return s->last;
 }
 
-/* :status is three digits (RFC 9113 §8.3.2); anything else is 0. */
+/* :status is three digits (RFC 9113 §8.3.2), 100 to 999; anything else
+ * is 0. */
 static int status_of(const uint8_t *v, size_t n)
 {
     int status = 0;
@@ -239,7 +280,83 @@ static int status_of(const uint8_t *v, size_t n)
             return 0;
         status = status * 10 + (v[i] - '0');
     }
-    return status;
+    return status >= 100 ? status : 0;
+}
+
+#define FIELD_IS(name, n, lit) ((n) == sizeof(lit) - 1 && memcmp((name), (lit), (n)) == 0)
+
+/* A content-length (RFC 9110 §8.6): digits, once, not in a 1xx head, and 0
+ * or absent in a 204. */
+static bool content_length(struct h2_stream *st, const uint8_t *v, size_t n)
+{
+    int64_t length = 0;
+    if (st->length >= 0 || st->status < 200 || n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] < '0' || v[i] > '9' || length > (INT64_MAX - 9) / 10)
+            return false;
+        length = length * 10 + (v[i] - '0');
+    }
+    st->length = length;
+    return st->status != 204 || length == 0;
+}
+
+/* A regular field of a response head: no capitals in its name (RFC 9113
+ * §8.2.1; a name from HPACK's static table has none) and not one of
+ * HTTP/1.1's connection-specific fields (§8.2.2). Other characters a field
+ * may not have leave the field out of what the hook gets, as nghttp2 leaves
+ * them out for h2load and curl. */
+static bool regular_field(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                          const uint8_t *value, size_t valuelen, bool static_name)
+{
+    for (size_t i = 0; i < namelen && !static_name; i++)
+        if (name[i] >= 'A' && name[i] <= 'Z')
+            return false;
+    switch (namelen) {
+    case 2: /* TE is allowed with "trailers" alone */
+        return !FIELD_IS(name, namelen, "te") ||
+               (valuelen == 8 && strncasecmp((const char *)value, "trailers", 8) == 0);
+    case 7:
+        return !FIELD_IS(name, namelen, "upgrade");
+    case 10:
+        return !FIELD_IS(name, namelen, "connection") && !FIELD_IS(name, namelen, "keep-alive");
+    case 14:
+        return !FIELD_IS(name, namelen, "content-length") || st->final ||
+               content_length(st, value, valuelen);
+    case 16:
+        return !FIELD_IS(name, namelen, "proxy-connection");
+    case 17:
+        return !FIELD_IS(name, namelen, "transfer-encoding");
+    default:
+        return true;
+    }
+}
+
+/* One field of a header block: CAUSE_COUNT when it is fine, or what makes
+ * the response fail. Every block of the response (interim heads, the final
+ * head, trailers) counts towards one HTTP/1.1 head's limit, as SETTINGS
+ * asked the server; past it, the rest is not looked at, so a few bytes of
+ * HPACK references cost no more memory than that. */
+static enum cause check_field(struct h2_stream *st, const uint8_t *name, size_t namelen,
+                              const uint8_t *value, size_t valuelen, bool static_name)
+{
+    st->head += namelen + valuelen + 32;
+    if (st->head > HTTP_MAX_HEAD)
+        return CAUSE_HEAD_TOO_LARGE;
+    if (namelen == 0 || name[0] != ':') {
+        st->regular_seen = true;
+        return regular_field(st, name, namelen, value, valuelen, static_name) ? CAUSE_COUNT
+                                                                              : CAUSE_H2_PROTOCOL;
+    }
+    /* RFC 9113 §8.3.2: one :status, before the regular fields, and no
+     * other pseudo-header field; none in trailers (§8.1). 101 does not
+     * apply to HTTP/2 (§8.6). */
+    if (st->final || st->regular_seen || st->status_seen || !FIELD_IS(name, namelen, ":status"))
+        return CAUSE_H2_PROTOCOL;
+    st->status_seen = true;
+    st->status = status_of(value, valuelen);
+    st->length = -1;
+    return st->status && st->status != 101 ? CAUSE_COUNT : CAUSE_H2_PROTOCOL;
 }
 
 /* A HEADERS frame begins: the first of a stream's is its response's first
@@ -255,27 +372,30 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     return 0;
 }
 
-static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user_data)
+/* The fields as nghttp2 holds them, which says which names come from
+ * HPACK's static table. */
+static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rcbuf *name_buf,
+                     nghttp2_rcbuf *value_buf, uint8_t flags, void *user_data)
 {
     (void)ng, (void)flags;
     struct h2 *s = user_data;
-    bool status = namelen == 7 && memcmp(name, ":status", 7) == 0;
-    if (!status && !s->conf->wants->head)
+    int32_t id = frame->hd.stream_id;
+    struct h2_stream *st = stream_of(s, id);
+    if (!st || st->ended || s->stopped)
         return 0;
-    struct h2_stream *st = stream_of(s, frame->hd.stream_id);
-    if (!st || st->final || st->ended)
+    nghttp2_vec n = nghttp2_rcbuf_get_buf(name_buf), v = nghttp2_rcbuf_get_buf(value_buf);
+    const uint8_t *name = n.base, *value = v.base;
+    size_t namelen = n.len, valuelen = v.len;
+    enum cause why =
+        check_field(st, name, namelen, value, valuelen, nghttp2_rcbuf_is_static(name_buf));
+    if (why != CAUSE_COUNT) {
+        malformed(s, st, id, why, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
         return 0;
-    if (status) {
-        st->status = status_of(value, valuelen);
-    } else if (name[0] != ':') {
-        /* The hook gets the fields as lines: a field that would not be one
-         * line (RFC 9113 §8.2.1 allows no CR, LF or NUL, nor capitals in
-         * names) makes the response malformed, and its stream is reset. */
-        if (!nghttp2_check_header_name(name, namelen) ||
-            !nghttp2_check_header_value(value, valuelen))
-            return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    /* The hook gets the final head's regular fields as lines: a field that
+     * would not be one line is left out. */
+    if (s->conf->wants->head && !st->final && name[0] != ':' &&
+        nghttp2_check_header_name(name, namelen) && nghttp2_check_header_value(value, valuelen)) {
         buf_append(&st->fields, name, namelen);
         buf_append(&st->fields, ": ", 2);
         buf_append(&st->fields, value, valuelen);
@@ -284,16 +404,28 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, const uint
     return 0;
 }
 
+/* Response content: only after the final head, and as long as its
+ * content-length says, or none at all for a response that has none (RFC
+ * 9113 §8.1.1). The hook gets at most HTTP_MAX_BODY of it, as over
+ * HTTP/1.1. */
 static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user_data)
 {
-    (void)ng, (void)flags;
+    (void)ng;
     struct h2 *s = user_data;
-    if (!s->conf->wants->body)
-        return 0;
     struct h2_stream *st = stream_of(s, id);
-    if (st && !st->ended)
-        buf_append(&st->body, data, len);
+    if (!st || st->ended || s->stopped)
+        return 0;
+    bool ended = flags & NGHTTP2_FLAG_END_STREAM;
+    st->received += len;
+    if (!st->final) {
+        malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
+    } else if ((len && bodiless(st)) || (st->length >= 0 && st->received > (uint64_t)st->length)) {
+        malformed(s, st, id, CAUSE_UNEXPECTED, ended);
+    } else if (s->conf->wants->body && st->body.len < HTTP_MAX_BODY) {
+        size_t room = HTTP_MAX_BODY - st->body.len;
+        buf_append(&st->body, data, len < room ? len : room);
+    }
     return 0;
 }
 
@@ -326,6 +458,37 @@ static void on_goaway(struct h2 *s, const nghttp2_goaway *g)
         fail(s, CAUSE_GOAWAY);
 }
 
+/* A header block ended: an interim head, the final head, or trailers
+ * (which must end the stream, RFC 9113 §8.1). */
+static void end_of_block(struct h2 *s, struct h2_stream *st, int32_t id, bool ended)
+{
+    bool status = st->status_seen;
+    st->status_seen = st->regular_seen = false;
+    if (st->final) {
+        if (!ended)
+            malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
+    } else if (!status || (st->status < 200 && ended)) {
+        malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
+    } else if (st->status >= 200) {
+        st->final = true; /* trailers after it are not the hook's */
+    } else {
+        /* A 1xx interim head: the final one starts afresh. */
+        buf_clear(&st->fields);
+    }
+}
+
+/* The server ended the stream: a complete response, unless it had no
+ * final head or its content fell short of its content-length. */
+static void end_of_stream(struct h2 *s, struct h2_stream *st)
+{
+    if (!st->final)
+        stream_failed(s, st, CAUSE_H2_PROTOCOL);
+    else if (st->length >= 0 && !bodiless(st) && st->received < (uint64_t)st->length)
+        stream_failed(s, st, CAUSE_TRUNCATED);
+    else
+        answered(s, st);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
 {
     (void)ng;
@@ -337,23 +500,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
         st = stream_of(s, frame->hd.stream_id);
-        if (!st || st->ended)
-            break;
-        if (frame->hd.type == NGHTTP2_HEADERS && st->status >= 200) {
-            st->final = true; /* trailers after it are not the hook's */
-        } else if (frame->hd.type == NGHTTP2_HEADERS) {
-            /* A 1xx interim head: the final one starts afresh. */
-            st->status = 0;
-            buf_clear(&st->fields);
-        }
-        /* A stream that ends without a final head (no :status, or a 1xx
-         * one) carried a malformed response. */
-        if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
-            if (st->final)
-                answered(s, st);
-            else
-                stream_failed(s, st, CAUSE_H2_PROTOCOL);
-        }
+        if (st && !st->ended && frame->hd.type == NGHTTP2_HEADERS)
+            end_of_block(s, st, frame->hd.stream_id, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+        if (st && !st->ended && frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+            end_of_stream(s, st);
         break;
     case NGHTTP2_SETTINGS:
         if (frame->hd.flags & NGHTTP2_FLAG_ACK)
@@ -393,6 +543,25 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     if (!st->ended) /* stopping: the connection hands it back */
         return 0;
     stream_put(s, st);
+    return 0;
+}
+
+/* nghttp2 would not send a request's HEADERS. Over its limit on a header
+ * block (a request() returned one too large: the static request was checked
+ * at start-up), the request fails unsent; sending it again would fail
+ * again. For other reasons (a GOAWAY came first) nghttp2 closes the stream
+ * as refused. */
+static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, int error,
+                             void *user_data)
+{
+    (void)ng;
+    struct h2 *s = user_data;
+    struct h2_stream *st;
+    if (frame->hd.type != NGHTTP2_HEADERS || error != NGHTTP2_ERR_FRAME_SIZE_ERROR || s->stopped ||
+        !(st = stream_of(s, frame->hd.stream_id)) || st->ended)
+        return 0;
+    unlink_stream(s, st);
+    s->sink.unsent(s->sink.arg, CAUSE_REQUEST_TOO_LARGE);
     return 0;
 }
 
@@ -462,16 +631,18 @@ static struct proto_session *h2_create(const struct proto_conf *conf, const stru
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");
     nghttp2_session_callbacks_set_on_begin_headers_callback(cb, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+    nghttp2_session_callbacks_set_on_header_callback2(cb, on_header);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data_chunk);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, on_frame_recv);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
+    nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_frame_not_send);
     nghttp2_session_callbacks_set_send_data_callback(cb, send_body);
     s->callbacks = cb;
     /* Closed streams are not kept for a priority tree volley never uses. */
     nghttp2_option_set_no_closed_streams(s->option, 1);
     nghttp2_option_set_no_http_messaging(s->option, 1);
+    nghttp2_option_set_max_send_header_block_length(s->option, H2REQ_BLOCK_MAX);
     s->mem = (nghttp2_mem){&s->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
     return (struct proto_session *)(void *)s;
 }
@@ -508,6 +679,7 @@ static void h2_open(struct proto_session *session)
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_WINDOW},
         {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, HTTP_MAX_HEAD},
     };
     if (nghttp2_session_client_new3(&s->ng, s->callbacks, s, s->option, &s->mem) != 0 ||
         nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, settings,
@@ -523,7 +695,7 @@ static void h2_open(struct proto_session *session)
 
 static bool h2_ready(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     if (!s->ng || s->draining || s->failed || (s->conf->no_keepalive && s->batches))
         return false;
     return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
@@ -598,7 +770,9 @@ static void h2_submit(struct proto_session *session, const struct request *r, bo
         st->start_at = start_at;
         st->sent_at = st->first_at = 0;
         st->status = 0;
-        st->final = st->ended = st->reset = false;
+        st->head = st->received = 0;
+        st->length = -1;
+        st->status_seen = st->regular_seen = st->final = st->ended = st->reset = false;
         nghttp2_data_provider body = {.source.ptr = st, .read_callback = read_body};
         int32_t id = nghttp2_submit_request(s->ng, NULL, st->msg->nv, st->msg->nvlen,
                                             st->msg->body_len ? &body : NULL, st);
@@ -708,13 +882,13 @@ static enum proto_status h2_eof(struct proto_session *session, uint64_t now, enu
 
 static size_t h2_inflight(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     return s->inflight;
 }
 
 static uint64_t h2_oldest(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     uint64_t t = s->head ? s->head->queued_at : 0;
     if (s->settings_at && (!t || s->settings_at < t))
         t = s->settings_at;
@@ -723,7 +897,7 @@ static uint64_t h2_oldest(const struct proto_session *session)
 
 static enum cause h2_expired(const struct proto_session *session)
 {
-    const struct h2 *s = (struct h2 *)(void *)session;
+    const struct h2 *s = (const struct h2 *)(const void *)session;
     const struct h2_stream *st = s->head;
     if (s->settings_at && (!st || s->settings_at <= st->queued_at))
         return CAUSE_SETTINGS_TIMEOUT;
@@ -765,23 +939,13 @@ static void h2_abort(struct proto_session *session)
     s->settings_at = 0;
 }
 
-/* Over HTTP/2 a request is HEADERS (and DATA) frames made from its bytes:
- * fields HTTP/2 forbids, or a Host that no :authority can stand for, cannot
- * go. */
-static bool h2_check(const struct request *r, bool tls, char *err, size_t errlen)
-{
-    struct h2req check = {0};
-    bool ok = h2req_build(&check, r, tls, err, errlen);
-    h2req_free(&check);
-    return ok;
-}
-
 const struct proto_ops proto_h2 = {
     .name = "HTTP/2",
     .alpn = "h2",
     .figures = STATS_AT_HTTP2,
     .multiplexed = true,
-    .check = h2_check,
+    .check = h2_check_request,
+    .probe = h2_probe,
     .create = h2_create,
     .destroy = h2_destroy,
     .open = h2_open,

@@ -343,6 +343,25 @@ bool h2req_build(struct h2req *h, const struct request *r, bool tls, char *err, 
     return true;
 }
 
+bool h2req_fits(const struct h2req *h, char *err, size_t err_len)
+{
+    nghttp2_hd_deflater *deflater;
+    if (nghttp2_hd_deflate_new(&deflater, 4096) != 0)
+        die("out of memory");
+    bool fits = true;
+    for (size_t i = 0; i < h->count && fits; i++) {
+        /* nghttp2 measures a request's HEADERS with room for a priority. */
+        size_t n = nghttp2_hd_deflate_bound(deflater, h->msgs[i].nv, h->msgs[i].nvlen) + 5;
+        if (n > H2REQ_BLOCK_MAX) {
+            struct builder b = {.index = i + 1, .count = h->count, .err = err, .err_len = err_len};
+            fits = fail(&b, "its header fields take up to %zu bytes, over nghttp2's limit of %d", n,
+                        H2REQ_BLOCK_MAX);
+        }
+    }
+    nghttp2_hd_deflate_del(deflater);
+    return fits;
+}
+
 void h2req_free(struct h2req *h)
 {
     free(h->msgs);

@@ -24,6 +24,10 @@ struct h2req_msg {
     bool head;        /* a HEAD request: its response has no body */
 };
 
+/* The largest request header block volley has nghttp2 send (nghttp2's
+ * default), as nghttp2_hd_deflate_bound() measures it. */
+#define H2REQ_BLOCK_MAX (64 * 1024)
+
 struct h2req {
     struct h2req_msg *msgs; /* count of them, in the batch's order */
     size_t count;
@@ -40,6 +44,10 @@ struct h2req {
  * returns false with a one-line reason in err ("request 2 of 3: ..." in a
  * batch of several) and leaves h empty. */
 bool h2req_build(struct h2req *h, const struct request *r, bool tls, char *err, size_t err_len);
+
+/* Whether nghttp2 will send each request of h: false, with a one-line reason
+ * in err, when a header block is over H2REQ_BLOCK_MAX. */
+bool h2req_fits(const struct h2req *h, char *err, size_t err_len);
 
 void h2req_free(struct h2req *h);
 

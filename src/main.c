@@ -95,6 +95,21 @@ static struct net_addr find_target(const struct config *cfg)
     die("unable to connect to %s:%s: %s", u->host, u->service, strerror(err));
 }
 
+/* Over cleartext nothing negotiates: the one protocol asked for may take a
+ * look at the target first (HTTP/2 with prior knowledge), so that a server
+ * that does not speak it stops the run before it starts, as a TLS server
+ * that refuses ALPN does in tls_check. */
+static void probe_cleartext(const struct config *cfg, const struct net_addr *addr)
+{
+    const struct proto_ops *p = spec_only_protocol(&cfg->spec);
+    char why[200];
+    if (!p || !p->probe || p->probe(addr, clock_us() + cfg->spec.timeout_us, why, sizeof why))
+        return;
+    if (cfg->spec.unix_socket)
+        die("%s: %s %s", cfg->protocol_option, cfg->spec.unix_socket, why);
+    die("%s: %s:%s %s", cfg->protocol_option, cfg->url.host, cfg->url.service, why);
+}
+
 static void check_fd_limit(const struct config *cfg)
 {
     uint64_t limit = net_raise_nofile(), conns = cfg->spec.shard.connections;
@@ -486,6 +501,8 @@ int main(int argc, char **argv)
     struct net_addr addr = find_target(&cfg);
     if (cfg.spec.tls)
         tls_check(&cfg, &addr);
+    else
+        probe_cleartext(&cfg, &addr);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an
      * earlier timeline alone. */

@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "xalloc.h"
 
 bool net_lookup(const char *host, const char *service, struct net_addr **addrs, size_t *n,
@@ -186,6 +187,19 @@ int net_probe(const struct net_addr *a, int timeout_ms)
     }
     close(fd);
     return err;
+}
+
+bool net_wait(int fd, short events, uint64_t deadline)
+{
+    struct pollfd p = {.fd = fd, .events = events};
+    int rc;
+    do {
+        uint64_t now = clock_us();
+        if (now >= deadline)
+            return false;
+        rc = poll(&p, 1, (int)((deadline - now + 999) / 1000));
+    } while (rc < 0 && errno == EINTR);
+    return rc > 0;
 }
 
 char *net_addr_str(const struct net_addr *a)

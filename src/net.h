@@ -29,6 +29,9 @@ int net_probe(const struct net_addr *a, int timeout_ms);
 int net_connect(const struct net_addr *a, bool *in_progress);
 /* The outcome of a connect that was in progress: 0 or an errno value. */
 int net_connect_error(int fd);
+/* Wait until fd is ready for events (poll's), or until deadline (clock_us);
+ * false when the deadline passed first. For start-up checks. */
+bool net_wait(int fd, short events, uint64_t deadline);
 
 /* "127.0.0.1:8080", "::1:8080" (wrk's form: IPv6 without brackets), or the
  * socket path. Caller frees. */

@@ -15,6 +15,7 @@
 #include "stats.h"
 
 struct http_head_cache;
+struct net_addr;
 struct request;
 /* A protocol's session: its own state, opaque to the connection. */
 struct proto_session;
@@ -50,12 +51,22 @@ struct proto_sink {
     /* A final response. False when the run is over for this connection
      * (a response() hook ended it): the session then takes no more input. */
     bool (*response)(void *arg, const struct proto_response *r);
-    /* One request failed on its own (its stream was reset) while the
-     * connection goes on: one read error, counted under cause. */
+    /* One request failed on its own (its stream was reset, its response
+     * was malformed) while the connection goes on: one read error, counted
+     * under cause. */
     void (*failed)(void *arg, enum cause cause);
+    /* One request could not be sent at all (HTTP/2 would not carry its
+     * header block): one write error, counted under cause. */
+    void (*unsent)(void *arg, enum cause cause);
+    /* The server refused one request without processing it (HTTP/2's
+     * REFUSED_STREAM, or past a GOAWAY's last stream): it is sent again
+     * after a back-off, or counted as a refused_stream read error when the
+     * connection's requests have been refused too often since its last
+     * response. */
+    void (*refused)(void *arg);
     /* n requests that went out will not be answered on this connection,
      * though the server did nothing wrong (they were behind a response
-     * that closed it, or refused unprocessed): -n sends them again. */
+     * that closed it): -n sends them again. */
     void (*returned)(void *arg, size_t n);
     void *arg;
 };
@@ -94,6 +105,10 @@ struct proto_ops {
     /* Whether it can carry the batch r (tls: an https URL); false with a
      * one-line reason in err. NULL: it carries whatever request_set took. */
     bool (*check)(const struct request *r, bool tls, char *err, size_t errlen);
+    /* Over cleartext, where nothing negotiates, a start-up look at the
+     * target (until deadline, clock_us): false, with why it does not speak
+     * this protocol in why, when it plainly does not. NULL: none. */
+    bool (*probe)(const struct net_addr *addr, uint64_t deadline, char *why, size_t len);
     struct proto_session *(*create)(const struct proto_conf *conf, const struct proto_sink *sink);
     void (*destroy)(struct proto_session *s);
     /* The connection is (re)opened and ready: start afresh. What it has to

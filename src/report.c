@@ -285,11 +285,54 @@ static void protocol_mix(FILE *f, const struct result *r)
     fputc('\n', f);
 }
 
+/* HTTP/2: the requests the server refused unprocessed, and its GOAWAY
+ * frames. A refused request is sent again, so only those refused too often
+ * are in the error lines. */
+static void h2_refusals(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    uint64_t failed = s->causes[CAUSE_REFUSED_STREAM], goaways = s->h2_goaways;
+    uint64_t refused = s->h2_refused;
+    if (!spec_offers_figures(r->spec, STATS_AT_HTTP2) || (!goaways && !refused))
+        return;
+    fprintf(f, "Note: HTTP/2: ");
+    if (goaways)
+        fprintf(f, "the server sent %" PRIu64 " GOAWAY frame%s%s", goaways, goaways == 1 ? "" : "s",
+                refused ? "; " : "");
+    if (refused && !failed)
+        fprintf(f, "%" PRIu64 " requests were refused unprocessed and sent again", refused);
+    else if (refused)
+        fprintf(f,
+                "%" PRIu64 " requests were refused unprocessed: %" PRIu64 " sent again, %" PRIu64
+                " refused too often (read errors)",
+                refused, refused - failed, failed);
+    fputc('\n', f);
+}
+
+/* Errors that ended no request (a connection that failed with nothing in
+ * flight) are counted under their causes only: the error lines count the
+ * requests that errors ended. */
+static void errors_without_requests(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    const struct errors *e = &s->errors;
+    uint64_t causes = 0, ended = e->connect + e->read + e->write + e->timeout;
+    for (int c = 0; c < CAUSE_COUNT; c++)
+        causes += s->causes[c];
+    if (causes > ended)
+        fprintf(f,
+                "Note: %" PRIu64 " connection errors ended no request (none was in flight): "
+                "they are in --json's error_causes, not in Socket errors\n",
+                causes - ended);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
     protocol_mix(f, r);
     streams_capped(f, r);
+    h2_refusals(f, r);
+    errors_without_requests(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)
         fprintf(f,

@@ -174,6 +174,11 @@ bool spec_offers_figures(const struct run_spec *spec, enum stats_place place)
     return false;
 }
 
+const struct proto_ops *spec_only_protocol(const struct run_spec *spec)
+{
+    return spec->nprotocols == 1 ? spec->protocols[0] : NULL;
+}
+
 const char *spec_protocol(const struct run_spec *spec)
 {
     return spec->nprotocols == 1 ? spec->protocols[0]->name : NULL;

@@ -115,7 +115,9 @@ bool spec_offers(const struct run_spec *spec, const struct proto_ops *p);
 /* Whether a connection may speak the protocol whose own figures sit at
  * place (STATS_AT_HTTP2): whether the document has them. */
 bool spec_offers_figures(const struct run_spec *spec, enum stats_place place);
-/* The protocol asked for when it is one ("HTTP/2"), or NULL for several. */
+/* The protocol asked for when it is one, or NULL for several. */
+const struct proto_ops *spec_only_protocol(const struct run_spec *spec);
+/* Its name ("HTTP/2"), or NULL for several. */
 const char *spec_protocol(const struct run_spec *spec);
 /* The protocols' names joined by sep into buf ("HTTP/2 or HTTP/1.1"), or
  * with alpn their ALPN ids ("h2,http/1.1"). */

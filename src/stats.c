@@ -29,6 +29,8 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_FLOW_CONTROL] = "flow_control",
     [CAUSE_SETTINGS_TIMEOUT] = "settings_timeout",
     [CAUSE_STREAM_LIMIT] = "stream_limit",
+    [CAUSE_REFUSED_STREAM] = "refused_stream",
+    [CAUSE_REQUEST_TOO_LARGE] = "request_too_large",
 };
 
 static const char *const h2_code_names[STATS_H2_CODES] = {
@@ -51,20 +53,25 @@ static const char *const h2_code_names[STATS_H2_CODES] = {
 
 const struct stats_counter stats_counters[STATS_NCOUNTERS] = {
 #define STATS_COUNTER_ROW(f, place, key, column, metric, rule, flags)                              \
-    {#f, key, offsetof(struct stats, f), place, key, column, metric, rule, flags},
+    {key, offsetof(struct stats, f), place, key, column, metric, rule, flags},
     STATS_COUNTERS(STATS_COUNTER_ROW)
 #undef STATS_COUNTER_ROW
 #define STATS_ERROR_ROW(name, what)                                                                \
-    {"errors." #name,         what,      offsetof(struct stats, errors.name),                      \
-     STATS_AT_ERRORS,         #name,     #name,                                                    \
-     "errors_by_class_total", STATS_SUM, 0},
+    {what,                                                                                         \
+     offsetof(struct stats, errors.name),                                                          \
+     STATS_AT_ERRORS,                                                                              \
+     #name,                                                                                        \
+     #name,                                                                                        \
+     "errors_by_class_total",                                                                      \
+     STATS_SUM,                                                                                    \
+     0},
         STATS_ERRORS(STATS_ERROR_ROW)
 #undef STATS_ERROR_ROW
 };
 
 const struct stats_dist stats_dists[STATS_NDISTS] = {
 #define STATS_DIST_ROW(f, key, column, metric, highest, flags)                                     \
-    {#f, offsetof(struct stats, f), key, column, metric, highest, flags},
+    {offsetof(struct stats, f), key, column, metric, highest, flags},
     STATS_DISTRIBUTIONS(STATS_DIST_ROW)
 #undef STATS_DIST_ROW
 };
@@ -179,10 +186,13 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
             return true;
     }
-    /* Causes add up to the socket errors, status codes to the responses,
-     * protocols to the connects: bounded by those. */
+    /* Status codes add up to the responses, protocols to the connects:
+     * bounded by those. Causes also count errors that ended no request. */
     for (int i = 0; i < STATS_H2_CODES; i++)
         if (sum_overflows(dst->h2_resets[i], src->h2_resets[i]))
+            return true;
+    for (int i = 0; i < CAUSE_COUNT; i++)
+        if (sum_overflows(dst->causes[i], src->causes[i]))
             return true;
     for (size_t i = 0; i < stats_ndists; i++)
         if (sum_overflows(hist_count(stats_dist_get(dst, &stats_dists[i])),

@@ -39,13 +39,15 @@ enum cause {
     CAUSE_WRITE_OTHER,
     CAUSE_RESPONSE_TIMEOUT,
     /* HTTP/2 */
-    CAUSE_GOAWAY,           /* read: GOAWAY with an error code */
-    CAUSE_STREAM_RESET,     /* read: RST_STREAM, any code but REFUSED_STREAM */
-    CAUSE_H2_PROTOCOL,      /* read: the server broke the protocol, or garbage */
-    CAUSE_H2_FLOOD,         /* read: more frames than a peer should send */
-    CAUSE_FLOW_CONTROL,     /* read: a flow-control error; timeout: a stalled body */
-    CAUSE_SETTINGS_TIMEOUT, /* timeout: SETTINGS never acknowledged */
-    CAUSE_STREAM_LIMIT,     /* timeout: no stream allowed to open */
+    CAUSE_GOAWAY,            /* read: GOAWAY with an error code */
+    CAUSE_STREAM_RESET,      /* read: RST_STREAM, any code but REFUSED_STREAM */
+    CAUSE_H2_PROTOCOL,       /* read: the server broke the protocol, or garbage */
+    CAUSE_H2_FLOOD,          /* read: more frames than a peer should send */
+    CAUSE_FLOW_CONTROL,      /* read: a flow-control error; timeout: a stalled body */
+    CAUSE_SETTINGS_TIMEOUT,  /* timeout: SETTINGS never acknowledged */
+    CAUSE_STREAM_LIMIT,      /* timeout: no stream allowed to open */
+    CAUSE_REFUSED_STREAM,    /* read: refused unprocessed every time it was sent again */
+    CAUSE_REQUEST_TOO_LARGE, /* write: a header block over what nghttp2 sends */
     CAUSE_COUNT
 };
 
@@ -72,7 +74,7 @@ enum stats_place {
 
 /* How a figure is written (flags). */
 #define STATS_PER_SEC 1u   /* as a rate over the run, or the interval: the key names the rate */
-#define STATS_MEAN 2u      /* divided by the counter before it in the table; null when that is 0 */
+#define STATS_MEAN 2u      /* divided by its place's first counter; null when that is 0 */
 #define STATS_OPEN 4u      /* measured only with -R: null without */
 #define STATS_TL_RATE 8u   /* a timeline record gives KEY_per_sec too, right after it */
 #define STATS_MOMENTS 16u  /* a distribution without percentiles: count, min, max, mean, stdev */
@@ -93,24 +95,31 @@ enum stats_place {
  * (responses_total, errors_total), the error classes one labelled by
  * class. */
 #define STATS_COUNTERS(X)                                                                          \
+    /* complete responses, whatever their status */                                                \
     X(requests, STATS_AT_TOTALS, "requests", "requests", NULL, STATS_SUM, STATS_TL_RATE)           \
+    /* bytes read, headers (and HTTP/2 framing) included */                                        \
     X(bytes, STATS_AT_TOTALS, "bytes", "bytes", "received_bytes_total", STATS_SUM, 0)              \
+    /* connections established; of which not their slot's first; normal closes */                  \
     X(connects, STATS_AT_CONNECTIONS, "connects", "connects", "connections_opened_total",          \
       STATS_SUM, 0)                                                                                \
     X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, "connections_reopened_total", STATS_SUM,   \
       0)                                                                                           \
     X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", "reconnects_total", STATS_SUM, \
       0)                                                                                           \
+    /* TLS handshakes completed; of which resumed a session; their time, TCP connect to done */    \
     X(handshakes, STATS_AT_TLS, "handshakes", NULL, "tls_handshakes_total", STATS_SUM, 0)          \
     X(resumed, STATS_AT_TLS, "resumed", NULL, "tls_resumed_total", STATS_SUM, 0)                   \
     X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, "tls_handshake_seconds_total",        \
       STATS_SUM, STATS_MEAN | STATS_MICROS)                                                        \
+    /* HTTP/2: the fewest streams a connection could open; GOAWAYs; refused requests */            \
     X(h2_streams, STATS_AT_HTTP2, "streams", NULL, "http2_streams", STATS_MIN, 0)                  \
     X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, "http2_goaway_received_total",          \
       STATS_SUM, 0)                                                                                \
     X(h2_refused, STATS_AT_HTTP2, "refused", NULL, "http2_refused_total", STATS_SUM, 0)            \
+    /* -R: requests whose batch went out */                                                        \
     X(sent, STATS_AT_RATE, "sent", "sent_per_sec", "requests_sent_total", STATS_SUM,               \
       STATS_PER_SEC | STATS_OPEN)                                                                  \
+    /* delay() pauses asked for, and their length; HTTP/2 SETTINGS received (not ACKs) */          \
     X(pauses, STATS_AT_NONE, "pauses", NULL, NULL, STATS_SUM, 0)                                   \
     X(paused_us, STATS_AT_NONE, "paused_us", NULL, NULL, STATS_SUM, 0)                             \
     X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, NULL, STATS_SUM, 0)
@@ -145,21 +154,25 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
  * it tracks, and flags (STATS_OPEN, STATS_MOMENTS, STATS_OPTIONAL,
  * STATS_PER_RESPONSE). volley merge adds them up bucket by bucket. */
 #define STATS_DISTRIBUTIONS(X)                                                                     \
+    /* connect and TLS handshake time of each connection */                                        \
     X(connect, "connect_time", NULL, "connect_duration_seconds", STATS_LATENCY_MAX, 0)             \
+    /* first byte written (-R: intended) to last read; -R: from the send; how late it went */      \
     X(latency, "latency", "latency", "request_duration_seconds", STATS_LATENCY_MAX,                \
       STATS_PER_RESPONSE)                                                                          \
     X(u_latency, "latency_uncorrected", "latency_uncorrected",                                     \
       "request_duration_uncorrected_seconds", STATS_LATENCY_MAX, STATS_OPEN | STATS_PER_RESPONSE)  \
     X(lag, "scheduling_lag", NULL, "scheduling_lag_seconds", STATS_LATENCY_MAX, STATS_OPEN)        \
+    /* to the response's first byte, from where latency counts, and -R's from the send */          \
     X(ttfb, "ttfb", "ttfb", "ttfb_seconds", STATS_LATENCY_MAX,                                     \
       STATS_PER_RESPONSE | STATS_OPTIONAL)                                                         \
     X(u_ttfb, "ttfb_uncorrected", "ttfb_uncorrected", "ttfb_uncorrected_seconds",                  \
       STATS_LATENCY_MAX, STATS_OPEN | STATS_PER_RESPONSE | STATS_OPTIONAL)                         \
+    /* Req/Sec, per thread, every 100 ms as wrk samples it */                                      \
     X(rps, "requests_per_sec", NULL, NULL, STATS_RPS_MAX, STATS_MOMENTS)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
-/* Room for the protocols a connection may speak (proto.h's PROTOCOLS_COUNT). */
+/* Room for the protocols a connection may speak (protocols.h's PROTOCOLS_COUNT). */
 #define STATS_PROTOCOLS 4
 
 struct stats {
@@ -196,7 +209,6 @@ enum {
 /* A counter of the table (or an error class), for the code that goes
  * through them all. */
 struct stats_counter {
-    const char *field;      /* in struct stats */
     const char *what;       /* in messages: "requests", "timeouts" */
     size_t offset;          /* of its uint64_t in struct stats */
     enum stats_place place; /* where it sits in the document */
@@ -209,7 +221,6 @@ struct stats_counter {
 
 /* A distribution of the table. */
 struct stats_dist {
-    const char *field;
     size_t offset; /* of its struct hist * in struct stats */
     const char *key;
     const char *column;

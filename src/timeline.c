@@ -1,28 +1,23 @@
-/* Results over time. Interval k covers [k T, (k + 1) T) from the run's
- * start, T being --interval; the last one ends with the run. An interval is
- * written as soon as every worker has delivered it and its end has passed;
- * one delivered early (every worker ended on its own) may be the last, so it
- * waits for the end of the run. Records are flushed one by one, so that a
- * file can be followed while the run goes on.
+/* Results over time, main's side. Interval k covers [k T, (k + 1) T) from
+ * the run's start, T being --interval; the last one ends with the run. An
+ * interval is written (timeline_file.c) as soon as every worker has
+ * delivered it and its end has passed; one delivered early (every worker
+ * ended on its own) may be the last, so it waits for the end of the run.
+ * The server's CPU time is read as each is written; a summary of them is
+ * kept (timeline_summary.c).
  * SPDX-License-Identifier: MIT */
 #include "timeline.h"
 
-#include <errno.h>
-#include <inttypes.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "interval.h"
 #include "json.h"
 #include "spec.h"
 #include "timeline_file.h"
-#include "units.h"
-#include "version.h"
+#include "timeline_summary.h"
 #include "xalloc.h"
 
 struct timeline {
@@ -48,19 +43,7 @@ struct timeline {
     } given;            /* volley merge: the server's CPU time as the parts measured it */
     struct stats *held; /* taken, not yet written: it may be the last */
     uint64_t held_index;
-    uint64_t count; /* intervals written */
-    struct {
-        uint64_t n;
-        double min, max, sum, sum_sq;
-    } rps; /* over the intervals of full length */
-    struct {
-        uint64_t n, min, max;
-    } p99; /* over the intervals with responses */
-    struct {
-        bool known, has_p99;
-        double rate;
-        uint64_t p99;
-    } last;
+    struct timeline_summary summary; /* of the intervals written */
 };
 
 struct timeline *timeline_new(const struct run_spec *spec, char *const *server_pids,
@@ -84,33 +67,7 @@ void timeline_free(struct timeline *t)
     free(t);
 }
 
-static double per_sec(uint64_t n, uint64_t us) { return us ? (double)n * 1e6 / (double)us : 0; }
-
 /* ---- the intervals ------------------------------------------------------- */
-
-static void remember(struct timeline *t, const struct timeline_record *r)
-{
-    const struct hist *latency = r->s->latency;
-    double rate = per_sec(r->s->requests, r->length_us);
-    t->count++;
-    if (r->length_us >= t->spec->interval_us) {
-        t->rps.min = t->rps.n == 0 || rate < t->rps.min ? rate : t->rps.min;
-        t->rps.max = t->rps.n == 0 || rate > t->rps.max ? rate : t->rps.max;
-        t->rps.sum += rate;
-        t->rps.sum_sq += rate * rate;
-        t->rps.n++;
-    }
-    t->last.known = true;
-    t->last.rate = rate;
-    t->last.has_p99 = hist_count(latency) > 0;
-    if (t->last.has_p99) {
-        uint64_t p99 = hist_value_at_percentile(latency, 99);
-        t->last.p99 = p99;
-        t->p99.min = t->p99.n == 0 || p99 < t->p99.min ? p99 : t->p99.min;
-        t->p99.max = t->p99.n == 0 || p99 > t->p99.max ? p99 : t->p99.max;
-        t->p99.n++;
-    }
-}
 
 /* A difference of CPU times, which are whole clock ticks, without the
  * rounding noise of the subtraction (0.01, not 0.009999999999999997). */
@@ -120,7 +77,7 @@ static double cpu_between(double from, double to) { return round((to - from) * 1
 static void write_record(struct timeline *t, const struct timeline_record *r)
 {
     timeline_files_write(&t->files, r);
-    remember(t, r);
+    timeline_summary_add(&t->summary, r, t->spec->interval_us);
 }
 
 /* Writes interval index, of length_us, and gives its statistics back; the
@@ -244,10 +201,7 @@ void timeline_finish(struct timeline *t, uint64_t runtime_us)
 
 bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *has_p99)
 {
-    *rate = t->last.rate;
-    *p99 = t->last.p99;
-    *has_p99 = t->last.has_p99;
-    return t->last.known;
+    return timeline_summary_last(&t->summary, rate, p99, has_p99);
 }
 
 bool timeline_server_cpu(const struct timeline *t, struct server_times *cpu)
@@ -275,47 +229,6 @@ void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
 }
 
 /* ---- --json ----------------------------------------------------------------- */
-
-static void json_intervals(struct json *j, const struct timeline *t)
-{
-    const struct run_spec *spec = t->spec;
-    /* volley merge of results without their timelines: no intervals known */
-    if (!spec->interval_us) {
-        json_null(j, "intervals");
-        return;
-    }
-    json_object_begin(j, "intervals");
-    json_uint(j, "interval_us", spec->interval_us);
-    json_uint(j, "count", t->count);
-    json_string(j, "timeline", spec->timeline);
-    json_string(j, "hdr_log", spec->hdr_log);
-    json_object_begin(j, "requests_per_sec");
-    json_uint(j, "count", t->rps.n);
-    if (t->rps.n) {
-        double n = (double)t->rps.n, mean = t->rps.sum / n;
-        double var = t->rps.n > 1 ? (t->rps.sum_sq - n * mean * mean) / (n - 1) : 0;
-        json_double(j, "min", t->rps.min);
-        json_double(j, "max", t->rps.max);
-        json_double(j, "mean", mean);
-        json_double(j, "stdev", var > 0 ? sqrt(var) : 0);
-    } else {
-        json_null(j, "min");
-        json_null(j, "max");
-        json_null(j, "mean");
-        json_null(j, "stdev");
-    }
-    json_object_end(j);
-    json_object_begin(j, "latency_p99");
-    if (t->p99.n) {
-        json_uint(j, "min", t->p99.min);
-        json_uint(j, "max", t->p99.max);
-    } else {
-        json_null(j, "min");
-        json_null(j, "max");
-    }
-    json_object_end(j);
-    json_object_end(j);
-}
 
 static void json_server(struct json *j, const struct timeline *t, uint64_t requests)
 {
@@ -348,6 +261,6 @@ static void json_server(struct json *j, const struct timeline *t, uint64_t reque
 
 void timeline_json(struct json *j, const struct timeline *t, uint64_t requests)
 {
-    json_intervals(j, t);
+    timeline_summary_json(j, &t->summary, t->spec);
     json_server(j, t, requests);
 }

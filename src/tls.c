@@ -218,20 +218,6 @@ static SSL *new_ssl(int fd)
 /* The start-up check                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Wait for fd until the deadline; false when it passed. */
-static bool wait_fd(int fd, short events, uint64_t deadline)
-{
-    struct pollfd p = {.fd = fd, .events = events};
-    int rc;
-    do {
-        uint64_t now = clock_us();
-        if (now >= deadline)
-            return false;
-        rc = poll(&p, 1, (int)((deadline - now + 999) / 1000));
-    } while (rc < 0 && errno == EINTR);
-    return rc > 0;
-}
-
 /* What the server chose: one of the protocols offered (OpenSSL refuses a
  * handshake that chose another), or none, which is HTTP/1.1. Without
  * HTTP/1.1 among them, none is a server that does not speak what --http2
@@ -261,14 +247,14 @@ void tls_check(const struct config *cfg, const struct net_addr *addr)
     int fd = net_connect(addr, &in_progress);
     if (fd < 0)
         die("unable to connect to %s:%s: %s", host, service, strerror(errno));
-    if (in_progress && !wait_fd(fd, POLLOUT, deadline))
+    if (in_progress && !net_wait(fd, POLLOUT, deadline))
         die("unable to connect to %s:%s: %s", host, service, strerror(ETIMEDOUT));
     SSL *ssl = new_ssl(fd);
     int rc;
     while (before_call(), (rc = SSL_connect(ssl)) != 1) {
         int err = SSL_get_error(ssl, rc), saved = errno;
         if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
-            if (wait_fd(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
+            if (net_wait(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
                 continue;
             die("TLS handshake with %s:%s failed: timed out", host, service);
         }

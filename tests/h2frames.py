@@ -70,6 +70,45 @@ def window_update(stream_id, increment):
     return frame(WINDOW_UPDATE, 0, stream_id, struct.pack(">I", increment))
 
 
+def hpack_int(n, prefix_bits, first=0):
+    """An HPACK integer (RFC 7541 §5.1) with a prefix_bits prefix, first's
+    high bits set in its first byte."""
+    top = (1 << prefix_bits) - 1
+    if n < top:
+        return bytes([first | n])
+    out, n = [first | top], n - top
+    while n >= 128:
+        out.append(n % 128 + 128)
+        n //= 128
+    return bytes(out + [n])
+
+
+def hpack_literal(name, value, indexed=False):
+    """One field as a literal with a new name (RFC 7541 §6.2), without
+    Huffman coding, added to the dynamic table when indexed: any name, any
+    case, in any order, which an encoder library would not send."""
+    def string(b):
+        return hpack_int(len(b), 7) + b
+    return (b"\x40" if indexed else b"\x00") + string(name.encode()) + string(value.encode())
+
+
+def hpack_literals(pairs):
+    return b"".join(hpack_literal(n, v) for n, v in pairs)
+
+
+def header_frames(stream_id, block, end_stream=False, max_frame=16384):
+    """A header block as a HEADERS frame and as many CONTINUATION frames as
+    it takes."""
+    flags = END_STREAM if end_stream else 0
+    pieces = [block[i:i + max_frame] for i in range(0, len(block), max_frame)] or [b""]
+    out = b""
+    for i, piece in enumerate(pieces):
+        last = END_HEADERS if i == len(pieces) - 1 else 0
+        out += frame(HEADERS if i == 0 else CONTINUATION, (flags if i == 0 else 0) | last,
+                     stream_id, piece)
+    return out
+
+
 class Frame:
     def __init__(self, ftype, flags, stream_id, payload):
         self.type, self.flags, self.stream_id, self.payload = ftype, flags, stream_id, payload

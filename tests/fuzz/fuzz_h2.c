@@ -49,6 +49,7 @@ static bool on_response(void *arg, const struct proto_response *r)
         FUZZ_CHECK(r->fields_len == 0);
     if (!out.wants->body)
         FUZZ_CHECK(r->body_len == 0);
+    FUZZ_CHECK(r->body_len <= HTTP_MAX_BODY && r->fields_len <= HTTP_MAX_HEAD);
     return true;
 }
 
@@ -64,6 +65,12 @@ static void on_failed(void *arg, enum cause cause)
     FUZZ_CHECK(cause < CAUSE_COUNT);
     out.failed++;
 }
+
+static void on_unsent(void *arg, enum cause cause) { on_failed(arg, cause); }
+
+/* The connection decides whether a refused request goes again; either way
+ * the session is done with it. */
+static void on_refused(void *arg) { on_returned(arg, 1); }
 
 static const struct request *the_request(struct request *r, bool post)
 {
@@ -109,7 +116,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .depth = 1,
         .wants = &wants,
     };
-    const struct proto_sink sink = {on_response, on_failed, on_returned, NULL};
+    const struct proto_sink sink = {on_response, on_failed,   on_unsent,
+                                    on_refused,  on_returned, NULL};
     struct request r = {0};
     /* request()'s buffer (own), which the next batch may refill, or the
      * static request */

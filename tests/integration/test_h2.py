@@ -1,19 +1,22 @@
 """volley --http2 against real HTTP/2 servers: nginx (h2c and TLS), nghttpd
 and Go's net/http, each counting what it served; wrk's example scripts over
 HTTP/2 through nginx to volley-testd, which logs every request whole; the
-hostile peer's every mode, each ending in time and counted under its cause;
-and -m, the requests in flight per connection, for both protocols.
+hostile peer's every mode, each ending in time and counted under its cause,
+malformed responses, header blocks that would cost gigabytes and servers
+that refuse every request among them; and -m, the requests in flight per
+connection, for both protocols.
 SPDX-License-Identifier: MIT
 """
 import json
 import os
 import re
+import subprocess
 import time
 
 import pytest
 
-from conftest import (H2_LOG, ROOT, WRK_SCRIPTS, check_auth_log, header, max_open_is, ok,
-                      run_json, volley)
+from conftest import (H2_LOG, ROOT, VOLLEY, WRK_SCRIPTS, check_auth_log,
+                      check_sanitizer, header, max_open_is, ok, run_json, volley)
 
 OUR_SCRIPTS = os.path.join(ROOT, "scripts")
 
@@ -79,6 +82,29 @@ def test_http11_only_tls_server_stops_the_run(nginx, certs):
     assert run.stderr == f"volley: --http2: {host} does not speak HTTP/2 " \
                          f"(it refused ALPN h2)\n", run
     assert srv.log() == []
+
+
+@pytest.mark.parametrize("server", ["testd", "nginx"])
+def test_http11_only_cleartext_server_stops_the_run(testd, nginx, server):
+    # h2c with prior knowledge: an HTTP/1.1 server answers the preface with
+    # a 400, and every request of the run would be an http2_protocol error.
+    if server == "testd":
+        srv = testd()
+    else:
+        srv = nginx(log_format="$request $status",
+                    server='location / { return 200 "x"; }')
+    run = volley("--http2", "-t1", "-c2", "-d1s", srv.url + "/x")
+    assert run.returncode == 1, run
+    assert run.stdout == ""
+    host = srv.url.split("//")[1]
+    assert run.stderr == f"volley: --http2: {host} does not speak HTTP/2 in cleartext (it " \
+                         f"answered the connection preface with 'HTTP/1.1 400 Bad Request')\n", run
+    # What the server saw: the preface, as a request it could not read.
+    if server == "testd":
+        stats = srv.stop()
+        assert stats["requests"] == 0 and stats["bad_requests"] == 1, stats
+    else:
+        assert srv.log() == ["PRI * HTTP/2.0 400"]
 
 
 def test_tls_server_without_alpn_stops_the_run(nginx, certs, testd):
@@ -215,6 +241,44 @@ def test_request_http2_cannot_carry_is_a_start_up_error(nginx_h2):
     assert run.stderr == "volley: the request cannot be sent over HTTP/2: Host 'a@b' has " \
                          "user information, which HTTP/2 forbids\n", run
     assert srv.log() == []
+
+
+def test_request_headers_over_nghttp2s_limit_are_a_start_up_error(h2peer, tmp_path):
+    # nghttp2 sends no header block over 64 KiB: the static request (here
+    # with a 70 KiB field from wrk.headers) is refused before the run.
+    script = tmp_path / "big.lua"
+    script.write_text('wrk.headers["X-Big"] = string.rep("a", 70 * 1024)\n')
+    srv = h2peer()
+    run = volley("--http2", "-t1", "-c1", "-n", "3", "-s", script, srv.url)
+    assert run.returncode == 1, run
+    assert run.stdout == ""
+    m = re.fullmatch(r"volley: the request cannot be sent over HTTP/2: its header fields take up "
+                     r"to (\d+) bytes, over nghttp2's limit of 65536\n", run.stderr)
+    assert m and 70 * 1024 < int(m.group(1)) < 72 * 1024, run
+    assert srv.stats()["requests"] == 0
+
+
+def test_request_hook_header_block_too_large_is_an_error_not_a_retry(h2peer, tmp_path):
+    # A request() that returns one too large during the run: that request
+    # is a write error, never sent; the others go on.
+    script = tmp_path / "big.lua"
+    script.write_text("""
+        n = 0
+        function request()
+           n = n + 1
+           if n % 2 == 0 then
+              return wrk.format(nil, "/big", {["X-Big"] = string.rep("a", 70 * 1024)})
+           end
+           return wrk.format(nil, "/ok")
+        end
+    """)
+    srv = h2peer()
+    run, doc = run_json(tmp_path, "--http2", "-t1", "-c1", "-n", "10", "-s", script, srv.url,
+                        timeout=30)
+    assert doc["requests"] == 5 and socket_errors(doc) == 5, doc
+    assert doc["errors"]["write"] == 5 and causes(doc) == {"request_too_large": 5}, doc
+    stats = srv.stats()
+    assert stats["requests"] == 5 and stats["paths"] == {"/ok": 5}, stats
 
 
 # --------------------------------------------------------------------------
@@ -423,12 +487,18 @@ HOSTILE = [
     ("ping-flood", [], ["-d1s"], {"http2_flood"}),
     ("continuation-flood", ["--count", "1000"], ["-d1s"], {"http2_flood"}),
     ("garbage", [], ["-d1s"], {"http2_protocol"}),
+    # Every request refused, every connection drained at once: a few
+    # resends with back-off, then errors.
+    ("rst", ["--code", "REFUSED_STREAM"], ["-d1s"], {"refused_stream"}),
+    ("goaway-at-start", [], ["-d1s"], {"refused_stream"}),
+    ("hpack-bomb", ["--count", "30000"], ["-d1s"], {"header_too_large"}),
+    ("malformed", ["--kind", "cl-more"], ["-d1s"], {"truncated"}),
 ]
 
 
 @pytest.mark.parametrize("mode,peer_options,options,allowed", HOSTILE,
                          ids=[f"{h[0]}{'-' + h[1][-1] if h[1] and h[0] != 'continuation-flood' else ''}"
-                              for h in HOSTILE])
+                              f"{'-' + h[2][0] if h[0] == 'rst' else ''}" for h in HOSTILE])
 def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allowed):
     srv = h2peer(mode, *peer_options)
     script = tmp_path / "big.lua"
@@ -458,21 +528,27 @@ def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allow
         assert sent > 1 and sent - 2 <= doc["http2"]["goaway_received"] <= sent, (doc, stats)
     if mode == "rst":
         code = peer_options[-1]
-        if code == "REFUSED_STREAM":
-            assert doc["http2"]["refused"] == stats["rst_sent"][code], (doc, stats)
         # a reset still on its way when the run ended is not counted
         got = doc["http2"]["rst_stream_received"][code]
+        if code == "REFUSED_STREAM":
+            assert doc["http2"]["refused"] == got, (doc, stats)
         assert stats["rst_sent"][code] - 2 * 4 <= got <= stats["rst_sent"][code], (doc, stats)
     if mode in ("zero-window", "max-streams-0", "no-settings-ack", "continuation-flood",
-                "garbage", "goaway") and allowed:
+                "garbage", "goaway", "rst", "goaway-at-start", "hpack-bomb", "malformed") \
+            and allowed:
         assert set(found) - late == allowed, (found, run)
+    if "refused_stream" in allowed:
+        # Resends back off: a few dozen requests a second, not thousands.
+        assert stats["requests"] < 150, stats
+        assert "Note: HTTP/2: " in run.stderr and "refused too often (read errors)" in run.stderr
     if mode == "ping-flood":
         # Either volley kept up (every PING answered) or it counted the flood.
         assert found or stats["ping_acks_received"] > 0, (found, stats)
         assert n > 0
     if mode == "no-settings-ack":
         assert n > 0  # answered meanwhile
-    if mode in ("zero-window", "max-streams-0", "continuation-flood", "garbage"):
+    if mode in ("zero-window", "max-streams-0", "continuation-flood", "garbage", "goaway-at-start",
+                "hpack-bomb", "malformed") or "refused_stream" in allowed:
         assert n == 0
 
 
@@ -539,3 +615,111 @@ def test_shards_of_an_http2_run_merge(nginx_h2, tmp_path):
     other.write_text(json.dumps(h1))
     one_line_error(volley("merge", files[0], other),
                    f"{files[0]} over HTTP/2 and {other} over HTTP/1.1 cannot be one run")
+
+
+# --------------------------------------------------------------------------
+# What the hostile peer's responses count as, exactly, with -n
+# --------------------------------------------------------------------------
+
+HOOK = "function response(status, headers, body) end\n"
+
+
+@pytest.mark.parametrize("kind,cause", [
+    ("cl-more", "truncated"),
+    ("cl-less", "unexpected_data"),
+    ("body-204", "unexpected_data"),
+    ("pseudo-after-regular", "http2_protocol"),
+    ("uppercase-name", "http2_protocol"),
+    ("connection-field", "http2_protocol"),
+    ("te", "http2_protocol"),
+    ("status-101", "http2_protocol"),
+    ("trailers-pseudo", "http2_protocol"),
+    ("interim-data", "http2_protocol"),
+])
+@pytest.mark.parametrize("hook", [False, True], ids=["plain", "hook"])
+def test_malformed_responses_are_errors_whatever_the_script(h2peer, tmp_path, kind, cause, hook):
+    # RFC 9113 §8.1.1, as h2load and curl read it: each request answered
+    # with a malformed response is one error under its cause, and counts
+    # the same whether or not response() takes the headers and the body.
+    srv = h2peer("malformed", "--kind", kind)
+    args = ["--http2", "-t1", "-c2", "-m4", "-n", "50", "--timeout", "5s"]
+    if hook:
+        script = tmp_path / "hook.lua"
+        script.write_text(HOOK)
+        args += ["-s", script]
+    run, doc = run_json(tmp_path, *args, srv.url, timeout=30)
+    assert doc["requests"] == 0 and doc["status_codes"] == {}, doc
+    assert doc["errors"]["read"] == 50 and causes(doc) == {cause: 50}, doc
+    assert doc["success"] == {"ok": 0, "attempts": 50, "percent": 0}
+    stats = srv.stats()
+    assert stats["requests"] == stats["answered"] == 50, stats
+
+
+@pytest.mark.parametrize("hook", [False, True], ids=["plain", "hook"])
+def test_hpack_bomb_costs_no_more_than_the_head_limit(h2peer, tmp_path, hook):
+    # Each response's header block is 100 KB on the wire and decodes to
+    # 400 MB (a 4000-byte field, referred to 100,000 times); eight are held
+    # open at once. Past the 80 KiB head limit, volley stops looking.
+    srv = h2peer("hpack-bomb", "--hold", "8")
+    rss_file = tmp_path / "rss"
+    args = ["--http2", "-t1", "-c1", "-m8", "-n", "8", "--timeout", "30s",
+            "--json", tmp_path / "r.json"]
+    if hook:
+        script = tmp_path / "hook.lua"
+        script.write_text(HOOK)
+        args += ["-s", script]
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss_file, VOLLEY, *args, srv.url],
+                          capture_output=True, text=True, timeout=60)
+    check_sanitizer("volley", proc.stderr)
+    assert proc.returncode == 0, proc
+    with open(tmp_path / "r.json") as f:
+        doc = json.load(f)
+    assert doc["requests"] == 0 and causes(doc) == {"header_too_large": 8}, doc
+    stats = srv.stats()
+    assert stats["requests"] == 8 and stats["frames_received"]["RST_STREAM"] == 8, stats
+    # Without the limit this was gigabytes (a response() that takes headers
+    # kept every field); with it, a few MB (16 in the sanitizer build).
+    peak_kb = int(rss_file.read_text().split()[-1])
+    assert peak_kb < 100 * 1024, peak_kb
+
+
+def test_body_given_to_response_is_capped_at_64_mib(h2peer, tmp_path):
+    script = tmp_path / "body.lua"
+    script.write_text("function response(status, headers, body) print(status, #body) end\n")
+    size = (64 << 20) + 1024
+    srv = h2peer("big-body", "--body-size", size)
+    run, doc = run_json(tmp_path, "--http2", "-t1", "-c1", "-n", "1", "--timeout", "30s",
+                        "-s", script, srv.url, timeout=60)
+    assert run.stdout.split("Transfer/sec:")[0].splitlines()[2] == f"200\t{64 << 20}", run
+    assert doc["requests"] == 1 and doc["bytes"] > size and socket_errors(doc) == 0, doc
+    assert srv.stats()["answered"] == 1
+
+
+@pytest.mark.parametrize("mode,peer_options", [
+    ("rst", ["--code", "REFUSED_STREAM"]),
+    ("goaway-at-start", []),
+], ids=["refuse-all", "goaway-at-start"])
+def test_n_ends_when_every_request_is_refused(h2peer, tmp_path, mode, peer_options):
+    # A server that refuses every request, or drains every connection at
+    # once: each request goes a few times, with back-off, then is an error,
+    # so -n ends with N outcomes, as h2load's "20 failed, 20 errored".
+    srv = h2peer(mode, *peer_options)
+    run, doc = run_json(tmp_path, "--http2", "-t1", "-c2", "-n", "20", srv.url, timeout=30)
+    assert run.elapsed < 10, run
+    assert doc["requests"] == 0 and doc["errors"]["read"] == 20, doc
+    assert causes(doc) == {"refused_stream": 20}, doc
+    assert run.report["errors"]["read"] == 20, run
+    refused = doc["http2"]["refused"]
+    # each request refused no more than 3 times in a row, per connection
+    assert 20 <= refused <= 20 + 2 * 3, doc
+    stats = srv.stats()
+    if mode == "rst":
+        # what volley sent is what the server saw, and refused
+        assert stats["requests"] == refused == stats["rst_sent"]["REFUSED_STREAM"], stats
+    else:
+        # a request on its way when the GOAWAY came reached the server; one
+        # not yet sent never went
+        assert stats["requests"] <= refused and doc["http2"]["goaway_received"] >= 1, stats
+    assert "Note: HTTP/2: " in run.stderr and \
+        f"{refused} requests were refused unprocessed: {refused - 20} sent again, 20 refused " \
+        f"too often (read errors)\n" in run.stderr, run

@@ -15,6 +15,7 @@ import subprocess
 import pytest
 
 import h2frames as h2
+import hpack
 
 H2LOAD = shutil.which("h2load") or "/usr/bin/h2load"
 
@@ -267,6 +268,71 @@ def test_peer_continuation_flood(h2peer):
     assert status != 0 and version == "0"
 
 
+def h2load_failures(url, n):
+    """h2load's counts of (succeeded, failed, errored) requests out of n."""
+    p = subprocess.run([H2LOAD, "-n", str(n), "-c", "1", url], capture_output=True, text=True,
+                       timeout=60)
+    m = re.search(rf"^requests: {n} total, \d+ started, \d+ done, (\d+) succeeded, (\d+) "
+                  r"failed, (\d+) errored", p.stdout, re.M)
+    assert m, p.stdout + p.stderr
+    return tuple(int(x) for x in m.groups())
+
+
+def test_peer_goaway_at_start(h2peer):
+    server = h2peer("goaway-at-start")
+    frames, closed = h2.client_exchange(server.port, requests=2, duration=2)
+    assert [f.type for f in frames][:2] == [h2.SETTINGS, h2.GOAWAY], frames
+    assert frames[1].goaway() == (0, 0)  # no stream processed, NO_ERROR
+    assert responses(frames) == [] and closed
+    # h2load: every request fails, and the run ends
+    assert h2load_failures(server.url + "/", 20) == (0, 20, 20)
+    stats = server.stats()
+    assert stats["answered"] == 0 and stats["goaway_sent"] == stats["connections"]
+
+
+def test_peer_hpack_bomb(h2peer):
+    server = h2peer("hpack-bomb", "--count", 1000, "--hold", 2)
+    frames, _ = h2.client_exchange(server.port, requests=2, until=after(2, ends_stream))
+    blocks = {}
+    for f in frames:
+        if f.type in (h2.HEADERS, h2.CONTINUATION):
+            blocks[f.stream_id] = blocks.get(f.stream_id, b"") + f.header_block()
+    decoder = hpack.Decoder()
+    decoder.max_header_list_size = 1 << 30
+    for stream_id in (1, 3):
+        fields = decoder.decode(blocks[stream_id])
+        # 4 KB on the wire, 4 MB decoded
+        assert len(blocks[stream_id]) < 6000 and len(fields) == 1002
+        assert fields[0] == (":status", "200")
+        assert set(fields[1:]) == {("x-bomb", "a" * 4000)}
+    # each stream's DATA waited for the second header block
+    kinds = [(f.type, f.stream_id) for f in frames if f.type in (h2.HEADERS, h2.DATA)]
+    assert kinds == [(h2.HEADERS, 1), (h2.HEADERS, 3), (h2.DATA, 1), (h2.DATA, 3)], kinds
+    assert server.stats()["answered"] == 2
+
+
+def test_peer_big_body(h2peer):
+    server = h2peer("big-body", "--body-size", 100000)
+    frames, _ = h2.client_exchange(server.port, requests=1, until=ends_stream)
+    data = [f for f in frames if f.type == h2.DATA]
+    assert sum(len(f.payload) for f in data) == 100000
+    assert data[-1].flags & h2.END_STREAM and max(len(f.payload) for f in data) == 16384
+    assert curl(server.url + "/", "--http2-prior-knowledge")[:2] == (0, "2")
+
+
+@pytest.mark.parametrize("kind", ["cl-more", "cl-less", "body-204", "pseudo-after-regular",
+                                  "uppercase-name", "connection-field", "te", "status-101",
+                                  "trailers-pseudo", "interim-data"])
+def test_peer_malformed_responses_fail_in_curl_and_h2load(h2peer, kind):
+    # nghttp2's HTTP messaging checks, which curl and h2load keep on, reject
+    # every one (curl's 92: an HTTP/2 stream error).
+    server = h2peer("malformed", "--kind", kind)
+    assert curl(server.url + "/", "--http2-prior-knowledge")[0] == 92
+    assert h2load_failures(server.url + "/", 5) == (0, 5, 5)
+    stats = server.stats()
+    assert stats["requests"] == stats["answered"] == 6
+
+
 def test_peer_garbage_after_the_preface(h2peer):
     server = h2peer("garbage")
     with socket.create_connection(("127.0.0.1", server.port), timeout=2) as s:
@@ -274,7 +340,7 @@ def test_peer_garbage_after_the_preface(h2peer):
         data = b""
         while len(data) < 64:
             data += s.recv(4096)
-    assert data.startswith(b"HTTP/1.1 200 OK\r\n\r\n\x00\x01\x02")
+    assert data.startswith(bytes(range(64)))
     status, version, _ = curl(server.url + "/", "--http2-prior-knowledge")
     assert status != 0 and version == "0"
     assert server.stats()["connections"] == 2

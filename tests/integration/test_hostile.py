@@ -47,6 +47,9 @@ MODES = {
     # 100 Continue forever: the interim heads share the final head's 80 KiB,
     # so each connection fails within that (not gigabytes later, timed out).
     "interim-flood": (["--hostile", "interim-flood"], "read", "header_too_large", False, False),
+    # A 204 with a body: each response counts; the bytes after it fail the
+    # connection with no request in flight, an error that ended no request.
+    "body-204": (["--hostile", "body-204"], None, None, True, False),
 }
 
 
@@ -151,3 +154,27 @@ def test_server_dies_mid_run(testd, tmp_path):
     # What was answered before the end was counted.
     assert 0 < run.report["requests"] <= stats["responses"], (run, stats)
     assert dead_cpu < 0.1, f"{dead_cpu:.2f}s of CPU in 1 s against a dead target\n{run}"
+
+
+def test_an_error_that_ends_no_request_is_no_attempt(testd, tmp_path):
+    """The stray body of each 204 drops its connection when nothing is in
+    flight: counted under its cause, but no request's outcome, so -n's
+    responses and errors add up to N and every request answered is a
+    success."""
+    srv = testd("--hostile", "body-204")
+    json_path = tmp_path / "r.json"
+    run = volley("-t1", "-c2", "-n", "100", "--threshold", "success >= 99%", "--json", json_path,
+                 srv.url + "/")
+    assert run.returncode == 0, run
+    assert run.report["requests"] == 100 and not run.report["socket_errors_line"], run
+    assert "Threshold success >= 99%: passed (success = 100%)" in run.stdout, run
+    with open(json_path) as f:
+        doc = json.load(f)
+    assert doc["success"] == {"ok": 100, "attempts": 100, "percent": 100}, doc
+    assert doc["errors"] == {"connect": 0, "read": 0, "write": 0, "timeout": 0, "status": 0}
+    found = causes(json_path)
+    assert list(found) == ["unexpected_data"] and 0 < found["unexpected_data"] <= 100, found
+    assert f"Note: {found['unexpected_data']} connection errors ended no request (none was in " \
+           f"flight): they are in --json's error_causes, not in Socket errors\n" in run.stderr, run
+    stats = srv.stop()
+    assert stats["requests"] == stats["responses"] == 100 and stats["status"] == {"204": 100}

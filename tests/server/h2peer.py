@@ -5,7 +5,8 @@ speaks raw frames (tests/h2frames.py), so it can send what no HTTP/2 library
 would, and records what it saw.
 
 usage: h2peer.py [--listen HOST:PORT] [--stats FILE] [--max-time S] [--mode MODE]
-                 [--after N] [--code NAME] [--every K] [--count N] [--body-delay MS]
+                 [--after N] [--code NAME] [--every K] [--count N] [--hold N]
+                 [--body-size N] [--kind KIND] [--body-delay MS]
 
 Once listening it prints "port N" on stdout. SIGTERM or SIGINT (and
 --max-time, default 300) write the stats and exit 0. One thread per
@@ -36,11 +37,36 @@ Modes:
   continuation-flood  answers each request with a HEADERS frame without
                       END_HEADERS, then up to --count CONTINUATION frames
                       (default 100000) that never end the header block.
+  goaway-at-start     right after its SETTINGS, on every connection, GOAWAY
+                      with last-stream-id 0 and NO_ERROR, as a server that is
+                      shutting down; it answers nothing and closes 100 ms later.
+  hpack-bomb          answers each request with a header block that puts one
+                      4000-byte field into HPACK's dynamic table, then refers
+                      to it --count times (default 100000), one byte each, in
+                      a HEADERS frame and CONTINUATION frames; the DATA frame
+                      that ends each stream waits until --hold streams (default
+                      1) of the connection have had their header blocks.
+  big-body            answers 200 with a content-length of --body-size bytes
+                      (default 64 MiB + 1 KiB) and as many bytes of DATA.
+  malformed           answers each request with a response RFC 9113 §8.1.1
+                      calls malformed, as --kind says:
+                        cl-more      content-length: 100 and 12 bytes of DATA
+                        cl-less      content-length: 1 and 12 bytes of DATA
+                        body-204     status 204 and 12 bytes of DATA
+                        pseudo-after-regular  :status after a regular field
+                        uppercase-name        a field named X-Upper
+                        connection-field      connection: keep-alive
+                        te           te: gzip
+                        status-101   status 101
+                        trailers-pseudo       trailers that carry a :status
+                        interim-data DATA after a 103 interim head, before the
+                                     final one
   slow-body           each response's HEADERS frame, then its DATA frame
                       --body-delay MS later (default 50): its first byte comes
                       that long before its last.
   garbage             after the client's preface, bytes that are no frame
-                      ("HTTP/1.1 200 OK" and binary junk), then reads until the
+                      (binary junk; not an HTTP/1.1 response, which volley's
+                      start-up check would refuse), then reads until the
                       client closes.
 
 Stats JSON:
@@ -78,9 +104,12 @@ import h2frames as h2  # noqa: E402
 import hpack  # noqa: E402
 
 BODY = b"Hello world\n"
-GARBAGE = b"HTTP/1.1 200 OK\r\n\r\n" + bytes(range(256)) * 4
+GARBAGE = bytes(range(256)) * 4
 MODES = ("normal", "goaway", "rst", "zero-window", "max-streams-0", "no-settings-ack",
-         "ping-flood", "continuation-flood", "garbage", "slow-body")
+         "ping-flood", "continuation-flood", "goaway-at-start", "hpack-bomb", "big-body",
+         "malformed", "garbage", "slow-body")
+KINDS = ("cl-more", "cl-less", "body-204", "pseudo-after-regular", "uppercase-name",
+         "connection-field", "te", "status-101", "trailers-pseudo", "interim-data")
 
 
 class Stats:
@@ -131,6 +160,7 @@ class Connection:
         self.enc, self.dec = hpack.Encoder(), hpack.Decoder()
         self.block, self.block_stream, self.block_end_stream = b"", 0, False
         self.streams = {}   # stream id -> whether its request is complete
+        self.held = []      # hpack-bomb: streams whose DATA waits
         self.answered = 0
         self.goaway_sent = False
         self.requests_seen = 0
@@ -155,6 +185,11 @@ class Connection:
                 pass
             return
         self.send(h2.settings(self.own_settings()), h2.SETTINGS)
+        if mode == "goaway-at-start":
+            self.goaway_sent = True
+            self.stats.add("goaway_sent")
+            self.send(h2.goaway(0, h2.error_code("NO_ERROR")), h2.GOAWAY)
+            threading.Timer(0.1, self.close).start()
         if mode == "ping-flood":
             threading.Thread(target=self.ping_flood, daemon=True).start()
         while True:
@@ -223,6 +258,12 @@ class Connection:
         self.streams[stream_id] = True
         if self.opts.mode == "continuation-flood":
             return self.continuation_flood(stream_id)
+        if self.opts.mode == "hpack-bomb":
+            return self.hpack_bomb(stream_id)
+        if self.opts.mode == "big-body":
+            return self.big_body(stream_id)
+        if self.opts.mode == "malformed":
+            return self.malformed(stream_id, self.opts.kind)
         self.answer(stream_id)
         if self.opts.mode == "goaway" and self.answered == self.opts.after:
             self.goaway_sent = True
@@ -247,6 +288,73 @@ class Connection:
             head = b""
         with self.send_lock:
             self.sock.sendall(head + data)
+
+    def respond(self, data, ftypes):
+        """A response given whole: its frames' types counted, one answered."""
+        for t in ftypes:
+            self.stats.add("frames_sent", sub=h2.TYPES[t])
+        self.stats.add("answered")
+        self.answered += 1
+        with self.send_lock:
+            self.sock.sendall(data)
+
+    def hpack_bomb(self, stream_id):
+        # Indexed field 62 is the newest entry of the dynamic table (RFC 7541
+        # §2.3.3): the x-bomb field the same block has just added.
+        block = (h2.hpack_literals([(":status", "200")]) +
+                 h2.hpack_literal("x-bomb", "a" * 4000, indexed=True) +
+                 h2.hpack_int(62, 7, 0x80) * self.opts.count)
+        frames = h2.header_frames(stream_id, block)
+        self.stats.add("frames_sent", sub="HEADERS")
+        self.stats.add("frames_sent", (len(block) - 1) // 16384, "CONTINUATION")
+        with self.send_lock:
+            self.sock.sendall(frames)
+        self.held.append(stream_id)
+        if len(self.held) < self.opts.hold:
+            return
+        for held in self.held:
+            self.respond(h2.frame(h2.DATA, h2.END_STREAM, held, BODY), [h2.DATA])
+        self.held = []
+
+    def big_body(self, stream_id):
+        size, chunk = self.opts.body_size, b"b" * 16384
+        self.send(h2.header_frames(stream_id, h2.hpack_literals(
+            [(":status", "200"), ("content-length", str(size))])), h2.HEADERS)
+        sent = 0
+        while sent < size:
+            n = min(len(chunk), size - sent)
+            sent += n
+            self.send(h2.frame(h2.DATA, h2.END_STREAM if sent == size else 0, stream_id,
+                               chunk[:n]), h2.DATA)
+        self.stats.add("answered")
+        self.answered += 1
+
+    def malformed(self, stream_id, kind):
+        status = [(":status", "200")]
+        fields = {
+            "cl-more": status + [("content-length", "100")],
+            "cl-less": status + [("content-length", "1")],
+            "body-204": [(":status", "204")],
+            "pseudo-after-regular": [("content-type", "text/plain"), (":status", "200")],
+            "uppercase-name": status + [("X-Upper", "1")],
+            "connection-field": status + [("connection", "keep-alive")],
+            "te": status + [("te", "gzip")],
+            "status-101": [(":status", "101")],
+            "trailers-pseudo": status,
+            "interim-data": status,
+        }[kind]
+        head = h2.header_frames(stream_id, h2.hpack_literals(fields))
+        data = h2.frame(h2.DATA, 0 if kind == "trailers-pseudo" else h2.END_STREAM, stream_id,
+                        BODY)
+        if kind == "trailers-pseudo":
+            data += h2.header_frames(stream_id, h2.hpack_literals([(":status", "500")]),
+                                     end_stream=True)
+            return self.respond(head + data, [h2.HEADERS, h2.DATA, h2.HEADERS])
+        if kind == "interim-data":
+            interim = h2.header_frames(stream_id, h2.hpack_literals([(":status", "103")]))
+            return self.respond(interim + h2.frame(h2.DATA, 0, stream_id, BODY) + head + data,
+                                [h2.HEADERS, h2.DATA, h2.HEADERS, h2.DATA])
+        self.respond(head + data, [h2.HEADERS, h2.DATA])
 
     def reset(self, stream_id, code):
         self.stats.add("rst_sent", sub=h2.error_name(code))
@@ -312,6 +420,9 @@ def main():
     ap.add_argument("--code")
     ap.add_argument("--every", type=int, default=1)
     ap.add_argument("--count", type=int, default=100000)
+    ap.add_argument("--hold", type=int, default=1)
+    ap.add_argument("--body-size", type=int, default=(64 << 20) + 1024)
+    ap.add_argument("--kind", choices=KINDS, default="cl-more")
     ap.add_argument("--body-delay", type=float, default=50)
     opts = ap.parse_args()
     if opts.code:

@@ -107,6 +107,8 @@
  *   huge-body       a body of 64 MiB (or --body-size), streamed from a small buffer.
  *   die-after:MS    write the stats and exit 0 MS after start-up (connections refused after).
  *   no-read         accept connections, never read from them (nor close them).
+ *   body-204        each request is answered "204 No Content" with "Content-Length: 5" and 5
+ *                   body bytes, which a 204 cannot have (RFC 9110 §15.3.5); kept open.
  *   interim-flood   each request is answered with "HTTP/1.1 100 Continue" responses (each with
  *                   a 1000-byte X-Pad field) forever, streamed with backpressure; no final
  *                   response (none of it counts in responses or interim_responses).
@@ -207,6 +209,7 @@ enum hostile {
     HOSTILE_HUGE_BODY,
     HOSTILE_NO_READ,
     HOSTILE_INTERIM_FLOOD,
+    HOSTILE_BODY_204,
 };
 
 struct config {
@@ -1234,6 +1237,10 @@ static bool render_hostile(struct conn *c, struct pending *p)
         start_body(c, UINT64_MAX, interim_flood_pattern(), INTERIM_FLOOD_LEN, 0, NULL);
         p->status = 0;
         return true;
+    case HOSTILE_BODY_204:
+        buf_str(o, "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello");
+        p->status = 204;
+        return true;
     default:
         return false;
     }
@@ -2004,6 +2011,7 @@ static void opt_hostile(const char *s)
         [HOSTILE_HUGE_BODY] = "huge-body",
         [HOSTILE_NO_READ] = "no-read",
         [HOSTILE_INTERIM_FLOOD] = "interim-flood",
+        [HOSTILE_BODY_204] = "body-204",
     };
     if (strncmp(s, "die-after:", 10) == 0) {
         g_cfg.die_after = opt_number("hostile die-after", s + 10, 0, 1e12) / 1000;
@@ -2028,7 +2036,7 @@ static void usage(void)
          "         [--never] [--early]\n"
          "         [--rcvbuf N] [--trickle-ms MS]\n"
          "         [--hostile garbage|short-body|reset|trickle|huge-header|bad-chunk|\n"
-         "                    huge-body|die-after:MS|no-read|interim-flood]\n"
+         "                    huge-body|die-after:MS|no-read|interim-flood|body-204]\n"
          "The comment at the top of tests/server/testd.c documents every option.");
 }
 

@@ -526,19 +526,29 @@ TEST(timeout_counts_every_request_in_flight)
     rig_free(r);
 }
 
-TEST(bytes_nobody_asked_for_are_an_error)
+TEST(bytes_nobody_asked_for_are_an_error_that_ends_no_request)
 {
     struct rig *r = rig_new();
+    rig_budget(r, 2);
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     char buf[256];
     CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
     peer_write(r, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA");
-    RUN_UNTIL(r, r->stats.errors.read > 0, 500);
+    RUN_UNTIL(r, r->stats.causes[CAUSE_UNEXPECTED] > 0, 500);
     CHECK_U64(r->stats.requests, 1);
-    /* The next request was in flight when the stray bytes came: its error. */
-    CHECK_U64(r->stats.errors.read, 1);
+    /* They came with nothing in flight: the connection is dropped and the
+     * error counted under its cause, but it was no request's outcome. */
     CHECK_U64(r->stats.causes[CAUSE_UNEXPECTED], 1);
+    CHECK_U64(r->stats.errors.read, 0);
+    /* The second request goes on a new connection: two outcomes for -n 2. */
+    CHECK(accept_peer(r));
+    CHECK_U64(peer_read(r, buf, strlen(GET)), strlen(GET));
+    peer_write(r, OK);
+    RUN_UNTIL(r, r->spent, 500);
+    CHECK(r->spent);
+    CHECK_U64(r->stats.requests, 2);
+    CHECK_U64(r->stats.errors.read, 0);
     rig_free(r);
 }
 
@@ -776,6 +786,29 @@ static void srv_answer(struct h2srv *h, int32_t id)
     nghttp2_session_send(h->ng);
 }
 
+static void srv_refuse(struct h2srv *h, int32_t id)
+{
+    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+}
+
+/* Serves until -n's budget is spent, or for 2 s: the requests from the
+ * first'th on, as they come, are answered, or refused when refuse says so
+ * of their place in the order (counted from 0). */
+static void srv_until_spent(struct h2srv *h, size_t first, bool (*refuse)(size_t i))
+{
+    uint64_t end = clock_us() + 2000000;
+    size_t done = first;
+    while (!h->r->spent && clock_us() < end) {
+        srv_turn(h);
+        for (; done < h->nrequests; done++) {
+            if (refuse && refuse(done))
+                srv_refuse(h, h->requests[done]);
+            else
+                srv_answer(h, h->requests[done]);
+        }
+    }
+}
+
 static struct rig *rig_h2(size_t streams, uint64_t budget)
 {
     struct rig *r = rig_new_proto(&proto_h2, streams);
@@ -790,13 +823,7 @@ TEST(h2_streams_go_out_together_capped_by_the_server)
     conn_start(&r->conn, true);
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 4);
-    size_t answered = 0;
-    uint64_t end = clock_us() + 2000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        while (answered < h->nrequests)
-            srv_answer(h, h->requests[answered++]);
-    }
+    srv_until_spent(h, 0, NULL);
     CHECK(r->spent);
     CHECK_U64(r->stats.requests, 12);
     CHECK_U64(h->nrequests, 12);
@@ -851,13 +878,7 @@ TEST(h2_goaway_sends_unprocessed_requests_again)
     srv_free(h);
     CHECK(accept_peer(r));
     h = srv_new(r, 100);
-    size_t answered = 0;
-    uint64_t end = clock_us() + 1000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        while (answered < h->nrequests)
-            srv_answer(h, h->requests[answered++]);
-    }
+    srv_until_spent(h, 0, NULL);
     CHECK(r->spent);
     CHECK_U64(h->nrequests, 4);
     CHECK_U64(r->stats.requests, 6);
@@ -874,16 +895,10 @@ TEST(h2_refused_stream_is_sent_again_and_a_reset_one_counted)
     CHECK(accept_peer(r));
     struct h2srv *h = srv_new(r, 100);
     SRV_UNTIL(h, h->nrequests == 2, 1000);
-    nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[0], NGHTTP2_REFUSED_STREAM);
+    srv_refuse(h, h->requests[0]);
     nghttp2_submit_rst_stream(h->ng, NGHTTP2_FLAG_NONE, h->requests[1], NGHTTP2_CANCEL);
     nghttp2_session_send(h->ng);
-    size_t answered = 2;
-    uint64_t end = clock_us() + 1000000;
-    while (!r->spent && clock_us() < end) {
-        srv_turn(h);
-        while (answered < h->nrequests)
-            srv_answer(h, h->requests[answered++]);
-    }
+    srv_until_spent(h, 2, NULL);
     CHECK(r->spent);
     /* Three outcomes: the cancelled one an error, then two answers. */
     CHECK_U64(h->nrequests, 4);
@@ -894,6 +909,54 @@ TEST(h2_refused_stream_is_sent_again_and_a_reset_one_counted)
     CHECK_U64(r->stats.h2_resets[NGHTTP2_REFUSED_STREAM], 1);
     CHECK_U64(r->stats.h2_resets[NGHTTP2_CANCEL], 1);
     CHECK_U64(r->stats.connects, 1); /* a stream's reset keeps the connection */
+    srv_free(h);
+    rig_free(r);
+}
+
+static bool every(size_t i)
+{
+    (void)i;
+    return true;
+}
+
+TEST(h2_requests_refused_again_and_again_become_errors)
+{
+    /* -m2, -n 3: a server that refuses every stream. Each connection's
+     * requests go again 3 times per stream (6 refusals), then each refusal
+     * is a refused_stream error, until 3 outcomes end the run. */
+    struct rig *r = rig_h2(2, 3);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    srv_until_spent(h, 0, every);
+    CHECK(r->spent);
+    CHECK_U64(r->stats.requests, 0);
+    CHECK_U64(r->stats.errors.read, 3);
+    CHECK_U64(r->stats.causes[CAUSE_REFUSED_STREAM], 3);
+    CHECK_U64(r->stats.h2_refused, 6 + 3);
+    CHECK_U64(h->nrequests, 6 + 3);
+    CHECK_U64(r->stats.sent, 6 + 3);
+    CHECK_U64(r->stats.connects, 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+static bool but_the_third_and_sixth(size_t i) { return i != 2 && i != 5; }
+
+TEST(h2_a_response_ends_a_run_of_refusals)
+{
+    /* Refused twice, then answered, then refused twice again: the count
+     * starts afresh after the response, so nothing is an error. */
+    struct rig *r = rig_h2(1, 2);
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    srv_until_spent(h, 0, but_the_third_and_sixth);
+    CHECK(r->spent);
+    CHECK_U64(r->stats.requests, 2);
+    CHECK_U64(r->stats.errors.read, 0);
+    CHECK_U64(r->stats.h2_refused, 4);
+    CHECK_U64(h->nrequests, 6);
     srv_free(h);
     rig_free(r);
 }
@@ -1011,6 +1074,29 @@ TEST(h2_response_hook_gets_lower_case_fields_and_the_body)
     CHECK_STR(r->body_seen, "ok");
     CHECK(r->lower_seen);
     CHECK_U64(r->stats.status[200], 1);
+    srv_free(h);
+    rig_free(r);
+}
+
+TEST(h2_fields_that_cannot_be_lines_are_left_out_of_the_hook)
+{
+    /* A CR in a value, a space in a name: not lines the hook could read.
+     * As nghttp2 does for h2load and curl, the fields are left out, and the
+     * response counts as any other. */
+    struct rig *r = rig_h2(1, 1);
+    r->live.wants.head = true;
+    conn_start(&r->conn, true);
+    CHECK(accept_peer(r));
+    struct h2srv *h = srv_new(r, 100);
+    SRV_UNTIL(h, h->nrequests == 1, 1000);
+    nghttp2_nv nv[] = {NV(":status", "200"), NV("x-cr", "a\rb"), NV("x a", "1"),
+                       NV("x-ok", "fine")};
+    nghttp2_submit_response(h->ng, h->requests[0], nv, 4, NULL);
+    nghttp2_session_send(h->ng);
+    RUN_UNTIL(r, r->spent, 1000);
+    CHECK_U64(r->stats.requests, 1);
+    CHECK_U64(r->stats.errors.read, 0);
+    CHECK_STR(r->fields_seen, "x-ok: fine\r\n");
     srv_free(h);
     rig_free(r);
 }
