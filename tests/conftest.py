@@ -677,35 +677,53 @@ def h2peer(tmp_path):
 # --------------------------------------------------------------------------
 
 class Prometheus:
-    """A Prometheus server with its own storage in tmp_path: it scrapes
-    targets ("host:port" of volley's /metrics) every second and, with
-    --web.enable-remote-write-receiver, takes remote writes at
-    .remote_write. query() asks its HTTP API."""
+    """A Prometheus server with its own storage in tmp_path: it takes remote
+    writes at .remote_write (--web.enable-remote-write-receiver), scrapes
+    what scrape() names every second, and query() asks its HTTP API."""
 
-    def __init__(self, tmp_path, targets=()):
+    def __init__(self, tmp_path):
         self.dir = os.path.join(tmp_path, f"prometheus-{id(self)}")
         os.makedirs(self.dir)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.remote_write = self.url + "/api/v1/write"
-        conf = os.path.join(self.dir, "prometheus.yml")
-        with open(conf, "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n")
-            if targets:
-                f.write("scrape_configs:\n  - job_name: volley\n    static_configs:\n"
-                        f"      - targets: {json.dumps(list(targets))}\n")
+        self.conf = os.path.join(self.dir, "prometheus.yml")
+        self.write_conf()
         prometheus = shutil.which("prometheus") or "/usr/bin/prometheus"
         self.log = open(os.path.join(self.dir, "log"), "w")
         self.proc = subprocess.Popen(
-            [prometheus, f"--config.file={conf}", f"--storage.tsdb.path={self.dir}/data",
+            [prometheus, f"--config.file={self.conf}", f"--storage.tsdb.path={self.dir}/data",
              f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-remote-write-receiver",
+             "--web.enable-lifecycle",
              # a series stays the same for 5 minutes after its last sample,
              # and queries look back that far
              "--query.lookback-delta=5m"],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.wait_ready()
-        if targets:
-            self.wait_targets()
+
+    def write_conf(self, target=None):
+        with open(self.conf, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n")
+            if target:
+                f.write("scrape_configs:\n  - job_name: volley\n    static_configs:\n"
+                        f"      - targets: {json.dumps([target])}\n")
+
+    def scrape(self, target):
+        """Scrape target ("host:port" of volley's /metrics) from now on, once
+        Prometheus has it among its targets (it hands new targets to its
+        scrapers some seconds after it reads them), so that a run started
+        then is scraped from its first second."""
+        self.write_conf(target)
+        urllib.request.urlopen(urllib.request.Request(self.url + "/-/reload", method="POST"),
+                               timeout=30).close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(self.url + "/api/v1/targets", timeout=10) as r:
+                active = json.load(r)["data"]["activeTargets"]
+            if any(t["labels"].get("instance") == target for t in active):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"prometheus never took the target {target}")
 
     def wait_ready(self, timeout=60):
         deadline = time.monotonic() + timeout
@@ -720,18 +738,6 @@ class Prometheus:
                 pass
             time.sleep(0.2)
         raise RuntimeError("prometheus did not get ready: " + open(self.log.name).read())
-
-    def wait_targets(self, timeout=60):
-        """Until the scrape targets are known (Prometheus hands new targets
-        to its scrapers some seconds after it starts), so that a run started
-        now is scraped from its first second."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with urllib.request.urlopen(self.url + "/api/v1/targets", timeout=10) as r:
-                if json.load(r)["data"]["activeTargets"]:
-                    return
-            time.sleep(0.2)
-        raise RuntimeError("prometheus never took its targets")
 
     def query(self, promql):
         """The instant vector (or scalar) promql evaluates to now: a list of
@@ -764,11 +770,11 @@ class Prometheus:
 
 @pytest.fixture
 def prometheus(tmp_path):
-    """Factory: prometheus(targets=["127.0.0.1:9465"]) starts one."""
+    """Factory: prometheus() starts one."""
     servers = []
 
-    def start(targets=()):
-        p = Prometheus(str(tmp_path), targets)
+    def start():
+        p = Prometheus(str(tmp_path))
         servers.append(p)
         return p
 

@@ -48,6 +48,19 @@ def finish(started, timeout=90):
                time.monotonic() - start)
 
 
+def run_scraped(prom, args):
+    """volley with --metrics-listen on a free port that prom scrapes: args
+    (a function of the port) are its arguments. A port another process took
+    between its choice and volley's start is given up for another."""
+    for _ in range(5):
+        port = free_port()
+        prom.scrape(f"127.0.0.1:{port}")
+        run = finish(start_volley(*args(port)))
+        if "Address already in use" not in run.stderr:
+            return run
+    raise AssertionError(run)
+
+
 def fetch(port, path="/metrics", host="127.0.0.1"):
     """GET path from volley's /metrics server: (status, headers, body)."""
     conn = socket.create_connection((host, port), timeout=10)
@@ -125,12 +138,11 @@ def test_prometheus_scrapes_what_the_json_says(testd, prometheus, tmp_path):
     while the run was on, and its last values are --json's exactly (the
     client's and the server's CPU time too), p99 within a bucket."""
     srv = testd("--delay", "1")
-    port = free_port()
-    prom = prometheus(targets=[f"127.0.0.1:{port}"])
+    prom = prometheus()
     path = tmp_path / "r.json"
-    run = finish(start_volley("-t2", "-c8", "-d5s", "-R", "1500", "--metrics-listen",
-                              f"127.0.0.1:{port}", "--metrics-linger", "4s", "--json", path,
-                              "--server-pid", srv.proc.pid, srv.url + "/"))
+    run = run_scraped(prom, lambda port: (
+        "-t2", "-c8", "-d5s", "-R", "1500", "--metrics-listen", f"127.0.0.1:{port}",
+        "--metrics-linger", "4s", "--json", path, "--server-pid", srv.proc.pid, srv.url + "/"))
     ok(run)
     doc = json.loads(path.read_text())
     last = lambda q: prom.value(re.sub(r"(volley_\w+)(\{[^}]*\})?", r"last_over_time(\1\2[10m])", q))  # noqa: E731,E501
@@ -163,12 +175,11 @@ def test_warmup_is_left_out_and_counters_never_go_back(testd, prometheus, tmp_pa
     """--warmup: what it sends is left out of /metrics as of every result;
     counters start at 0 when what is measured starts and end at --json's."""
     srv = testd()
-    port = free_port()
-    prom = prometheus(targets=[f"127.0.0.1:{port}"])
+    prom = prometheus()
     path = tmp_path / "r.json"
-    run = finish(start_volley("-t1", "-c2", "--warmup", "2s", "-d2s", "--metrics-listen",
-                              f"127.0.0.1:{port}", "--metrics-linger", "3s", "--json", path,
-                              srv.url + "/"))
+    run = run_scraped(prom, lambda port: (
+        "-t1", "-c2", "--warmup", "2s", "-d2s", "--metrics-listen", f"127.0.0.1:{port}",
+        "--metrics-linger", "3s", "--json", path, srv.url + "/"))
     ok(run)
     doc = json.loads(path.read_text())
     assert doc["warmup"]["requests"] > 0
