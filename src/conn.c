@@ -53,12 +53,14 @@ static void on_unsent(void *arg, enum cause cause);
 static void on_refused(void *arg);
 static void on_returned(void *arg, size_t n);
 
+/* Where a connection's sessions end their requests (with the connection). */
+static const struct proto_sink sink = {on_response, on_failed, on_unsent, on_refused, on_returned};
+
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index)
 {
     memset(c, 0, sizeof *c);
     c->cfg = cfg;
     c->live = live;
-    c->sink = (struct proto_sink){on_response, on_failed, on_unsent, on_refused, on_returned, c};
     c->index = index;
     c->sock.fd = -1;
     c->state = CONN_CLOSED;
@@ -376,7 +378,7 @@ static void speak(struct conn *c, size_t protocol)
     c->protocol = protocol;
     c->proto = cfg->protocols[protocol];
     if (!c->sessions[protocol])
-        c->sessions[protocol] = c->proto->create(&cfg->sessions[protocol], &c->sink);
+        c->sessions[protocol] = c->proto->create(&cfg->sessions[protocol], &sink, c);
     c->session = c->sessions[protocol];
     cfg->stats->by_protocol[protocols_index(c->proto)]++;
 }

@@ -98,8 +98,7 @@ enum conn_state {
 struct conn {
     const struct conn_config *cfg;
     struct conn_live *live;
-    struct proto_sink sink; /* where its session's requests end */
-    size_t index;           /* in the worker */
+    size_t index; /* in the worker */
     struct sock sock;
     enum conn_state state;
     ev_io rio, wio;
@@ -108,7 +107,6 @@ struct conn {
      * session per protocol spoken, kept across reconnects. */
     const struct proto_ops *proto;
     struct proto_session *session;
-    size_t protocol; /* proto's index in conn_config's protocols */
     struct proto_session *sessions[PROTOCOLS_COUNT];
     struct request own;         /* the batch request() returned */
     uint64_t connect_at;        /* when the current connection attempt began */
@@ -133,6 +131,7 @@ struct conn {
     bool done;                  /* request() gave nothing: it sends no more */
     bool read_wants_write;      /* TLS: a read waits for the socket to be writable */
     bool write_wants_read;      /* TLS: a write waits for it to be readable */
+    uint8_t protocol;           /* proto's index in conn_config's protocols */
 };
 
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index);

@@ -17,7 +17,8 @@
 
 struct h1 {
     const struct proto_conf *conf;
-    struct proto_sink sink;
+    const struct proto_sink *sink; /* where its requests end, with arg */
+    void *arg;
     struct http_parser parser;
     const struct request *batch; /* in flight, or NULL when idle */
     size_t len;                  /* bytes of batch to write */
@@ -27,14 +28,15 @@ struct h1 {
     uint64_t sent_at;            /* when the batch's first byte went out */
     uint64_t start_at;           /* where its latency counts from */
     uint64_t first_at;           /* when the current response's first byte came, or 0 */
-    struct proto_response view;  /* the response just parsed, as the sink takes it */
 };
 
-static struct proto_session *h1_create(const struct proto_conf *conf, const struct proto_sink *sink)
+static struct proto_session *h1_create(const struct proto_conf *conf, const struct proto_sink *sink,
+                                       void *arg)
 {
     struct h1 *s = xcalloc(1, sizeof *s);
     s->conf = conf;
-    s->sink = *sink;
+    s->sink = sink;
+    s->arg = arg;
     http_parser_init(&s->parser);
     s->parser.cache = conf->head_cache;
     return (struct proto_session *)(void *)s;
@@ -130,24 +132,24 @@ static void hook_view(const struct http_parser *p, struct proto_response *r)
  * connection (*st then PROTO_OK). */
 static bool response_done(struct h1 *s, uint64_t now, enum proto_status *st)
 {
+    struct proto_response view = {.status = s->parser.status,
+                                  .start_at = s->start_at,
+                                  .sent_at = s->sent_at,
+                                  .first_at = s->first_at,
+                                  .done_at = now};
     s->pending--;
-    s->view.status = s->parser.status;
-    s->view.start_at = s->start_at;
-    s->view.sent_at = s->sent_at;
-    s->view.first_at = s->first_at;
-    s->view.done_at = now;
     s->first_at = 0; /* the next response's is to come */
     if (s->parser.want_head || s->parser.want_body)
-        hook_view(&s->parser, &s->view);
+        hook_view(&s->parser, &view);
     *st = PROTO_OK;
-    if (!s->sink.response(s->sink.arg, &s->view))
+    if (!s->sink->response(s->arg, &view))
         return false;
     if (!s->parser.keep_alive || (s->conf->no_keepalive && s->pending == 0)) {
         /* Requests pipelined behind a closing response were never read by
          * the server; the rest of a request it answered early is not sent
          * either (RFC 9112 §9.5: cease transmitting the body and close). */
         if (s->pending)
-            s->sink.returned(s->sink.arg, s->pending);
+            s->sink->returned(s->arg, s->pending);
         s->pending = 0;
         s->batch = NULL;
         *st = PROTO_CLOSE;

@@ -93,7 +93,8 @@ struct h2_stream {
 
 struct h2 {
     const struct proto_conf *conf;
-    struct proto_sink sink;
+    const struct proto_sink *sink; /* where its requests end, with arg */
+    void *arg;
     nghttp2_session *ng; /* while the connection is open */
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *option;
@@ -208,7 +209,7 @@ static void answered(struct h2 *s, struct h2_stream *st)
         .done_at = s->now,
     };
     unlink_stream(s, st);
-    if (!s->sink.response(s->sink.arg, &r))
+    if (!s->sink->response(s->arg, &r))
         s->stopped = true;
 }
 
@@ -218,13 +219,13 @@ static void refused(struct h2 *s, struct h2_stream *st)
 {
     unlink_stream(s, st);
     s->conf->stats->h2_refused++;
-    s->sink.refused(s->sink.arg);
+    s->sink->refused(s->arg);
 }
 
 static void stream_failed(struct h2 *s, struct h2_stream *st, enum cause why)
 {
     unlink_stream(s, st);
-    s->sink.failed(s->sink.arg, why);
+    s->sink->failed(s->arg, why);
 }
 
 /* The response to stream id is malformed (RFC 9113 §8.1.1): its request
@@ -561,7 +562,7 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
         !(st = stream_of(s, frame->hd.stream_id)) || st->ended)
         return 0;
     unlink_stream(s, st);
-    s->sink.unsent(s->sink.arg, CAUSE_REQUEST_TOO_LARGE);
+    s->sink->unsent(s->arg, CAUSE_REQUEST_TOO_LARGE);
     return 0;
 }
 
@@ -622,11 +623,13 @@ static void *mem_realloc(void *ptr, size_t size, void *pool)
     return pool_realloc(pool, ptr, size);
 }
 
-static struct proto_session *h2_create(const struct proto_conf *conf, const struct proto_sink *sink)
+static struct proto_session *h2_create(const struct proto_conf *conf, const struct proto_sink *sink,
+                                       void *arg)
 {
     struct h2 *s = xcalloc(1, sizeof *s);
     s->conf = conf;
-    s->sink = *sink;
+    s->sink = sink;
+    s->arg = arg;
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");

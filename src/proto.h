@@ -45,8 +45,9 @@ struct proto_wants {
 };
 
 /* Where a session's requests end: the connection's side of the protocol
- * layer (conn.c), or a test's. Every request a session takes ends once, in
- * one of these, or is forgotten when the connection aborts it. */
+ * layer (conn.c), or a test's, each call given the arg the session was made
+ * with. Every request a session takes ends once, in one of these, or is
+ * forgotten when the connection aborts it. */
 struct proto_sink {
     /* A final response. False when the run is over for this connection
      * (a response() hook ended it): the session then takes no more input. */
@@ -68,7 +69,6 @@ struct proto_sink {
      * though the server did nothing wrong (they were behind a response
      * that closed it): -n sends them again. */
     void (*returned)(void *arg, size_t n);
-    void *arg;
 };
 
 /* What a session knows of the run: set up before it, the same for every
@@ -109,7 +109,10 @@ struct proto_ops {
      * target (until deadline, clock_us): false, with why it does not speak
      * this protocol in why, when it plainly does not. NULL: none. */
     bool (*probe)(const struct net_addr *addr, uint64_t deadline, char *why, size_t len);
-    struct proto_session *(*create)(const struct proto_conf *conf, const struct proto_sink *sink);
+    /* A session that ends its requests in sink, with arg; conf and sink
+     * outlive it. */
+    struct proto_session *(*create)(const struct proto_conf *conf, const struct proto_sink *sink,
+                                    void *arg);
     void (*destroy)(struct proto_session *s);
     /* The connection is (re)opened and ready: start afresh. What it has to
      * say first (HTTP/2's preface) goes out through output(). */

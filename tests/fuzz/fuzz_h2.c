@@ -116,8 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         .depth = 1,
         .wants = &wants,
     };
-    const struct proto_sink sink = {on_response, on_failed,   on_unsent,
-                                    on_refused,  on_returned, NULL};
+    const struct proto_sink sink = {on_response, on_failed, on_unsent, on_refused, on_returned};
     struct request r = {0};
     /* request()'s buffer (own), which the next batch may refill, or the
      * static request */
@@ -127,7 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     out.wants = &wants;
     submitted = 0;
 
-    struct proto_session *session = proto_h2.create(&conf, &sink);
+    struct proto_session *session = proto_h2.create(&conf, &sink, NULL);
     proto_h2.open(session);
     the_request(&r, post);
     enum proto_status st = PROTO_OK;
