@@ -322,7 +322,8 @@ static void text_sample(struct writer *w, const char *name, const char *label, c
     append(b, "\n");
 }
 
-void metrics_text(struct metrics *m, struct buf *out)
+/* The text exposition format of the figures as they stand. */
+static void metrics_text(struct metrics *m, struct buf *out)
 {
     struct text_writer t = {{text_family, text_sample}, out, m};
     buf_clear(out);

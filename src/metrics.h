@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <time.h>
 
-struct buf;
 struct config;
 struct json;
 struct result;
@@ -56,8 +55,5 @@ bool metrics_finish(struct metrics *m);
 
 /* The "telemetry" member of the --json document: null without m. */
 void metrics_json(struct json *j, const struct metrics *m);
-
-/* The text exposition format of the figures as they stand (for the tests). */
-void metrics_text(struct metrics *m, struct buf *out);
 
 #endif
