@@ -238,7 +238,10 @@ static void read_errors(struct part *p)
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
-        p->stats->causes[c] = need_u64(p->file, causes, stats_cause_name(c));
+        /* A result of an earlier version lacks the causes added since:
+         * it counted none of them. */
+        const char *name = stats_cause_name(c);
+        p->stats->causes[c] = jdoc_get(causes, name) ? need_u64(p->file, causes, name) : 0;
         causes_total += p->stats->causes[c];
     }
     /* The causes count errors that ended no request too. */
