@@ -4,8 +4,8 @@
 # pkg-config). With --test, also what the tests and `make bench` use: Python 3
 # with pytest, hdrhistogram, hpack and prometheus_client, nginx, wrk, Prometheus,
 # nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, chromium, clang (libFuzzer),
-# man, Lua 5.1, dpkg-buildflags and a few tools, the clang-format, cppcheck,
-# shellcheck and pyflakes of make lint, and on Debian and Ubuntu what builds and
+# man, Lua 5.1, dpkg-buildflags and a few tools, make lint's clang-format,
+# cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu what builds and
 # checks the packages under packaging/ (debhelper, lintian, autopkgtest, rpm and
 # ruby to parse the spec and formula) and what make check-kube's one-node
 # Kubernetes cluster runs on (etcd, containerd, runc, the CNI plugins,
