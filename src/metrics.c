@@ -532,7 +532,8 @@ static void on_finish_poll(struct ev_loop *loop, ev_timer *t, int revents)
         ev_break(loop, EVBREAK_ALL);
 }
 
-/* Ctrl-C ends the wait: what the run measured is written already. */
+/* Ctrl-C ends the wait, not volley: the report is out, and --json is
+ * written after it. */
 static void on_finish_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     (void)s, (void)revents;

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -39,12 +40,13 @@ def start_volley(*args):
     return proc, time.monotonic()
 
 
-def finish(started, timeout=90):
-    """The Run of a volley started with start_volley."""
+def finish(started, timeout=90, head=""):
+    """The Run of a volley started with start_volley; head is what of its
+    standard output was read already."""
     proc, start = started
     out, err = proc.communicate(timeout=timeout)
     check_sanitizer("volley", err)
-    return Run(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
+    return Run(subprocess.CompletedProcess(proc.args, proc.returncode, head + out, err),
                time.monotonic() - start)
 
 
@@ -483,6 +485,37 @@ def test_listen_address_forms(testd, form, hosts):
         wait_port(port, started[0], host=host, timeout=20)
         assert fetch(port, host=host)[0] == 200
     ok(finish(started))
+
+
+def test_ctrl_c_in_the_linger_ends_it_and_loses_nothing(testd, tmp_path):
+    """Ctrl-C while /metrics lingers after the run ends the wait, not volley:
+    --json is written after it, with the scrapes it answered, and the
+    script's done() is called with the same figures; exit 0."""
+    srv = testd()
+    port = free_port()
+    path = tmp_path / "r.json"
+    script = tmp_path / "done.lua"
+    script.write_text('done = function(summary) io.write("done ", summary.requests, "\\n") end\n')
+    started = start_volley("-t1", "-c2", "-d1s", "--metrics-listen", f"127.0.0.1:{port}",
+                           "--metrics-linger", "10m", "--json", path, "-s", script,
+                           srv.url + "/")
+    proc = started[0]
+    report = []
+    while not report or not report[-1].startswith("Transfer/sec"):
+        line = proc.stdout.readline()
+        assert line, (report, proc.stderr.read())
+        report.append(line)
+    status, _, body = fetch(port)  # lingering, with the final figures
+    assert status == 200 and "volley_duration_seconds" in body
+    assert not path.exists()
+    proc.send_signal(signal.SIGINT)
+    head = "".join(report)
+    run = ok(finish(started, timeout=30, head=head))
+    doc = json.loads(path.read_text())
+    assert doc["telemetry"]["scrapes"] == 1, doc["telemetry"]
+    assert run.report["requests"] == doc["requests"] > 0
+    assert run.stdout[len(head):].splitlines() == [f"done {doc['requests']}"], run
+    assert srv.stats()["requests"] >= doc["requests"]
 
 
 def test_port_in_use_stops_volley_before_the_run(testd):
