@@ -617,8 +617,7 @@ static double rate_target(const struct run *run, const struct config *cfg, const
     worker_result(run->workers[0], &w);
     double from = (double)spec->warmup_us, to = from + (double)r->runtime_us;
     double due = profile_requests(w.profile, to) - profile_requests(w.profile, from);
-    double share = (double)spec->shard.connections / (double)spec->connections;
-    return due * share * 1e6 / (double)r->runtime_us;
+    return due * spec_rate_share(spec) * 1e6 / (double)r->runtime_us;
 }
 
 /* The workers' statistics, added up into r: the run's and the warm-up's. */

@@ -398,11 +398,9 @@ static void read_gauges(struct metrics *m, uint64_t end_us, bool cpu_now)
     }
     if (m->has_server && timeline_server_cpu(m->timeline, &server))
         m->server_cpu_s = server.user_s + server.system_s;
-    if (m->spec->rate) {
-        const struct run_spec *spec = m->spec;
-        double share = (double)spec->shard.connections / (double)spec->connections;
-        m->target_rate = profile_rate(&m->profile, (double)(spec->warmup_us + end_us)) * share;
-    }
+    if (m->spec->rate)
+        m->target_rate = profile_rate(&m->profile, (double)(m->spec->warmup_us + end_us)) *
+                         spec_rate_share(m->spec);
 }
 
 /* The text /metrics serves from now on. */

@@ -289,3 +289,8 @@ void spec_profile(const struct run_spec *spec, struct profile *p)
     if (!spec->nstages)
         profile_add(p, INFINITY, (double)spec->rate);
 }
+
+double spec_rate_share(const struct run_spec *spec)
+{
+    return (double)spec->shard.connections / (double)spec->connections;
+}

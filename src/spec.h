@@ -143,5 +143,8 @@ bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen);
  * stages, or -R to the end. Free it with profile_free. */
 struct profile;
 void spec_profile(const struct run_spec *spec, struct profile *p);
+/* The part of the whole run's target rate this shard sends: its share of
+ * the connections (1 unsharded). */
+double spec_rate_share(const struct run_spec *spec);
 
 #endif
