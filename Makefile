@@ -17,11 +17,13 @@ CFLAGS ?= -O2 -g
 include deps/libs.mk
 
 VOLLEY_CPPFLAGS = -Isrc -Ibuild -D_GNU_SOURCE -DVOLLEY_VERSION='"$(VERSION)"' \
-                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS) $(NGHTTP2_CFLAGS) $(HTTP3_CPPFLAGS)
+                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS) $(NGHTTP2_CFLAGS) $(HTTP3_CPPFLAGS) \
+                  $(SNAPPY_CPPFLAGS)
 # The prefix map keeps the build directory out of the debug information, so
 # the same sources give the same binary wherever they are built.
 VOLLEY_CFLAGS   = -std=gnu11 -pthread -Wall -Wextra -ffile-prefix-map=$(CURDIR)=.
-VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(HTTP3_LIBS) -lm -pthread
+VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(HTTP3_LIBS) $(SNAPPY_LIBS) \
+                  -lm -pthread
 
 # QUIC and HTTP/3 (src/quic*.c, its datagrams in src/udp.c, src/h3*.c and
 # their unit tests) are built only with their libraries (HTTP3 in deps/libs.mk).
@@ -176,7 +178,8 @@ distcheck: dist
 #        STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(HTTP3_LIBS) -lm'
 STATIC_LDFLAGS ?= -static-libgcc
 STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(NGTCP2_LIBS) \
-                  $(NGHTTP3_LIBS) -Wl,-Bdynamic $(GNUTLS_LIBS) -lm -ldl -pthread
+                  $(NGHTTP3_LIBS) $(SNAPPY_LIBS) $(if $(SNAPPY_LIBS),-lstdc++) -Wl,-Bdynamic \
+                  $(GNUTLS_LIBS) -lm -ldl -pthread
 
 static: volley-static
 

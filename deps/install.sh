@@ -1,17 +1,17 @@
 #!/bin/sh
-# Installs the system packages volley builds against: LuaJIT, OpenSSL, libev
-# and libnghttp2 (with a C compiler and the C library's headers, make and
-# pkg-config), and for HTTP/3 ngtcp2 >= 1.11 (with its GnuTLS helper), nghttp3
-# >= 1.8 and GnuTLS: on Debian 12 those two come from bookworm-backports,
-# which it enables for them alone. With --test, also what the tests and
-# `make bench` use: Python 3 with pytest, hdrhistogram, hpack and aioquic,
-# nginx, wrk, nghttp2's h2load and nghttpd, Go >= 1.24, gnuplot, chromium,
-# clang (libFuzzer), man, Lua 5.1, dpkg-buildflags and a few tools, the
-# clang-format, cppcheck, shellcheck and pyflakes of make lint, and on Debian
-# and Ubuntu what builds and checks the packages under packaging/ (debhelper,
-# lintian, autopkgtest, rpm and ruby to parse the spec and formula) and what
-# make check-kube's one-node Kubernetes cluster runs on (etcd, containerd,
-# runc, the CNI plugins, debootstrap).
+# Installs the system packages volley builds against: LuaJIT, OpenSSL, libev,
+# libnghttp2 and libsnappy (with a C compiler and the C library's headers, make
+# and pkg-config), and for HTTP/3 ngtcp2 >= 1.11 (with its GnuTLS helper),
+# nghttp3 >= 1.8 and GnuTLS: on Debian 12 those two come from
+# bookworm-backports, which it enables for them alone. With --test, also what
+# the tests and `make bench` use: Python 3 with pytest, hdrhistogram, hpack,
+# aioquic and prometheus_client, nginx, wrk, Prometheus, nghttp2's h2load and
+# nghttpd, Go >= 1.24, gnuplot, chromium, clang (libFuzzer), man, Lua 5.1,
+# dpkg-buildflags and a few tools, the clang-format, cppcheck, shellcheck and
+# pyflakes of make lint, and on Debian and Ubuntu what builds and checks the
+# packages under packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to
+# parse the spec and formula) and what make check-kube's one-node Kubernetes
+# cluster runs on (etcd, containerd, runc, the CNI plugins, debootstrap).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -120,11 +120,11 @@ deb_http3() {
 
 if command -v apt-get >/dev/null 2>&1; then
     build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev
-           libgnutls28-dev"
+           libgnutls28-dev libsnappy-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip
-           chromium"
+           prometheus chromium"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     # make check-kube's one-node cluster (tests/kube/cluster.py).
@@ -145,7 +145,7 @@ if command -v apt-get >/dev/null 2>&1; then
     fi
 elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel
-           libngtcp2-devel libngtcp2-crypto-gnutls-devel libnghttp3-devel gnutls-devel"
+           libngtcp2-devel libngtcp2-crypto-gnutls-devel libnghttp3-devel gnutls-devel snappy-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang chromium"
     tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
@@ -153,26 +153,26 @@ elif command -v dnf >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     as_root dnf install -y $build
 elif command -v pacman >/dev/null 2>&1; then
-    build="gcc make pkgconf luajit libev openssl libnghttp2 libngtcp2 libnghttp3 gnutls"
+    build="gcc make pkgconf luajit libev openssl libnghttp2 libngtcp2 libnghttp3 gnutls snappy"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db lua51 nghttp2 go chromium"
+           procps-ng util-linux time curl man-db lua51 nghttp2 go prometheus chromium"
     tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
 elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev ngtcp2-dev nghttp3-dev
-           gnutls-dev"
+           gnutls-dev snappy-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc lua5.1-dev openssl nghttp2 go chromium"
+           util-linux curl mandoc lua5.1-dev openssl nghttp2 go prometheus chromium"
     tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     as_root apk add $build
 elif command -v brew >/dev/null 2>&1; then
-    build="pkg-config luajit libev openssl@3 libnghttp2 libngtcp2 libnghttp3 gnutls"
+    build="pkg-config luajit libev openssl@3 libnghttp2 libngtcp2 libnghttp3 gnutls snappy"
     tests="python nginx wrk gnuplot nghttp2 go"
-    tests="python nginx wrk gnuplot clang-format cppcheck shellcheck"
+    tests="$tests clang-format cppcheck shellcheck prometheus"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
     run brew install $build
@@ -184,7 +184,7 @@ deps/install.sh: no known package manager (apt, dnf, pacman, apk, brew).
 Install these with your system's packages, then run make:
   a C compiler, GNU make, pkg-config,
   LuaJIT 2.x (or Lua 5.1) with headers, OpenSSL >= 1.1.1 with headers, libev 4 with headers,
-  libnghttp2 >= 1.52 with headers;
+  libnghttp2 >= 1.52 with headers; libsnappy with headers (for --remote-write);
   for HTTP/3: ngtcp2 >= 1.11 with its GnuTLS helper, nghttp3 >= 1.8 and GnuTLS, with headers.
 MSG
     exit 1
@@ -194,13 +194,15 @@ fi
 # implementation, the hdrhistogram package from PyPI; its HTTP/2 test peer
 # encodes and decodes header blocks with hpack; its second HTTP/3 server and
 # hostile QUIC peer are aioquic's; pytest-xdist runs test files side by side
-# (tests/run.py).
+# (tests/run.py); /metrics is parsed strictly by the reference parser of the
+# exposition format, prometheus_client's.
 if [ "$test" = 1 ]; then
     py=${PYTHON:-python3}
-    if ! "$py" -c 'import aioquic, hdrh, hpack, pytest, xdist' >/dev/null 2>&1; then
-        run "$py" -m pip install --quiet aioquic hdrhistogram hpack pytest pytest-xdist ||
+    if ! "$py" -c 'import aioquic, hdrh, hpack, pytest, xdist, prometheus_client' >/dev/null 2>&1; then
+        run "$py" -m pip install --quiet aioquic hdrhistogram hpack pytest pytest-xdist \
+            prometheus_client ||
             run "$py" -m pip install --quiet --break-system-packages aioquic hdrhistogram hpack \
-                pytest pytest-xdist
+                pytest pytest-xdist prometheus_client
     fi
 fi
 

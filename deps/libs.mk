@@ -76,3 +76,23 @@ HTTP3_LIBS = $(NGTCP2_LIBS) $(NGHTTP3_LIBS) $(GNUTLS_LIBS)
 else ifneq ($(HTTP3),0)
 $(error HTTP3 is 0 or 1, not '$(HTTP3)')
 endif
+
+# Snappy compresses what --remote-write pushes (Prometheus' remote-write
+# protocol requires it). Optional: without libsnappy volley builds, and
+# --remote-write says in one line how to get it. SNAPPY=0 leaves it out,
+# SNAPPY=1 insists on it. Debian's libsnappy-dev has a .pc file; elsewhere the
+# fallback is plain -lsnappy (the library is C++: a static link adds -lstdc++).
+ifeq ($(origin SNAPPY),undefined)
+SNAPPY := $(shell $(PKG_CONFIG) --exists snappy 2>/dev/null && echo 1 || echo 0)
+endif
+ifeq ($(SNAPPY),1)
+ifeq ($(origin SNAPPY_CFLAGS),undefined)
+SNAPPY_CFLAGS := $(shell $(PKG_CONFIG) --cflags snappy 2>/dev/null)
+endif
+ifeq ($(origin SNAPPY_LIBS),undefined)
+SNAPPY_LIBS := $(or $(shell $(PKG_CONFIG) --libs snappy 2>/dev/null),-lsnappy)
+endif
+SNAPPY_CPPFLAGS = -DVOLLEY_SNAPPY $(SNAPPY_CFLAGS)
+else ifneq ($(SNAPPY),0)
+$(error SNAPPY is 0 or 1, not '$(SNAPPY)')
+endif

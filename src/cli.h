@@ -44,6 +44,13 @@ struct config {
     char **server_pids; /* --server-pid, as given: PIDs or process names */
     size_t nserver_pids;
 
+    /* Live metrics: --metrics-listen ADDR (NULL without), kept up
+     * --metrics-linger after the run; --remote-write URL (NULL without). */
+    char *metrics_listen;
+    uint64_t metrics_linger_us;
+    char *remote_write;
+    bool remote_write_strict; /* a write that never arrived makes volley exit 1 */
+
     /* --start-at */
     char *start_at;      /* as given, or NULL */
     int64_t start_at_us; /* the same instant, Unix time in us */

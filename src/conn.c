@@ -101,8 +101,10 @@ static void drop(struct conn *c)
     ev_io_stop(cfg->loop, &c->rio);
     ev_io_stop(cfg->loop, &c->wio);
     ev_timer_stop(cfg->loop, &c->timer);
-    if (c->state == CONN_OPEN)
+    if (c->state == CONN_OPEN) {
         c->proto->abort(c->session);
+        c->live->open--;
+    }
     if (c->sock.fd >= 0) {
         cfg->transport->close(&c->sock);
         close(c->sock.fd);
@@ -441,6 +443,7 @@ static void ready(struct conn *c)
     }
     speak(c, chosen(c));
     c->state = CONN_OPEN;
+    c->live->open++;
     c->opened = true;
     c->carried = false;
     c->want = false;

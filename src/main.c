@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "merge.h"
+#include "metrics.h"
 #include "net.h"
 #include "output.h"
 #include "profile.h"
@@ -79,6 +80,7 @@ struct run {
     struct threshold_watch *watch;
     bool watching, aborted;
     struct threshold_abort abort;
+    struct metrics *metrics; /* --metrics-listen, --remote-write; or NULL */
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -257,12 +259,15 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
     }
 }
 
-/* --abort-on-fail: each interval, as it is written. */
-static void watch_interval(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
-                           uint64_t length_us)
+/* Each interval, as it is written: into the live metrics, and judged by
+ * --abort-on-fail while the run is on. */
+static void on_interval(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
+                        uint64_t length_us)
 {
     struct run *run = arg;
-    if (!run->watching || run->aborted)
+    if (run->metrics)
+        metrics_interval(run->metrics, s, start_us, length_us);
+    if (!run->watch || !run->watching || run->aborted)
         return;
     if (threshold_watch_interval(run->watch, s, index, start_us, length_us, &run->abort)) {
         run->aborted = run->over = true;
@@ -506,6 +511,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_async_start(run->loop, &run->finished);
 
     struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
+    if (run->metrics)
+        metrics_attach(run->metrics, run->loop, run->workers, run->nworkers, run->timeline);
     /* --start-at: the connections are all opened first (and TLS done), in
      * the closed model held until the instant; with -R the schedule starts
      * there. Only --ramp-up, which opens them in their turns once the run
@@ -544,6 +551,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         r->started.tv_nsec -= 1000000000;
     }
     timeline_start(run->timeline, begin + cfg->spec.warmup_us, &r->started);
+    if (run->metrics)
+        metrics_start(run->metrics, &r->started);
     if (cfg->spec.warmup_us) {
         uint64_t now = clock_us(), end = begin + cfg->spec.warmup_us;
         ev_timer_init(&run->warmed, on_warmed, end > now ? (double)(end - now) / 1e6 : 0., 0.);
@@ -628,8 +637,7 @@ static double rate_target(const struct run *run, const struct config *cfg, const
     worker_result(run->workers[0], &w);
     double from = (double)spec->warmup_us, to = from + (double)r->runtime_us;
     double due = profile_requests(w.profile, to) - profile_requests(w.profile, from);
-    double share = (double)spec->shard.connections / (double)spec->connections;
-    return due * share * 1e6 / (double)r->runtime_us;
+    return due * spec_rate_share(spec) * 1e6 / (double)r->runtime_us;
 }
 
 /* The workers' statistics, added up into r: the run's and the warm-up's. */
@@ -684,6 +692,7 @@ static void free_run(struct run *run)
     free(run->workers);
     timeline_free(run->timeline);
     threshold_watch_free(run->watch);
+    metrics_free(run->metrics);
     ev_loop_destroy(run->loop);
 }
 
@@ -726,6 +735,9 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (cfg.json)
         output_json_open(&json, cfg.json);
+    /* The metrics port is taken now: one in use stops volley before anything. */
+    run.metrics = metrics_new(&cfg);
+    result.metrics = run.metrics;
     struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct net_addr addr = find_target(&cfg);
     if (cfg.spec.tls && !spec_quic(&cfg.spec))
@@ -738,11 +750,10 @@ int main(int argc, char **argv)
     run.timeline = timeline_new(&cfg.spec, cfg.server_pids, cfg.nserver_pids);
     result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &addr, main_script);
-    if (cfg.abort_after) {
+    if (cfg.abort_after)
         run.watch = threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after,
                                         cfg.spec.timeout_us);
-        timeline_on_interval(run.timeline, watch_interval, &run);
-    }
+    timeline_on_interval(run.timeline, on_interval, &run);
 
     report_header(stdout, &cfg.spec);
     output_check();
@@ -770,6 +781,8 @@ int main(int argc, char **argv)
     struct threshold_verdict *verdicts = xcalloc(cfg.nthresholds + 1, sizeof *verdicts);
     gather_stats(&run, &cfg, &result, &warmup);
     result.rate_target = rate_target(&run, &cfg, &result);
+    if (run.metrics)
+        metrics_final(run.metrics, &result);
     report_text(stdout, &result);
     bool passed = judge(&run, &cfg, &result, verdicts);
     output_flush_stdout();
@@ -777,7 +790,10 @@ int main(int argc, char **argv)
      * Transfer/sec (a done() hook's output) are not disturbed. */
     report_warnings(stderr, &result);
     report_retired(&run, &cfg);
-    /* Before done(): an error or a Ctrl-C in it cannot lose the result. */
+    /* Remote write delivers the final figures, and /metrics lingers, before
+     * the document says how that went; both before done(), so that an error
+     * or a Ctrl-C in it cannot lose the result. */
+    bool delivered = metrics_finish(run.metrics);
     if (cfg.json)
         output_json_write(&json, report_json, &result);
     /* os.exit() in a hook ended the script's part: done() is not called. */
@@ -802,6 +818,7 @@ int main(int argc, char **argv)
     crypto_cleanup();
     cli_free(&cfg);
     /* A failed threshold is an outcome of a run that completed: 2, not 1;
-     * os.exit()'s status is the script's to choose. */
-    return status;
+     * os.exit()'s status is the script's to choose; --remote-write-strict
+     * makes a push that never arrived an error. */
+    return delivered ? status : 1;
 }

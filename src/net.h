@@ -39,6 +39,15 @@ bool net_wait(int fd, short events, uint64_t deadline);
  * socket path. Caller frees. */
 char *net_addr_str(const struct net_addr *a);
 
+/* A listening address as typed: "HOST:PORT", "[IPV6]:PORT" or ":PORT" (every
+ * interface). On success *host (NULL for every interface) and *port are
+ * allocated; on failure *why says what is wrong. The port is 1 to 65535. */
+bool net_parse_listen(const char *s, char **host, char **port, const char **why);
+/* A non-blocking TCP socket listening at what net_parse_listen gave (every
+ * interface: IPv6 and IPv4 where the system has IPv6); -1 with *why set
+ * (errno's text, or the resolver's) when none can be opened. */
+int net_listen(const char *host, const char *port, const char **why);
+
 /* Raise RLIMIT_NOFILE's soft limit as far as the hard limit allows; returns
  * the resulting soft limit. */
 uint64_t net_raise_nofile(void);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "json.h"
+#include "metrics.h"
 #include "spec.h"
 #include "threshold.h"
 #include "timeline.h"
@@ -352,6 +353,7 @@ bool report_json(FILE *f, const struct result *r)
         json_null(&j, "server");
     }
     warmup(&j, r);
+    metrics_json(&j, r->metrics);
     threshold_json(&j, r->verdicts, r->nverdicts, r->aborted);
     json_object_begin(&j, "end");
     run_end_json(&j, &r->end);

@@ -32,6 +32,13 @@ void spec_copy(struct run_spec *dst, const struct run_spec *src)
     dst->script_args = xcalloc(src->nscript_args + 1, sizeof *dst->script_args);
     for (size_t i = 0; i < src->nscript_args; i++)
         dst->script_args[i] = xstrdup(src->script_args[i]);
+    dst->labels = xcalloc(src->nlabels + 1, sizeof *dst->labels);
+    for (size_t i = 0; i < src->nlabels; i++)
+        dst->labels[i] =
+            (struct label){xstrdup(src->labels[i].name), xstrdup(src->labels[i].value)};
+    dst->buckets = xcalloc(src->nbuckets + 1, sizeof *dst->buckets);
+    if (src->nbuckets)
+        memcpy(dst->buckets, src->buckets, src->nbuckets * sizeof *dst->buckets);
     dst->headers = xcalloc(src->nheaders + 1, sizeof *dst->headers);
     for (size_t i = 0; i < src->nheaders; i++)
         dst->headers[i] =
@@ -45,6 +52,12 @@ void spec_free(struct run_spec *spec)
         free(spec->headers[i].value);
     }
     free(spec->headers);
+    for (size_t i = 0; i < spec->nlabels; i++) {
+        free(spec->labels[i].name);
+        free(spec->labels[i].value);
+    }
+    free(spec->labels);
+    free(spec->buckets);
     for (size_t i = 0; i < spec->nscript_args; i++)
         free(spec->script_args[i]);
     free(spec->script_args);
@@ -268,4 +281,21 @@ bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen)
         spec->rate = 1;
     spec->duration_us = total_us;
     return true;
+}
+
+void spec_profile(const struct run_spec *spec, struct profile *p)
+{
+    double from = (double)(spec->nstages ? spec->stages_from : spec->rate);
+    profile_init(p, from);
+    if (spec->warmup_us)
+        profile_add(p, (double)spec->warmup_us, from);
+    for (size_t i = 0; i < spec->nstages; i++)
+        profile_add(p, (double)spec->stages[i].duration_us, (double)spec->stages[i].rate);
+    if (!spec->nstages)
+        profile_add(p, INFINITY, (double)spec->rate);
+}
+
+double spec_rate_share(const struct run_spec *spec)
+{
+    return (double)spec->shard.connections / (double)spec->connections;
 }

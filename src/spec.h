@@ -39,6 +39,11 @@ struct shard {
     double rate;           /* its share of -R, 0 without -R */
 };
 
+/* --label NAME=VALUE: names the run in /metrics and remote write. */
+struct label {
+    char *name, *value;
+};
+
 struct run_spec {
     char *url; /* as typed */
     bool tls;  /* an https URL */
@@ -83,6 +88,12 @@ struct run_spec {
     struct shard shard;
     /* What the text report prints: -L, -U. */
     bool latency, u_latency;
+    /* Live metrics (/metrics, remote write): the labels beside url and
+     * shard, and the latency histograms' bucket bounds (us, ascending). */
+    struct label *labels;
+    size_t nlabels;
+    uint64_t *buckets;
+    size_t nbuckets;
 };
 
 /* A copy of src, owning its own strings and lists. */
@@ -129,5 +140,14 @@ bool spec_shard_shares(struct run_spec *spec, char *err, size_t errlen);
  * wherever one rate is reported; the profile starts from -R. False with a
  * reason in err when the stages last no time or send nothing. */
 bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen);
+
+/* -R, --stages: the whole run's target rate over time, from the start of
+ * the schedule: the warm-up at the rate the run starts from, then the
+ * stages, or -R to the end. Free it with profile_free. */
+struct profile;
+void spec_profile(const struct run_spec *spec, struct profile *p);
+/* The part of the whole run's target rate this shard sends: its share of
+ * the connections (1 unsharded). */
+double spec_rate_share(const struct run_spec *spec);
 
 #endif

@@ -116,12 +116,19 @@ static const char *const quic_code_names[STATS_QUIC_CODES] = {
 static const char *const ecn_names[STATS_ECN_MARKS] = {"not_ect", "ect1", "ect0", "ce"};
 
 const struct stats_counter stats_counters[STATS_NCOUNTERS] = {
-#define STATS_COUNTER_ROW(f, place, key, column, rule, flags)                                      \
-    {key, offsetof(struct stats, f), place, key, column, rule, flags},
+#define STATS_COUNTER_ROW(f, place, key, column, metric, rule, flags)                              \
+    {key, offsetof(struct stats, f), place, key, column, metric, rule, flags},
     STATS_COUNTERS(STATS_COUNTER_ROW)
 #undef STATS_COUNTER_ROW
 #define STATS_ERROR_ROW(name, what)                                                                \
-    {what, offsetof(struct stats, errors.name), STATS_AT_ERRORS, #name, #name, STATS_SUM, 0},
+    {what,                                                                                         \
+     offsetof(struct stats, errors.name),                                                          \
+     STATS_AT_ERRORS,                                                                              \
+     #name,                                                                                        \
+     #name,                                                                                        \
+     "errors_by_class_total",                                                                      \
+     STATS_SUM,                                                                                    \
+     0},
         STATS_ERRORS(STATS_ERROR_ROW)
 #undef STATS_ERROR_ROW
 };
@@ -134,8 +141,8 @@ const struct stats_breakdown stats_breakdowns[STATS_NBREAKDOWNS] = {
 };
 
 const struct stats_dist stats_dists[STATS_NDISTS] = {
-#define STATS_DIST_ROW(f, key, column, highest, flags)                                             \
-    {offsetof(struct stats, f), key, column, highest, flags},
+#define STATS_DIST_ROW(f, key, column, metric, highest, flags)                                     \
+    {offsetof(struct stats, f), key, column, metric, highest, flags},
     STATS_DISTRIBUTIONS(STATS_DIST_ROW)
 #undef STATS_DIST_ROW
 };

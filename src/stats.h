@@ -103,60 +103,83 @@ enum stats_place {
 #define STATS_MOMENTS 16u  /* a distribution without percentiles: count, min, max, mean, stdev */
 #define STATS_OPTIONAL 32u /* results of earlier versions may lack it (volley merge) */
 #define STATS_PER_RESPONSE 64u /* one value per response: its count is requests */
+#define STATS_MICROS 128u      /* a counter of microseconds: /metrics gives seconds */
 
 /* The counters a run measures, one line each: the field of struct stats,
  * where it sits in the --json document and its key there, its key in a
- * --timeline record ("requests"; the CSV column is the same) or NULL, how
- * volley merge adds it up, and how it is written. struct stats,
- * stats_merge, the JSON and timeline writers, volley merge's readers and
- * checks, and the docs check all follow from this table; docs/json.md
- * describes each key it writes. */
+ * --timeline record ("requests"; the CSV column is the same) or NULL, its
+ * metric in /metrics and remote write (the name after "volley_", in
+ * Prometheus' conventions: a counter ends in _total; a STATS_MIN figure is
+ * a gauge) or NULL, how volley merge adds it up, and how it is written.
+ * struct stats, stats_merge, the JSON, timeline and metrics writers, volley
+ * merge's readers and checks, and the docs check all follow from this
+ * table; docs/json.md describes each key it writes. The responses by
+ * status and the errors by cause are families of their own in /metrics
+ * (responses_total, errors_total), the error classes one labelled by
+ * class. */
 #define STATS_COUNTERS(X)                                                                          \
     /* complete responses, whatever their status */                                                \
-    X(requests, STATS_AT_TOTALS, "requests", "requests", STATS_SUM, STATS_TL_RATE)                 \
+    X(requests, STATS_AT_TOTALS, "requests", "requests", NULL, STATS_SUM, STATS_TL_RATE)           \
     /* bytes read, headers (and HTTP/2 framing) included */                                        \
-    X(bytes, STATS_AT_TOTALS, "bytes", "bytes", STATS_SUM, 0)                                      \
+    X(bytes, STATS_AT_TOTALS, "bytes", "bytes", "received_bytes_total", STATS_SUM, 0)              \
     /* connections established; of which not their slot's first; normal closes */                  \
-    X(connects, STATS_AT_CONNECTIONS, "connects", "connects", STATS_SUM, 0)                        \
-    X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, STATS_SUM, 0)                              \
-    X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", STATS_SUM, 0)                  \
+    X(connects, STATS_AT_CONNECTIONS, "connects", "connects", "connections_opened_total",          \
+      STATS_SUM, 0)                                                                                \
+    X(reopened, STATS_AT_CONNECTIONS, "reopened", NULL, "connections_reopened_total", STATS_SUM,   \
+      0)                                                                                           \
+    X(reconnects, STATS_AT_CONNECTIONS, "reconnects", "reconnects", "reconnects_total", STATS_SUM, \
+      0)                                                                                           \
     /* TLS handshakes completed; of which resumed a session; their time, TCP connect to done */    \
-    X(handshakes, STATS_AT_TLS, "handshakes", NULL, STATS_SUM, 0)                                  \
-    X(resumed, STATS_AT_TLS, "resumed", NULL, STATS_SUM, 0)                                        \
-    X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, STATS_SUM, STATS_MEAN)                \
+    X(handshakes, STATS_AT_TLS, "handshakes", NULL, "tls_handshakes_total", STATS_SUM, 0)          \
+    X(resumed, STATS_AT_TLS, "resumed", NULL, "tls_resumed_total", STATS_SUM, 0)                   \
+    X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, "tls_handshake_seconds_total",        \
+      STATS_SUM, STATS_MEAN | STATS_MICROS)                                                        \
     /* HTTP/2: the fewest streams a connection could open; GOAWAYs; refused requests */            \
-    X(h2_streams, STATS_AT_HTTP2, "streams", NULL, STATS_MIN, 0)                                   \
-    X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, STATS_SUM, 0)                           \
-    X(h2_refused, STATS_AT_HTTP2, "refused", NULL, STATS_SUM, 0)                                   \
+    X(h2_streams, STATS_AT_HTTP2, "streams", NULL, "http2_streams", STATS_MIN, 0)                  \
+    X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, "http2_goaway_received_total",          \
+      STATS_SUM, 0)                                                                                \
+    X(h2_refused, STATS_AT_HTTP2, "refused", NULL, "http2_refused_total", STATS_SUM, 0)            \
     /* HTTP/3: connections whose QUIC figures were taken at their end; their \
      * smoothed RTT and congestion window then (means), the least RTT seen */                     \
-    X(h3_ended, STATS_AT_HTTP3, "connections_measured", NULL, STATS_SUM, 0)                        \
-    X(h3_rtt_us, STATS_AT_HTTP3, "rtt_smoothed_mean_us", NULL, STATS_SUM, STATS_MEAN)              \
-    X(h3_cwnd, STATS_AT_HTTP3, "cwnd_mean_bytes", NULL, STATS_SUM, STATS_MEAN)                     \
-    X(h3_min_rtt_us, STATS_AT_HTTP3, "rtt_min_us", NULL, STATS_MIN, 0)                             \
+    X(h3_ended, STATS_AT_HTTP3, "connections_measured", NULL, "http3_connections_measured_total",  \
+      STATS_SUM, 0)                                                                                \
+    X(h3_rtt_us, STATS_AT_HTTP3, "rtt_smoothed_mean_us", NULL, NULL, STATS_SUM, STATS_MEAN)        \
+    X(h3_cwnd, STATS_AT_HTTP3, "cwnd_mean_bytes", NULL, NULL, STATS_SUM, STATS_MEAN)               \
+    X(h3_min_rtt_us, STATS_AT_HTTP3, "rtt_min_us", NULL, NULL, STATS_MIN, 0)                       \
     /* HTTP/3: the fewest streams a connection could open; GOAWAYs; refused requests */            \
-    X(h3_streams, STATS_AT_HTTP3, "streams", NULL, STATS_MIN, 0)                                   \
-    X(h3_goaways, STATS_AT_HTTP3, "goaway_received", NULL, STATS_SUM, 0)                           \
-    X(h3_refused, STATS_AT_HTTP3, "refused", NULL, STATS_SUM, 0)                                   \
+    X(h3_streams, STATS_AT_HTTP3, "streams", NULL, "http3_streams", STATS_MIN, 0)                  \
+    X(h3_goaways, STATS_AT_HTTP3, "goaway_received", NULL, "http3_goaway_received_total",          \
+      STATS_SUM, 0)                                                                                \
+    X(h3_refused, STATS_AT_HTTP3, "refused", NULL, "http3_refused_total", STATS_SUM, 0)            \
     /* QUIC's packets, from ngtcp2's figures at each connection's end */                           \
-    X(h3_packets_sent, STATS_AT_HTTP3, "packets_sent", NULL, STATS_SUM, 0)                         \
-    X(h3_packets_received, STATS_AT_HTTP3, "packets_received", NULL, STATS_SUM, 0)                 \
-    X(h3_lost, STATS_AT_HTTP3, "packets_lost", NULL, STATS_SUM, 0)                                 \
+    X(h3_packets_sent, STATS_AT_HTTP3, "packets_sent", NULL, "http3_packets_sent_total",           \
+      STATS_SUM, 0)                                                                                \
+    X(h3_packets_received, STATS_AT_HTTP3, "packets_received", NULL,                               \
+      "http3_packets_received_total", STATS_SUM, 0)                                                \
+    X(h3_lost, STATS_AT_HTTP3, "packets_lost", NULL, "http3_packets_lost_total", STATS_SUM, 0)     \
     /* --0rtt: handshakes that tried early data, and what the server said; requests sent early */  \
-    X(h3_early_attempts, STATS_AT_HTTP3, "early_data_attempted", NULL, STATS_SUM, 0)               \
-    X(h3_early_accepted, STATS_AT_HTTP3, "early_data_accepted", NULL, STATS_SUM, 0)                \
-    X(h3_early_rejected, STATS_AT_HTTP3, "early_data_rejected", NULL, STATS_SUM, 0)                \
-    X(h3_early_requests, STATS_AT_HTTP3, "early_data_requests", NULL, STATS_SUM, 0)                \
+    X(h3_early_attempts, STATS_AT_HTTP3, "early_data_attempted", NULL,                             \
+      "http3_early_data_attempted_total", STATS_SUM, 0)                                            \
+    X(h3_early_accepted, STATS_AT_HTTP3, "early_data_accepted", NULL,                              \
+      "http3_early_data_accepted_total", STATS_SUM, 0)                                             \
+    X(h3_early_rejected, STATS_AT_HTTP3, "early_data_rejected", NULL,                              \
+      "http3_early_data_rejected_total", STATS_SUM, 0)                                             \
+    X(h3_early_requests, STATS_AT_HTTP3, "early_data_requests", NULL,                              \
+      "http3_early_data_requests_total", STATS_SUM, 0)                                             \
     /* QUIC connections ended by a stateless reset, the idle timeout, version negotiation */       \
-    X(h3_stateless_resets, STATS_AT_HTTP3, "stateless_resets", NULL, STATS_SUM, 0)                 \
-    X(h3_idle_timeouts, STATS_AT_HTTP3, "idle_timeouts", NULL, STATS_SUM, 0)                       \
-    X(h3_version_negotiations, STATS_AT_HTTP3, "version_negotiations", NULL, STATS_SUM, 0)         \
+    X(h3_stateless_resets, STATS_AT_HTTP3, "stateless_resets", NULL,                               \
+      "http3_stateless_resets_total", STATS_SUM, 0)                                                \
+    X(h3_idle_timeouts, STATS_AT_HTTP3, "idle_timeouts", NULL, "http3_idle_timeouts_total",        \
+      STATS_SUM, 0)                                                                                \
+    X(h3_version_negotiations, STATS_AT_HTTP3, "version_negotiations", NULL,                       \
+      "http3_version_negotiations_total", STATS_SUM, 0)                                            \
     /* -R: requests whose batch went out */                                                        \
-    X(sent, STATS_AT_RATE, "sent", "sent_per_sec", STATS_SUM, STATS_PER_SEC | STATS_OPEN)          \
+    X(sent, STATS_AT_RATE, "sent", "sent_per_sec", "requests_sent_total", STATS_SUM,               \
+      STATS_PER_SEC | STATS_OPEN)                                                                  \
     /* delay() pauses asked for, and their length; HTTP/2 SETTINGS received (not ACKs) */          \
-    X(pauses, STATS_AT_NONE, "pauses", NULL, STATS_SUM, 0)                                         \
-    X(paused_us, STATS_AT_NONE, "paused_us", NULL, STATS_SUM, 0)                                   \
-    X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, STATS_SUM, 0)
+    X(pauses, STATS_AT_NONE, "pauses", NULL, NULL, STATS_SUM, 0)                                   \
+    X(paused_us, STATS_AT_NONE, "paused_us", NULL, NULL, STATS_SUM, 0)                             \
+    X(h2_settings, STATS_AT_NONE, "h2_settings", NULL, NULL, STATS_SUM, 0)
 
 /* wrk's error classes: the report's "Socket errors" line, and responses
  * with status >= 400. Each is a counter at STATS_AT_ERRORS, in the errors
@@ -183,23 +206,26 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
 
 /* The distributions a run measures, one line each: the field of struct
  * stats, its key in the --json document, its key in a --timeline record
- * or NULL, the largest value it tracks, and flags (STATS_OPEN,
- * STATS_MOMENTS, STATS_OPTIONAL, STATS_PER_RESPONSE). volley merge adds
- * them up bucket by bucket. */
+ * or NULL, its histogram in /metrics and remote write (the name after
+ * "volley_"; values in us are given in seconds) or NULL, the largest value
+ * it tracks, and flags (STATS_OPEN, STATS_MOMENTS, STATS_OPTIONAL,
+ * STATS_PER_RESPONSE). volley merge adds them up bucket by bucket. */
 #define STATS_DISTRIBUTIONS(X)                                                                     \
     /* connect and TLS handshake time of each connection */                                        \
-    X(connect, "connect_time", NULL, STATS_LATENCY_MAX, 0)                                         \
+    X(connect, "connect_time", NULL, "connect_duration_seconds", STATS_LATENCY_MAX, 0)             \
     /* first byte written (-R: intended) to last read; -R: from the send; how late it went */      \
-    X(latency, "latency", "latency", STATS_LATENCY_MAX, STATS_PER_RESPONSE)                        \
-    X(u_latency, "latency_uncorrected", "latency_uncorrected", STATS_LATENCY_MAX,                  \
-      STATS_OPEN | STATS_PER_RESPONSE)                                                             \
-    X(lag, "scheduling_lag", NULL, STATS_LATENCY_MAX, STATS_OPEN)                                  \
+    X(latency, "latency", "latency", "request_duration_seconds", STATS_LATENCY_MAX,                \
+      STATS_PER_RESPONSE)                                                                          \
+    X(u_latency, "latency_uncorrected", "latency_uncorrected",                                     \
+      "request_duration_uncorrected_seconds", STATS_LATENCY_MAX, STATS_OPEN | STATS_PER_RESPONSE)  \
+    X(lag, "scheduling_lag", NULL, "scheduling_lag_seconds", STATS_LATENCY_MAX, STATS_OPEN)        \
     /* to the response's first byte, from where latency counts, and -R's from the send */          \
-    X(ttfb, "ttfb", "ttfb", STATS_LATENCY_MAX, STATS_PER_RESPONSE | STATS_OPTIONAL)                \
-    X(u_ttfb, "ttfb_uncorrected", "ttfb_uncorrected", STATS_LATENCY_MAX,                           \
-      STATS_OPEN | STATS_PER_RESPONSE | STATS_OPTIONAL)                                            \
+    X(ttfb, "ttfb", "ttfb", "ttfb_seconds", STATS_LATENCY_MAX,                                     \
+      STATS_PER_RESPONSE | STATS_OPTIONAL)                                                         \
+    X(u_ttfb, "ttfb_uncorrected", "ttfb_uncorrected", "ttfb_uncorrected_seconds",                  \
+      STATS_LATENCY_MAX, STATS_OPEN | STATS_PER_RESPONSE | STATS_OPTIONAL)                         \
     /* Req/Sec, per thread, every 100 ms as wrk samples it */                                      \
-    X(rps, "requests_per_sec", NULL, STATS_RPS_MAX, STATS_MOMENTS)
+    X(rps, "requests_per_sec", NULL, NULL, STATS_RPS_MAX, STATS_MOMENTS)
 
 /* HTTP/2 error codes (RFC 9113 §7) are 0..0xd; others are counted as 0xe. */
 #define STATS_H2_CODES 15
@@ -258,21 +284,21 @@ stats_code_name_fn stats_alert_name, stats_ecn_name;
     X(by_protocol, STATS_PROTOCOLS, STATS_AT_TOTALS, "protocols", NULL)
 
 struct stats {
-#define STATS_COUNTER_MEMBER(field, place, key, column, rule, flags) uint64_t field;
+#define STATS_COUNTER_MEMBER(field, place, key, column, metric, rule, flags) uint64_t field;
     STATS_COUNTERS(STATS_COUNTER_MEMBER)
 #undef STATS_COUNTER_MEMBER
     struct errors errors;
 #define STATS_BREAKDOWN_MEMBER(field, n, place, key, name) uint64_t field[n];
     STATS_BREAKDOWNS(STATS_BREAKDOWN_MEMBER)
 #undef STATS_BREAKDOWN_MEMBER
-#define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
+#define STATS_DIST_MEMBER(field, key, column, metric, highest, flags) struct hist *field;
     STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
 #undef STATS_DIST_MEMBER
 };
 
 /* Their indexes in stats_counters, stats_dists and stats_breakdowns. */
 enum {
-#define STATS_COUNTER_INDEX(field, place, key, column, rule, flags) STATS_COUNTER_##field,
+#define STATS_COUNTER_INDEX(field, place, key, column, metric, rule, flags) STATS_COUNTER_##field,
     STATS_COUNTERS(STATS_COUNTER_INDEX)
 #undef STATS_COUNTER_INDEX
 #define STATS_ERROR_INDEX(name, what) STATS_COUNTER_errors_##name,
@@ -281,7 +307,7 @@ enum {
             STATS_NCOUNTERS
 };
 enum {
-#define STATS_DIST_INDEX(field, key, column, highest, flags) STATS_DIST_##field,
+#define STATS_DIST_INDEX(field, key, column, metric, highest, flags) STATS_DIST_##field,
     STATS_DISTRIBUTIONS(STATS_DIST_INDEX)
 #undef STATS_DIST_INDEX
         STATS_NDISTS
@@ -301,6 +327,7 @@ struct stats_counter {
     enum stats_place place; /* where it sits in the document */
     const char *key;        /* there, in its place's object */
     const char *column;     /* in a timeline record, or NULL */
+    const char *metric;     /* its /metrics family after "volley_", or NULL */
     enum stats_rule rule;
     unsigned flags;
 };
@@ -319,6 +346,7 @@ struct stats_dist {
     size_t offset; /* of its struct hist * in struct stats */
     const char *key;
     const char *column;
+    const char *metric; /* its /metrics histogram after "volley_", or NULL */
     uint64_t highest;
     unsigned flags;
 };

@@ -17,6 +17,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
 
@@ -744,6 +746,114 @@ def udp_relay(tmp_path):
 
 
 # --------------------------------------------------------------------------
+# Prometheus from Debian
+# --------------------------------------------------------------------------
+
+class Prometheus:
+    """A Prometheus server with its own storage in tmp_path: it takes remote
+    writes at .remote_write (--web.enable-remote-write-receiver), scrapes
+    what scrape() names every second, and query() asks its HTTP API."""
+
+    def __init__(self, tmp_path):
+        self.dir = os.path.join(tmp_path, f"prometheus-{id(self)}")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.remote_write = self.url + "/api/v1/write"
+        self.conf = os.path.join(self.dir, "prometheus.yml")
+        self.write_conf()
+        prometheus = shutil.which("prometheus") or "/usr/bin/prometheus"
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.proc = subprocess.Popen(
+            [prometheus, f"--config.file={self.conf}", f"--storage.tsdb.path={self.dir}/data",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-remote-write-receiver",
+             "--web.enable-lifecycle",
+             # a series stays the same for 5 minutes after its last sample,
+             # and queries look back that far
+             "--query.lookback-delta=5m"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.wait_ready()
+
+    def write_conf(self, target=None):
+        with open(self.conf, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n")
+            if target:
+                f.write("scrape_configs:\n  - job_name: volley\n    static_configs:\n"
+                        f"      - targets: {json.dumps([target])}\n")
+
+    def scrape(self, target):
+        """Scrape target ("host:port" of volley's /metrics) from now on, once
+        Prometheus has it among its targets (it hands new targets to its
+        scrapers some seconds after it reads them), so that a run started
+        then is scraped from its first second."""
+        self.write_conf(target)
+        urllib.request.urlopen(urllib.request.Request(self.url + "/-/reload", method="POST"),
+                               timeout=30).close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(self.url + "/api/v1/targets", timeout=10) as r:
+                active = json.load(r)["data"]["activeTargets"]
+            if any(t["labels"].get("instance") == target for t in active):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"prometheus never took the target {target}")
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("prometheus exited: " + open(self.log.name).read())
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("prometheus did not get ready: " + open(self.log.name).read())
+
+    def query(self, promql):
+        """The instant vector (or scalar) promql evaluates to now: a list of
+        (labels, value)."""
+        url = self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=30) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        data = body["data"]
+        if data["resultType"] == "scalar":
+            return [({}, float(data["result"][1]))]
+        return [(s["metric"], float(s["value"][1])) for s in data["result"]]
+
+    def value(self, promql):
+        """The one value promql evaluates to, or None when it has none."""
+        result = self.query(promql)
+        assert len(result) <= 1, (promql, result)
+        return result[0][1] if result else None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    """Factory: prometheus() starts one."""
+    servers = []
+
+    def start():
+        p = Prometheus(str(tmp_path))
+        servers.append(p)
+        return p
+
+    yield start
+    for p in servers:
+        p.stop()
 # Hostile inputs, and what the chart helpers hand to gnuplot
 # --------------------------------------------------------------------------
 

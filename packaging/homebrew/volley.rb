@@ -19,6 +19,7 @@ class Volley < Formula
   depends_on "libngtcp2"
   depends_on "luajit"
   depends_on "openssl@3"
+  depends_on "snappy"
   depends_on "python@3.12"
 
   def install

@@ -532,12 +532,13 @@ def test_static_binary_runs_scripts_without_the_shared_libraries(built, testd, t
 
 
 def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
-    """Built against Lua 5.1 instead of LuaJIT, with a packager's flags: the
-    flags reach every compile and link, and wrk's scripting API works."""
+    """Built against Lua 5.1 instead of LuaJIT and without libsnappy, with a
+    packager's flags: the flags reach every compile and link, wrk's scripting
+    API works, and --remote-write says in one line what it lacks."""
     tarball, name = dist
     unpack(tarball, tmp_path)
     tree = str(tmp_path / name)
-    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "CFLAGS=-O1 -g",
+    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "SNAPPY=0", "CFLAGS=-O1 -g",
                 "CPPFLAGS=-DVOLLEY_PACKAGER_FLAG", "LDFLAGS=-Wl,-z,now")
     compiles = [l for l in proc.stdout.splitlines() if " -c -o build/" in l]
     assert compiles and all("-DVOLLEY_PACKAGER_FLAG" in l and "-O1 -g" in l and
@@ -546,7 +547,13 @@ def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
     dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True,
                              check=True, timeout=60).stdout
     assert re.search(r"\(FLAGS\)\s+BIND_NOW", dynamic), dynamic  # LDFLAGS reached the link
-    assert "liblua5.1" in dynamic and "luajit" not in dynamic
+    assert "liblua5.1" in dynamic and "luajit" not in dynamic and "snappy" not in dynamic
+    no_snappy = subprocess.run([binary, "--remote-write", "http://127.0.0.1:1/w",
+                                "http://127.0.0.1:1/"], capture_output=True, text=True,
+                               timeout=60)
+    assert no_snappy.returncode == 1 and no_snappy.stderr.splitlines()[0] == (
+        "volley: --remote-write: this volley was built without libsnappy (remote write "
+        "compresses with it): install libsnappy-dev (deps/install.sh does), then rebuild")
 
     line = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,
                           timeout=60).stdout

@@ -785,7 +785,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         elif head == "end":  # the first part's cut short, or completed
             assert m["end"] == next((d["end"] for d in docs if d["end"]["reason"] != "completed"),
                                     docs[0]["end"]), path
-        elif head in ("warmup", "thresholds", "aborted"):
+        elif head in ("warmup", "thresholds", "aborted", "telemetry"):
             # a part's warm-up and verdicts stay its own: merge judges the
             # whole with its own --threshold
             assert m[head] is None, head

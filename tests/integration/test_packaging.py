@@ -42,6 +42,8 @@ LIBRARIES = {
                 "arch": "libnghttp3", "alpine": "nghttp3-dev", "homebrew": "libnghttp3"},
     "GNUTLS": {"debian": "libgnutls28-dev", "rpm": "pkgconfig(gnutls)", "arch": "gnutls",
                "alpine": "gnutls-dev", "homebrew": "gnutls"},
+    "SNAPPY": {"debian": "libsnappy-dev", "rpm": "snappy-devel", "arch": "snappy",
+               "alpine": "snappy-dev", "homebrew": "snappy"},
 }
 
 
