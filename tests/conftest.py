@@ -289,7 +289,9 @@ class StatsServer:
         """Stop the server; returns its stats (what it saw)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=10)
+            # A Python peer whose threads still flood a closed connection
+            # takes a while on a loaded machine to write its stats.
+            self.proc.wait(timeout=30)
         if self._stats is None:
             check_sanitizer(self.name, self.proc.stderr.read())
             with open(self.stats_file) as f:
