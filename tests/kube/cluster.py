@@ -222,10 +222,15 @@ def image_archive(path, tag, layers, config):
 
 def volley_image(work):
     """volley's image: the Debian layer and a layer of this tree's make
-    install, run as 65534 as the Containerfile's."""
+    install, run as 65534 as the Containerfile's. Its volley is
+    volley-static: HTTP/3's libraries come from bookworm-backports, which
+    debootstrap does not take, and are linked in there (GnuTLS, which it
+    loads, is in every Debian root: apt needs it)."""
     base = debian_layer()
     staging = os.path.join(work, "volley-root")
     run(["make", "-C", ROOT, "install", f"DESTDIR={staging}", "PREFIX=/usr/local"], 600)
+    run(["make", "-C", ROOT, "static"], 600)
+    shutil.copy(os.path.join(ROOT, "volley-static"), os.path.join(staging, "usr/local/bin/volley"))
     layer = os.path.join(work, "volley-layer.tar")
     top = (layer, layer_of(staging, layer))
     path = os.path.join(work, "volley-image.tar")
