@@ -56,7 +56,7 @@ bool net_unix_addr(const char *path, struct net_addr *a)
     return true;
 }
 
-int net_connect(const struct net_addr *a, bool *in_progress)
+int net_socket(const struct net_addr *a)
 {
     int family = a->sa.ss_family;
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -66,6 +66,14 @@ int net_connect(const struct net_addr *a, bool *in_progress)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
+    return fd;
+}
+
+int net_connect(const struct net_addr *a, bool *in_progress)
+{
+    int fd = net_socket(a);
+    if (fd < 0)
+        return -1;
     *in_progress = false;
     if (connect(fd, (const struct sockaddr *)&a->sa, a->len) < 0) {
         /* A Unix socket whose backlog is full says EAGAIN: wait for it as for

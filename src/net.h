@@ -24,6 +24,9 @@ bool net_unix_addr(const char *path, struct net_addr *a);
  * errno value. */
 int net_probe(const struct net_addr *a, int timeout_ms);
 
+/* A non-blocking socket for a (TCP_NODELAY on TCP), to connect; or -1 with
+ * errno set. */
+int net_socket(const struct net_addr *a);
 /* Start a non-blocking connect (TCP_NODELAY on TCP). Returns the socket, with
  * *in_progress telling whether the connect is still under way; or -1 with errno set. */
 int net_connect(const struct net_addr *a, bool *in_progress);
