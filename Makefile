@@ -17,11 +17,11 @@ CFLAGS ?= -O2 -g
 include deps/libs.mk
 
 VOLLEY_CPPFLAGS = -Isrc -Ibuild -D_GNU_SOURCE -DVOLLEY_VERSION='"$(VERSION)"' \
-                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS) $(NGHTTP2_CFLAGS)
+                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS) $(NGHTTP2_CFLAGS) $(URING_CFLAGS)
 # The prefix map keeps the build directory out of the debug information, so
 # the same sources give the same binary wherever they are built.
 VOLLEY_CFLAGS   = -std=gnu11 -pthread -Wall -Wextra -ffile-prefix-map=$(CURDIR)=.
-VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -lm -pthread
+VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(URING_LIBS) -lm -pthread
 
 SRCS     := $(sort $(wildcard src/*.c))
 OBJS     := $(SRCS:src/%.c=build/%.o)

@@ -1,7 +1,7 @@
 #!/bin/sh
-# Installs the system packages volley builds against: LuaJIT, OpenSSL, libev
-# and libnghttp2 (with a C compiler and the C library's headers, make and
-# pkg-config). With --test, also what the tests and `make bench` use: Python 3
+# Installs the system packages volley builds against: LuaJIT, OpenSSL, libev,
+# libnghttp2 and liburing (with a C compiler and the C library's headers, make
+# and pkg-config). With --test, also what the tests and `make bench` use: Python 3
 # with pytest, hdrhistogram and hpack, nginx, wrk, nghttp2's h2load and
 # nghttpd, Go >= 1.24, gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua
 # 5.1 and a few tools, make lint's clang-format, cppcheck, shellcheck and
@@ -42,7 +42,8 @@ as_root() {
 }
 
 if command -v apt-get >/dev/null 2>&1; then
-    build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
+    build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev
+           liburing-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip"
@@ -58,7 +59,8 @@ if command -v apt-get >/dev/null 2>&1; then
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing
     fi
 elif command -v dnf >/dev/null 2>&1; then
-    build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel"
+    build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel
+           liburing-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang"
     tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
@@ -66,7 +68,7 @@ elif command -v dnf >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     as_root dnf install -y $build
 elif command -v pacman >/dev/null 2>&1; then
-    build="gcc make pkgconf luajit libev openssl libnghttp2"
+    build="gcc make pkgconf luajit libev openssl libnghttp2 liburing"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db lua51 nghttp2 go"
     tests="$tests cppcheck shellcheck python-pyflakes"
@@ -74,7 +76,7 @@ elif command -v pacman >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     as_root pacman -S --needed --noconfirm $build
 elif command -v apk >/dev/null 2>&1; then
-    build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev"
+    build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev liburing-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
            util-linux curl mandoc lua5.1-dev openssl nghttp2 go"
     tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
@@ -96,7 +98,8 @@ deps/install.sh: no known package manager (apt, dnf, pacman, apk, brew).
 Install these with your system's packages, then run make:
   a C compiler, GNU make, pkg-config,
   LuaJIT 2.x (or Lua 5.1) with headers, OpenSSL >= 1.1.1 with headers, libev 4 with headers,
-  libnghttp2 >= 1.52 with headers.
+  libnghttp2 >= 1.52 with headers; on Linux, liburing >= 2.3 with headers (optional:
+  without it volley has the epoll engine alone).
 MSG
     exit 1
 fi

@@ -35,11 +35,14 @@ LIBRARIES = {
            "alpine": "libev-dev", "homebrew": "libev"},
     "NGHTTP2": {"debian": "libnghttp2-dev", "rpm": "pkgconfig(libnghttp2)",
                 "arch": "libnghttp2", "alpine": "nghttp2-dev", "homebrew": "libnghttp2"},
+    # Linux's alone: Homebrew's formula asks for it on Linux only.
+    "URING": {"debian": "liburing-dev", "rpm": "pkgconfig(liburing)", "arch": "liburing",
+              "alpine": "liburing-dev"},
 }
 
 
 def libraries(fmt):
-    return {names[fmt] for names in LIBRARIES.values()}
+    return {names[fmt] for names in LIBRARIES.values() if fmt in names}
 
 
 def read(path):
@@ -140,6 +143,7 @@ def test_every_format_builds_with_the_system_libraries():
     assert "python3" in alpine["depends"].split()
     formula = set(re.findall(r'^  depends_on "([^"]+)"$', read(FORMULA), re.M))
     assert libraries("homebrew") <= formula
+    assert re.search(r'^  on_linux do\n    depends_on "liburing"\n  end$', read(FORMULA), re.M)
     # volley-sweep is Python: every format's package needs it at run time.
     assert re.search(r"^Depends: python3,", control, re.M)
     assert "python3" in spec_field("Requires")
@@ -199,7 +203,8 @@ def test_deps_installs_every_header_the_build_includes():
                 *(os.path.join("src", f) for f in sources), cwd=ROOT)
     headers = {h for h in rules.replace("\\\n", " ").split() if h.startswith("/")}
     owners = debian_owners(headers)
-    assert {"libc6-dev", "libluajit-5.1-dev", "libssl-dev", "libev-dev", "libnghttp2-dev"} <= owners
+    assert {"libc6-dev", "libluajit-5.1-dev", "libssl-dev", "libev-dev", "libnghttp2-dev",
+            "liburing-dev"} <= owners
     assert owners <= installed, owners - installed
 
 
