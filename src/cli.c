@@ -53,6 +53,8 @@ static const char usage_text[] =
     "        --warmup      <T>  Run T first and leave it out of every result\n"
     "        --no-keepalive     A new connection for every request\n"
     "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
+    "        --engine      <E>  epoll or io_uring (default: io_uring where the kernel\n"
+    "                           allows it, for http URLs; else epoll)\n"
     "\n"
     "  TLS:\n"
     "        --sni         <S>  Server name to send (default: the URL's host name)\n"
@@ -117,6 +119,7 @@ enum {
     OPT_ABORT_AFTER,
     OPT_LIST_FIELDS,
     OPT_ALPN,
+    OPT_ENGINE,
 };
 
 static const struct option long_options[] = {
@@ -137,6 +140,7 @@ static const struct option long_options[] = {
     {"alpn", required_argument, NULL, OPT_ALPN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
+    {"engine", required_argument, NULL, OPT_ENGINE},
     {"sni", required_argument, NULL, OPT_SNI},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"cacert", required_argument, NULL, OPT_CACERT},
@@ -418,6 +422,15 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
     cfg->protocol_option = http2 ? xstrdup(option) : xasprintf("%s %s", option, list);
 }
 
+/* --engine NAME, or VOLLEY_ENGINE (what is given as what, for messages). */
+static void engine_arg(struct config *cfg, const char *what, const char *name)
+{
+    if (!spec_set_engine(&cfg->spec, name))
+        usage_error("invalid %s '%s': epoll, io_uring or auto", what, name);
+    free(cfg->engine_option);
+    cfg->engine_option = xasprintf("%s%s%s", what, *what == '-' ? " " : "=", name);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -490,6 +503,9 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             break;
         case OPT_NO_KEEPALIVE:
             cfg->spec.no_keepalive = true;
+            break;
+        case OPT_ENGINE:
+            engine_arg(cfg, "--engine", optarg);
             break;
         case OPT_UNIX_SOCKET:
             if (!*optarg)
@@ -664,6 +680,9 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     const char *why;
     defaults(cfg);
     shard_env(cfg);
+    const char *engine = getenv("VOLLEY_ENGINE");
+    if (engine && *engine)
+        engine_arg(cfg, "VOLLEY_ENGINE", engine);
     expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg);
     if (optind >= argc)
@@ -695,6 +714,7 @@ void cli_free(struct config *cfg)
     free(cfg->server_pids);
     free(cfg->start_at);
     free(cfg->protocol_option);
+    free(cfg->engine_option);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)

@@ -56,6 +56,23 @@ static void on_returned(void *arg, size_t n);
 /* Where a connection's sessions end their requests (with the connection). */
 static const struct proto_sink sink = {on_response, on_failed, on_unsent, on_refused, on_returned};
 
+static void ring_connected(void *arg, int err);
+static void ring_input(void *arg, const char *buf, size_t len, uint64_t now);
+static void ring_eof(void *arg);
+static void ring_read_failed(void *arg, int err);
+static size_t ring_output(void *arg, const char **data);
+static void ring_wrote(void *arg, size_t n);
+static void ring_write_failed(void *arg, int err);
+
+/* What the io_uring engine tells a connection that runs on it. */
+static const struct uring_sink ring_sink = {ring_connected,   ring_input,  ring_eof,
+                                            ring_read_failed, ring_output, ring_wrote,
+                                            ring_write_failed};
+
+/* Whether the connection runs on the worker's io_uring rather than on
+ * readiness through its loop. */
+static inline bool ringed(const struct conn *c) { return c->link.ring != NULL; }
+
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index)
 {
     memset(c, 0, sizeof *c);
@@ -68,6 +85,8 @@ void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
+    if (cfg->ring)
+        uring_link_init(&c->link, cfg->ring, index, &ring_sink, c);
 }
 
 static void timer_start(struct conn *c, uint64_t us)
@@ -100,7 +119,10 @@ static void drop(struct conn *c)
         c->proto->abort(c->session);
     if (c->sock.fd >= 0) {
         cfg->transport->close(&c->sock);
-        close(c->sock.fd);
+        if (ringed(c))
+            uring_close(&c->link);
+        else
+            close(c->sock.fd);
         c->sock.fd = -1;
     }
     c->state = CONN_CLOSED;
@@ -387,8 +409,12 @@ static void ready(struct conn *c)
     struct stats *s = cfg->stats;
     uint64_t now = clock_us();
     ev_timer_stop(cfg->loop, &c->timer);
-    ev_io_stop(cfg->loop, &c->wio);
-    ev_io_start(cfg->loop, &c->rio);
+    if (ringed(c)) {
+        uring_receive(&c->link);
+    } else {
+        ev_io_stop(cfg->loop, &c->wio);
+        ev_io_start(cfg->loop, &c->rio);
+    }
     s->connects++;
     if (c->opened)
         s->reopened++;
@@ -438,11 +464,30 @@ static void connected(struct conn *c)
     handshake(c);
 }
 
+/* On io_uring: the socket now, its connect through the ring. */
+static void open_ringed(struct conn *c)
+{
+    const struct conn_config *cfg = c->cfg;
+    int fd = net_socket(cfg->addr);
+    if (fd < 0) {
+        connect_failed(c, connect_cause(errno));
+        return;
+    }
+    c->sock.fd = fd;
+    timer_start(c, cfg->timeout_us);
+    c->state = CONN_CONNECTING;
+    uring_connect(&c->link, fd, cfg->addr);
+}
+
 static void open_socket(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     bool in_progress;
     c->connect_at = clock_us();
+    if (ringed(c)) {
+        open_ringed(c);
+        return;
+    }
     int fd = net_connect(cfg->addr, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
@@ -489,6 +534,10 @@ static void flush(struct conn *c)
     const struct conn_config *cfg = c->cfg;
     const char *data;
     size_t len;
+    if (ringed(c)) {
+        uring_send(&c->link); /* with the turn's other sends */
+        return;
+    }
     if (c->write_wants_read)
         return; /* on_read resumes it */
     while ((len = c->proto->output(c->session, &data)) > 0) {
@@ -705,6 +754,29 @@ static inline bool reply(struct conn *c)
     return false;
 }
 
+/* Bytes read at now, to the session. Returns whether the connection goes
+ * on (it may have ended, normally or not, or the run). */
+static bool take(struct conn *c, const char *buf, size_t n, uint64_t now)
+{
+    const struct conn_config *cfg = c->cfg;
+    enum cause cause;
+    cfg->stats->bytes += (uint64_t)n;
+    enum proto_status st = c->proto->input(c->session, buf, n, now, &cause);
+    if (c->live->stopping)
+        return false;
+    if (st == PROTO_FAIL) {
+        failed(c, &cfg->stats->errors.read, cause);
+        return false;
+    }
+    if (st == PROTO_CLOSE) {
+        closed(c);
+        return false;
+    }
+    return true;
+}
+
+static enum cause read_cause(int err) { return err == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER; }
+
 static void read_ready(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
@@ -713,21 +785,9 @@ static void read_ready(struct conn *c)
     for (;;) {
         ssize_t n = cfg->transport->read(&c->sock, cfg->rbuf, cfg->rbuf_len);
         if (n > 0) {
-            enum cause cause;
-            cfg->stats->bytes += (uint64_t)n;
             burst += (size_t)n;
-            enum proto_status st =
-                c->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
-            if (c->live->stopping)
+            if (!take(c, cfg->rbuf, (size_t)n, clock_us()))
                 return;
-            if (st == PROTO_FAIL) {
-                failed(c, &cfg->stats->errors.read, cause);
-                return;
-            }
-            if (st == PROTO_CLOSE) {
-                closed(c);
-                return;
-            }
             bool more = cfg->transport->pending(&c->sock) > 0;
             /* Records the transport holds already (TLS) are read first, so
              * that one write carries what all of them call for. */
@@ -760,8 +820,7 @@ static void read_ready(struct conn *c)
             ev_io_start(cfg->loop, &c->wio);
             return;
         } else {
-            failed(c, &cfg->stats->errors.read,
-                   errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER);
+            failed(c, &cfg->stats->errors.read, read_cause(errno));
             return;
         }
     }
@@ -860,4 +919,73 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         break;
     }
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* On io_uring                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* What the ring reports, as the watchers above handle readiness: nothing
+ * once the worker is stopping, and only in the state it answers. */
+
+static void ring_connected(void *arg, int err)
+{
+    struct conn *c = arg;
+    if (c->live->stopping || c->state != CONN_CONNECTING)
+        return;
+    if (err)
+        connect_failed(c, connect_cause(err));
+    else
+        connected(c);
+}
+
+static void ring_input(void *arg, const char *buf, size_t len, uint64_t now)
+{
+    struct conn *c = arg;
+    if (!c->live->stopping && c->state == CONN_OPEN && take(c, buf, len, now))
+        reply(c);
+}
+
+static void ring_eof(void *arg)
+{
+    struct conn *c = arg;
+    if (!c->live->stopping && c->state == CONN_OPEN)
+        at_eof(c);
+}
+
+static void ring_read_failed(void *arg, int err)
+{
+    struct conn *c = arg;
+    if (!c->live->stopping && c->state == CONN_OPEN)
+        failed(c, &c->cfg->stats->errors.read, read_cause(err));
+}
+
+static size_t ring_output(void *arg, const char **data)
+{
+    struct conn *c = arg;
+    if (c->live->stopping || c->state != CONN_OPEN)
+        return 0;
+    return c->proto->output(c->session, data);
+}
+
+static void ring_wrote(void *arg, size_t n)
+{
+    struct conn *c = arg;
+    if (c->live->stopping || c->state != CONN_OPEN)
+        return;
+    c->carried = true;
+    c->proto->wrote(c->session, n);
+    /* The rest, if the send was short; and the session may be free for
+     * the next batch only now (a response that came before the last of
+     * its request went out). */
+    flush(c);
+    if (c->proto->ready(c->session))
+        pump(c);
+}
+
+static void ring_write_failed(void *arg, int err)
+{
+    struct conn *c = arg;
+    if (!c->live->stopping && c->state == CONN_OPEN)
+        write_failed(c, err);
 }

@@ -19,6 +19,7 @@
 #include "schedule.h"
 #include "stats.h"
 #include "transport.h"
+#include "uring.h"
 
 struct budget;
 struct http_head_cache;
@@ -63,6 +64,10 @@ struct conn_hooks {
 struct conn_config {
     struct ev_loop *loop;
     const struct transport *transport;
+    /* The worker's io_uring, when the connections run on it (the engine
+     * io_uring, with a transport it carries); NULL: readiness through the
+     * loop (epoll). */
+    struct uring *ring;
     /* The protocols a connection may speak: over TLS, the one its server
      * chose in ALPN (HTTP/1.1 when it chose none), else the one there is;
      * and what the sessions of each see of the run. */
@@ -100,8 +105,9 @@ struct conn {
     size_t index; /* in the worker */
     struct sock sock;
     enum conn_state state;
-    ev_io rio, wio;
-    ev_timer timer; /* connect/response timeout, back-off, delay() pause */
+    ev_io rio, wio;         /* over epoll */
+    struct uring_link link; /* over io_uring (link.ring set) */
+    ev_timer timer;         /* connect/response timeout, back-off, delay() pause */
     /* The protocol it speaks (set when it opens) and its session; one
      * session per protocol spoken, kept across reconnects. */
     const struct proto_ops *proto;

@@ -28,6 +28,7 @@
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
+#include "uring.h"
 #include "xalloc.h"
 
 struct worker {
@@ -35,6 +36,7 @@ struct worker {
     const struct config *cfg;
     struct net_addr addr; /* every connection of this worker goes here */
     struct ev_loop *loop;
+    struct uring *ring; /* its connections' io_uring, or NULL (epoll) */
     pthread_t thread;
     struct conn_config conn; /* what its connections see of it */
     struct conn_live live;   /* and what changes while the run is on */
@@ -359,6 +361,8 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
         };
     }
     w->conn.nprotocols = cfg->spec.nprotocols;
+    if (cfg->spec.engine == SPEC_ENGINE_IO_URING && w->conn.transport->ring)
+        w->conn.ring = w->ring = uring_new(w->loop, nconns);
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
@@ -521,6 +525,8 @@ static void *run(void *arg)
      * on a schedule, send on the microsecond. */
     if (w->cfg->spec.rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    if (w->ring)
+        uring_start(w->ring);
     /* In the closed model each connection sends as soon as it is open (or,
      * with --ramp-up, opens in its turn once the run starts); with -R they
      * are all opened first, and the run starts once they are. */
@@ -533,6 +539,8 @@ static void *run(void *arg)
     last_sample(w);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
+    if (w->ring)
+        uring_finish(w->ring);
     ev_timer_stop(w->loop, &w->interval_timer);
     if (w->warming) /* the run ended within the warm-up */
         end_warmup(w, clock_us());
@@ -581,6 +589,7 @@ void worker_free(struct worker *w)
     for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
+    uring_free(w->ring);
     profile_free(&w->pace.profile);
     script_free(w->script);
     free(w->failure);

@@ -175,6 +175,15 @@ def parse_metric(text):
     return float(m.group(1)) * UNITS_METRIC[m.group(2)]
 
 
+def printed(out):
+    """The lines a script printed during the run: between the header (its
+    first line and the indented ones after it) and the table of the report."""
+    lines = out.split("  Thread Stats")[0].splitlines()[1:]
+    while lines and lines[0].startswith("  "):
+        lines.pop(0)
+    return lines
+
+
 def parse_report(out):
     """The figures of wrk's text report as a dict (missing lines are absent)."""
     r = {}
@@ -184,6 +193,9 @@ def parse_report(out):
     m = re.search(r"^  (\d+) threads and (\d+) connections$", out, re.M)
     if m:
         r["threads"], r["connections"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"^  engine: (\S+)$", out, re.M)
+    if m:
+        r["engine"] = m.group(1)
     m = re.search(r"^    Latency\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)%$", out, re.M)
     if m:
         r["latency_avg"] = parse_time_us(m.group(1))
