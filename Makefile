@@ -153,15 +153,16 @@ distcheck: dist
 	$(MAKE) -C build/distcheck/$(DIST) dist
 	cmp $(DIST).tar.gz build/distcheck/$(DIST)/$(DIST).tar.gz
 
-# volley-static: LuaJIT, OpenSSL, libev and libnghttp2 linked in from their .a files, for
-# a load-generator box that lacks them. The C library stays shared: glibc's
-# getaddrinfo() and dlopen() (LuaJIT's ffi.load, OpenSSL's providers) load
-# parts of the same glibc at run time anyway. With musl, a fully static binary:
+# volley-static: LuaJIT, OpenSSL, libev, libnghttp2 and liburing linked in from
+# their .a files, for a load-generator box that lacks them. The C library stays
+# shared: glibc's getaddrinfo() and dlopen() (LuaJIT's ffi.load, OpenSSL's
+# providers) load parts of the same glibc at run time anyway. With musl, a fully
+# static binary:
 #   make static STATIC_LDFLAGS=-static \
-#        STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -lm'
+#        STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(URING_LIBS) -lm'
 STATIC_LDFLAGS ?= -static-libgcc
-STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -Wl,-Bdynamic \
-                  -lm -ldl -pthread
+STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(URING_LIBS) \
+                  -Wl,-Bdynamic -lm -ldl -pthread
 
 static: volley-static
 
