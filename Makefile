@@ -30,6 +30,7 @@ LIB_OBJS := $(filter-out build/main.o,$(OBJS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
+NO_URING  := build/tests/no-uring
 
 .PHONY: all check test tests bench demo clean distclean
 .DELETE_ON_ERROR:
@@ -63,9 +64,12 @@ build/tests/test_%: tests/unit/test_%.c tests/unit/unit.h build/libvolley.a | bu
 $(TESTD): tests/server/testd.c | build/tests
 	$(CC) -D_GNU_SOURCE $(EV_CFLAGS) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EV_LIBS) -lm
 
+$(NO_URING): tests/server/no_uring.c | build/tests
+	$(CC) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
 include tests/fuzz/fuzz.mk tests/sanitize.mk tests/lint.mk
 
-tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD)
+tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD) $(NO_URING)
 
 # SANITIZE=1: the same suite against the sanitizer build (tests/sanitize.mk).
 ifeq ($(SANITIZE),1)

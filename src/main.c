@@ -130,7 +130,7 @@ static void pick_engine(struct config *cfg)
     if (uring_usable(why, sizeof why))
         cfg->spec.engine = SPEC_ENGINE_IO_URING;
     else if (asked == SPEC_ENGINE_IO_URING)
-        die("%s: this kernel does not allow it (%s)", cfg->engine_option, why);
+        die("%s: io_uring is not available here (%s)", cfg->engine_option, why);
 }
 
 static void check_fd_limit(const struct config *cfg)

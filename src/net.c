@@ -95,6 +95,12 @@ int net_connect_error(int fd)
     socklen_t len = sizeof err;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
         return errno;
+    /* A Unix socket that found the backlog full is writable at once, with
+     * no error and no peer: its connect failed as it began (EAGAIN). */
+    struct sockaddr_storage peer;
+    len = sizeof peer;
+    if (!err && getpeername(fd, (struct sockaddr *)&peer, &len) < 0 && errno == ENOTCONN)
+        return EAGAIN;
     return err;
 }
 

@@ -506,12 +506,13 @@ def test_static_binary_runs_scripts_without_the_shared_libraries(built, testd, t
 
 
 def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
-    """Built against Lua 5.1 instead of LuaJIT, with a packager's flags: the
-    flags reach every compile and link, and wrk's scripting API works."""
+    """Built against Lua 5.1 instead of LuaJIT, without liburing, with a
+    packager's flags: the flags reach every compile and link, wrk's
+    scripting API works, and the one engine is epoll."""
     tarball, name = dist
     unpack(tarball, tmp_path)
     tree = str(tmp_path / name)
-    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "CFLAGS=-O1 -g",
+    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "URING=0", "CFLAGS=-O1 -g",
                 "CPPFLAGS=-DVOLLEY_PACKAGER_FLAG", "LDFLAGS=-Wl,-z,now")
     compiles = [l for l in proc.stdout.splitlines() if " -c -o build/" in l]
     assert compiles and all("-DVOLLEY_PACKAGER_FLAG" in l and "-O1 -g" in l and
@@ -520,7 +521,7 @@ def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
     dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True,
                              check=True, timeout=60).stdout
     assert re.search(r"\(FLAGS\)\s+BIND_NOW", dynamic), dynamic  # LDFLAGS reached the link
-    assert "liblua5.1" in dynamic and "luajit" not in dynamic
+    assert "liblua5.1" in dynamic and "luajit" not in dynamic and "liburing" not in dynamic
 
     line = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,
                           timeout=60).stdout
@@ -528,3 +529,13 @@ def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
     script = tmp_path / "api.lua"
     script.write_text(SCRIPT)
     check_script_run(*run_against_testd(testd, binary, "-s", str(script)))
+    env = {k: v for k, v in os.environ.items() if k != "VOLLEY_ENGINE"}
+    srv = testd()
+    run = subprocess.run([binary, "-t1", "-c2", "-n", "100", srv.url], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert run.returncode == 0 and "  engine: epoll\n" in run.stdout, run
+    run = subprocess.run([binary, "--engine", "io_uring", "-n1", srv.url], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert (run.returncode, run.stderr) == (1, "volley: --engine io_uring: io_uring is not "
+                                               "available here (this volley was built without "
+                                               "liburing)\n"), run
