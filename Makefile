@@ -32,10 +32,11 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
 NO_URING  := build/tests/no-uring
 
-.PHONY: all check test tests bench demo clean distclean
+.PHONY: all check check-kube test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
-all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
+all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1 \
+     build/volley-report.1
 
 volley: build/main.o build/libvolley.a
 	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(VOLLEY_LIBS)
@@ -79,6 +80,12 @@ check test: tests
 	$(PYTHON) tests/run.py
 endif
 
+# volley-kube and the shipped manifest on a real one-node Kubernetes cluster
+# that the test builds (cached in /var/cache/volley-check-kube), starts on
+# 127.0.0.1 and tears down: needs root (tests/kube/cluster.py).
+check-kube: all
+	$(PYTHON) tests/run.py tests/kube/check_kube.py
+
 # A short benchmark against the in-tree test server, to see the report.
 demo: volley $(TESTD)
 	tests/demo.sh
@@ -104,8 +111,9 @@ distclean: clean
 MAN1DIR ?= $(MANDIR)/man1
 DOCS     = $(wildcard README.md SCRIPTING.md docs/*.md)
 EXAMPLES = $(wildcard scripts/*.lua)
-TOOLS    = $(wildcard scripts/volley-sweep scripts/volley-plot scripts/volley-kube)
-TOOL_MANS = build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
+TOOLS    = $(wildcard scripts/volley-sweep scripts/volley-plot scripts/volley-kube \
+                     scripts/volley-report)
+TOOL_MANS = build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1 build/volley-report.1
 
 build/%.1: docs/%.1 Makefile | build
 	sed 's/@VERSION@/$(VERSION)/g' $< > $@

@@ -4,6 +4,9 @@ its report.
 SPDX-License-Identifier: MIT
 """
 import glob
+import html
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -99,6 +102,20 @@ def run_json(tmp_path, *args, **kw):
         return run, json.load(f)
 
 
+def read_timeline(path, reason="completed"):
+    """A JSON Lines timeline: (its run line, its intervals), after checking
+    its last line, the end record: how the run ended (reason), and the
+    intervals and responses before it."""
+    with open(path) as f:
+        lines = [json.loads(line) for line in f]
+    run, intervals, end = lines[0], lines[1:-1], lines[-1]
+    assert run["type"] == "run" and all(r["type"] == "interval" for r in intervals), lines
+    assert end["type"] == "end" and end["reason"] == reason, end
+    assert end["intervals"] == len(intervals), end
+    assert end["requests"] == sum(r["requests"] for r in intervals), end
+    return run, intervals
+
+
 def ok(run):
     """A clean run: exit 0, no errors, nothing on stderr but volley's own
     warnings and notes (a CPU-bound generator on a busy machine, say, or
@@ -143,6 +160,26 @@ def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     check_sanitizer("volley", run.stderr)
     return run
 
+
+def volley_signalled(*args, sig=signal.SIGINT, after=1.0, cwd=None, timeout=30):
+    """Run volley and send it sig after `after` seconds (as a terminal's
+    Ctrl-C finds it); returns a Run."""
+    start, cpu = time.monotonic(), children_cpu()
+    proc = subprocess.Popen([VOLLEY] + [str(a) for a in args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            errors="replace", cwd=cwd, preexec_fn=sigint_default)
+    time.sleep(after)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=timeout)
+    run = Run(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
+              time.monotonic() - start, children_cpu() - cpu)
+    check_sanitizer("volley", run.stderr)
+    return run
+
+
+# What a usage error adds to a count or a duration it cannot read.
+COUNT_FORM = " (a whole number, optionally with k, M, G, T or P)"
+TIME_FORM = " (a duration such as 500ms, 1.5s, 2m or 1h)"
 
 UNITS_US = {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 UNITS_METRIC = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
@@ -324,7 +361,8 @@ def testd(tmp_path):
 # kernel's ephemeral range, where no bind to port 0 lands, and a block of
 # its own for each process of a parallel run (pytest-xdist's gw0, gw1...),
 # so two servers never race for one port between its choice and its bind.
-PORT_BASE, PORT_BLOCK = 20000, 2000
+# VOLLEY_TEST_PORT_BASE moves the blocks, for two suites run side by side.
+PORT_BASE, PORT_BLOCK = int(os.environ.get("VOLLEY_TEST_PORT_BASE", 20000)), 2000
 _next_port = [0]
 
 
@@ -680,3 +718,144 @@ def h2peer(tmp_path):
     yield start
     for s in servers:
         s.kill()
+
+
+# --------------------------------------------------------------------------
+# Hostile inputs, and what the chart helpers hand to gnuplot
+# --------------------------------------------------------------------------
+
+def mutants(doc):
+    """doc with each of its members in turn removed or replaced by a value of
+    the wrong kind: (where, the changed document)."""
+    def paths(x, path):
+        yield path
+        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+        for k, v in items:
+            yield from paths(v, path + [k])
+    for path in list(paths(doc, []))[1:]:
+        for value in ("remove", None, "x", -1, 2**64):
+            d = json.loads(json.dumps(doc))
+            parent = d
+            for k in path[:-1]:
+                parent = parent[k]
+            if value == "remove":
+                parent.pop(path[-1])
+            else:
+                parent[path[-1]] = value
+            yield f"{'.'.join(map(str, path))} = {value}", d
+
+
+# Text that gnuplot would act on in a double-quoted string (the backticks
+# run a command that writes the file pwned_WHERE in gnuplot's folder), and
+# quotes and a macro besides.
+EVIL = "q'uo\"te@GPVAL_PWD`id>pwned_{}`${{IFS}}"
+
+
+def pwned(top):
+    """The files the commands in EVIL would have written, under top."""
+    return [os.path.join(d, f) for d, _, files in os.walk(top) for f in files
+            if re.fullmatch(r"pwned_\w+", f)]
+
+
+def load_script(name):
+    """A Python program of scripts/ (volley-plot, volley-sweep,
+    volley-report) as a module, to call its functions in this process."""
+    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"),
+                                                  os.path.join(ROOT, "scripts", name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def one_line_or_done(main, prog, args, cases, tmp_path, capsys):
+    """main (a helper's, run in this process) on each case (where, file name,
+    text), with args(folder, path): it ends with 0, or 1 and a first line
+    "PROG: ..." saying what is wrong (then at most its usage); never with a
+    traceback."""
+    failures = []
+    for n, (where, name, text) in enumerate(cases):
+        work = tmp_path / str(n)
+        work.mkdir()
+        (work / name).write_text(text)
+        try:
+            code = main([str(a) for a in args(work, work / name)])
+        except Exception as e:  # the failure this looks for
+            failures.append(f"{where}: {type(e).__name__}: {e}")
+            continue
+        lines = capsys.readouterr().err.splitlines()
+        if code == 1 and lines and lines[0].startswith(prog + ": ") and \
+                all(not line.startswith(prog + ": ") for line in lines[1:]):
+            continue
+        if code != 0 or any(line.startswith("Traceback") for line in lines):
+            failures.append(f"{where}: exit {code}: {lines}")
+    assert not failures, "\n".join(failures[:20])
+
+
+def gnuplot_script_problems(script):
+    """Where a gnuplot script could substitute text into itself (run a
+    `command`, expand an @macro) from what the helpers wrote: the only
+    double-quoted string allowed is "\\n" (gnuplot substitutes backticks in
+    double quotes); every backtick and @ must be inside a single-quoted
+    string, where gnuplot substitutes nothing, and no single-quoted string
+    may cross a line. [] when there is none."""
+    problems, i = [], 0
+    while i < len(script):
+        c = script[i]
+        if c == "#":  # a comment, to the end of its line
+            k = script.find("\n", i)
+            i = len(script) if k < 0 else k
+        elif c == "'":
+            k = i
+            while True:
+                k = script.find("'", k + 1)
+                if k < 0 or "\n" in script[i:k]:
+                    return problems + [f"a single-quoted string not ended on its line: "
+                                       f"{script[i:i + 80]!r}"]
+                if script[k + 1:k + 2] != "'":
+                    break
+                k += 1
+            i = k + 1
+        elif c == '"':
+            k = i + 1
+            while k < len(script) and script[k] != '"':
+                k += 2 if script[k] == "\\" else 1
+            if script[i:k + 1] != '"\\n"':
+                problems.append(f"a double-quoted string: {script[i:k + 1][:80]!r}")
+            i = k + 1
+        else:
+            if c in "`@":
+                problems.append(f"{c} outside a string: {script[max(0, i - 40):i + 40]!r}")
+            i += 1
+    return problems
+
+
+def check_gnuplot_scripts(folder):
+    """Every .gp script in folder holds no text gnuplot would substitute;
+    returns how many there were."""
+    scripts = glob.glob(os.path.join(folder, "*.gp"))
+    for path in scripts:
+        with open(path) as f:
+            assert gnuplot_script_problems(f.read()) == [], path
+    return len(scripts)
+
+
+def chart_text(folder, gp, work):
+    """Every text the script gp of folder draws (titles, labels, key
+    entries): drawn again by gnuplot with its svg terminal, in work, a copy
+    of folder."""
+    shutil.copytree(folder, work)
+    with open(os.path.join(work, gp)) as f:
+        script = f.read()
+    script = re.sub(r"^set terminal .*$", "set terminal svg size 900,860 noenhanced", script,
+                    count=1, flags=re.M)
+    with open(os.path.join(work, gp), "w") as f:
+        f.write(script)
+    subprocess.run(["gnuplot", gp], cwd=work, check=True, timeout=60, capture_output=True)
+    texts = []
+    for name in re.findall(r"^set output '((?:[^']|'')+)'$", script, re.M):
+        with open(os.path.join(work, name.replace("''", "'"))) as f:
+            svg = f.read()
+        texts += [html.unescape(re.sub(r"<[^>]*>", "", t))
+                  for t in re.findall(r"<text\b.*?</text>", svg, re.S)]
+    return "\n".join(texts)

@@ -25,6 +25,8 @@ SWEEP_SOURCE = os.path.join(ROOT, "scripts", "volley-sweep")
 PLOT_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-plot.1")
 PLOT_SOURCE = os.path.join(ROOT, "scripts", "volley-plot")
 KUBE_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-kube.1")
+REPORT_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-report.1")
+REPORT_SOURCE = os.path.join(ROOT, "scripts", "volley-report")
 KUBE_SOURCE = os.path.join(ROOT, "scripts", "volley-kube")
 
 # Exercises the whole hook and thread API; the checks below read its output.
@@ -181,7 +183,7 @@ def test_json_doc_describes_every_error_cause(testd, tmp_path):
 
 
 def test_json_doc_describes_every_figure_of_the_table():
-    """Every counter and distribution of src/stats.h's table (volley
+    """Every counter, breakdown and distribution of src/stats.h's tables (volley
     --list-fields) is described in docs/json.md: its key in the document
     (and the object it sits in) among the fields of --json, its timeline
     key among those of a timeline record, and how volley merge adds it up."""
@@ -201,6 +203,22 @@ def test_json_doc_describes_every_figure_of_the_table():
         # a distribution, or a counter written as a count, is named in the
         # merged result's table by its key (or its object's)
         assert any(f"`{name}" in merged for name in objects + [key]), path
+
+
+def test_json_doc_describes_every_tls_handshake_failure(nginx, certs, tmp_path):
+    server = nginx(tls=True, server=f"""
+        ssl_certificate {certs["server.pem"]};
+        ssl_certificate_key {certs["server.key"]};
+        location / {{ return 200 "ok\\n"; }}
+    """)
+    out = tmp_path / "r.json"
+    run = volley("-t1", "-c1", "-d100ms", "--json", out, f"https://127.0.0.1:{server.port}/")
+    assert run.returncode == 0, run
+    with open(out) as f:
+        reasons = json.load(f)["tls"]["handshake_failures"]
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        table = f.read().split("| Reason | Meaning |", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"^\| `([a-z_]+)` \|", table, re.M)) == sorted(reasons)
 
 
 def test_man_page_names_no_option_volley_lacks():
@@ -301,8 +319,16 @@ def test_plot_man_page_documents_exactly_the_options_of_its_help():
 
 def test_kube_man_page_documents_exactly_the_options_of_its_help():
     groups = man_groups(KUBE_MAN_SOURCE)
-    assert len(groups["Kubernetes"]) == 12, groups
+    assert len(groups["Kubernetes"]) == 13, groups
     assert groups == {"Kubernetes": sweep_help_options(source=KUBE_SOURCE)}
+
+
+def test_report_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_groups(REPORT_MAN_SOURCE)
+    assert groups == {"Report": sweep_help_options(source=REPORT_SOURCE),
+                      "Compare": sweep_help_options("compare", source=REPORT_SOURCE)}
+    assert len(groups["Report"]) == 3 and len(groups["Compare"]) == 3, groups
+    assert man_warnings(REPORT_MAN_SOURCE, length=5000) == ""
 
 
 def test_kube_man_page_formats_without_warnings():
@@ -455,7 +481,7 @@ def test_install_and_uninstall_with_destdir(built, tmp_path):
     examples = sorted(f for f in os.listdir(scripts) if f.endswith(".lua")) \
         if os.path.isdir(scripts) else []
     expected = {"usr/bin/volley": 0o755, "usr/share/man/man1/volley.1": 0o644}
-    for tool in ("volley-sweep", "volley-plot", "volley-kube"):
+    for tool in ("volley-sweep", "volley-plot", "volley-kube", "volley-report"):
         if os.path.exists(os.path.join(scripts, tool)):
             expected[f"usr/bin/{tool}"] = 0o755
             expected[f"usr/share/man/man1/{tool}.1"] = 0o644
