@@ -73,6 +73,10 @@ include tests/fuzz/fuzz.mk tests/sanitize.mk tests/lint.mk
 tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD) $(NO_URING)
 
 # SANITIZE=1: the same suite against the sanitizer build (tests/sanitize.mk).
+# ENGINE=epoll or ENGINE=io_uring: every run of the suite on that engine (by
+# default, the one volley picks: io_uring for http URLs where the kernel
+# allows it); tests/conftest.py.
+export VOLLEY_TEST_ENGINE := $(ENGINE)
 ifeq ($(SANITIZE),1)
 check test: check-asan
 else
