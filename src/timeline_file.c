@@ -383,8 +383,9 @@ static void csv_header(struct timeline_files *f, const struct timespec *started,
     fprintf(out, " rate=");
     if (spec->rate)
         fprintf(out, "%" PRIu64, spec->rate);
-    fprintf(out, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=",
-            spec->interval_us, origin_us);
+    fprintf(out,
+            " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=", spec->interval_us,
+            origin_us);
     csv_value(out, spec->script ? spec->script : "");
     fputs(" url=", out);
     csv_value(out, spec->url);
