@@ -12,7 +12,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "chars.h"
+#include "cli_usage.h"
 #include "h1.h"
+#include "net.h"
 #include "protocols.h"
 #include "stats.h"
 #include "threshold.h"
@@ -20,77 +23,11 @@
 #include "version.h"
 #include "xalloc.h"
 
-static const char usage_text[] =
-    "Usage: volley <options> <url>\n"
-    "       volley merge <options> <file>...\n"
-    "  Options:\n"
-    "    -c, --connections <N>  Connections to keep open\n"
-    "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
-    "    -t, --threads     <N>  Number of threads to use (default 2, at most -c)\n"
-    "\n"
-    "    -s, --script      <S>  Load Lua script file\n"
-    "    -H, --header      <H>  Add header to request\n"
-    "    -L, --latency          Print latency statistics\n"
-    "    -T, --timeout     <T>  Socket/request timeout\n"
-    "    -v, --version          Print version details\n"
-    "    -h, --help             Print this help\n"
-    "\n"
-    "  Load:\n"
-    "    -R, --rate        <N>  Constant request rate (requests/sec over all\n"
-    "                           connections); latency counts from the intended time\n"
-    "    -U, --u_latency        With -R, also print the uncorrected latency\n"
-    "    -n, --requests    <N>  Send exactly N requests, then stop\n"
-    "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
-    "                           or HTTP/1.1 pipelining (default 1)\n"
-    "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
-    "        --alpn        <L>  Offer these protocols over https, in order, each\n"
-    "                           connection speaking the one its server chose:\n"
-    "                           h2,http/1.1 (--alpn h2 is --http2)\n"
-    "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
-    "                           each stage ramps from the rate before it (-R or 0)\n"
-    "                           to its own, and the run lasts their sum\n"
-    "        --ramp-up     <T>  Open the connections evenly over T (closed model)\n"
-    "        --warmup      <T>  Run T first and leave it out of every result\n"
-    "        --no-keepalive     A new connection for every request\n"
-    "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
-    "        --engine      <E>  epoll or io_uring (default: io_uring where the kernel\n"
-    "                           allows it, for http URLs; else epoll)\n"
-    "\n"
-    "  TLS:\n"
-    "        --sni         <S>  Server name to send (default: the URL's host name)\n"
-    "        --verify           Verify the server certificate (off by default)\n"
-    "        --cacert      <F>  Verify against the CA certificates in PEM file F\n"
-    "        --cert        <F>  Client certificate, PEM\n"
-    "        --key         <F>  Client private key, PEM (default: in the --cert file)\n"
-    "\n"
-    "  Distributed:\n"
-    "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
-    "        --start-at    <T>  Start at wall-clock T, within 24h (RFC 3339, Unix time)\n"
-    "\n"
-    "  Thresholds:\n"
-    "        --threshold   <E>  Exit 2 unless E holds: METRIC OP VALUE, as in\n"
-    "                           'p99 < 200ms', 'errors < 0.1%' (repeatable)\n"
-    "        --abort-on-fail    Stop the run when a threshold fails in an interval\n"
-    "        --abort-after <N>  Only when it failed in N intervals in a row (default 1)\n"
-    "\n"
-    "  Output:\n"
-    "        --json        <F>  Write the results as JSON to F (- for stdout)\n"
-    "        --no-progress      No live progress line on a terminal\n"
-    "        --timeline    <F>  Write results per interval to F: JSON Lines, CSV if F\n"
-    "                           ends in .csv (- for stdout)\n"
-    "        --interval    <T>  Length of those intervals (default 1s)\n"
-    "        --hdr-log     <F>  Write each interval's latency histogram to F\n"
-    "                           (HdrHistogram interval log)\n"
-    "        --server-pid  <P>  Also measure the CPU time of process P and its\n"
-    "                           children (a PID, or a name for all its processes)\n"
-    "\n"
-    "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
-    "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n"
-    "  and a fraction (1.5s, 0.25)\n";
-
 /* -m: far more than any server allows (nginx: 128), and what an HTTP/1.1
  * pipeline of that many copies of a request can hold in memory. */
 #define CLI_STREAMS_MAX 1000000
+/* --metrics-buckets: more would only make every scrape longer. */
+#define CLI_BUCKETS_MAX 100
 
 /* -k is not an option: it is caught to answer ApacheBench's habit. */
 static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:k";
@@ -99,6 +36,9 @@ static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:k";
 enum {
     OPT_NO_KEEPALIVE = 256,
     OPT_HTTP2,
+    OPT_HTTP3,
+    OPT_EARLY_DATA,
+    OPT_ECN,
     OPT_UNIX_SOCKET,
     OPT_SNI,
     OPT_VERIFY,
@@ -120,6 +60,12 @@ enum {
     OPT_ABORT_ON_FAIL,
     OPT_ABORT_AFTER,
     OPT_LIST_FIELDS,
+    OPT_METRICS_LISTEN,
+    OPT_METRICS_LINGER,
+    OPT_REMOTE_WRITE,
+    OPT_REMOTE_WRITE_STRICT,
+    OPT_LABEL,
+    OPT_METRICS_BUCKETS,
     OPT_ALPN,
     OPT_ENGINE,
 };
@@ -140,6 +86,9 @@ static const struct option long_options[] = {
     {"streams", required_argument, NULL, 'm'},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"alpn", required_argument, NULL, OPT_ALPN},
+    {"http3", no_argument, NULL, OPT_HTTP3},
+    {"0rtt", no_argument, NULL, OPT_EARLY_DATA},
+    {"ecn", no_argument, NULL, OPT_ECN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"engine", required_argument, NULL, OPT_ENGINE},
@@ -162,6 +111,12 @@ static const struct option long_options[] = {
     {"threshold", required_argument, NULL, OPT_THRESHOLD},
     {"abort-on-fail", no_argument, NULL, OPT_ABORT_ON_FAIL},
     {"abort-after", required_argument, NULL, OPT_ABORT_AFTER},
+    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
+    {"metrics-linger", required_argument, NULL, OPT_METRICS_LINGER},
+    {"remote-write", required_argument, NULL, OPT_REMOTE_WRITE},
+    {"remote-write-strict", no_argument, NULL, OPT_REMOTE_WRITE_STRICT},
+    {"label", required_argument, NULL, OPT_LABEL},
+    {"metrics-buckets", required_argument, NULL, OPT_METRICS_BUCKETS},
     /* Not in --help: the table of figures, for the tests of the docs and
      * of volley merge (stats.h). */
     {"list-fields", no_argument, NULL, OPT_LIST_FIELDS},
@@ -433,6 +388,99 @@ static void add_server_pid(struct config *cfg, const char *arg)
     cfg->server_pids[cfg->nserver_pids++] = xstrdup(arg);
 }
 
+/* Names volley's own metrics use for labels: a --label may not take them. */
+static const char *const reserved_labels[] = {"url",   "shard", "le",      "status",  "cause",
+                                              "class", "code",  "version", "protocol"};
+
+/* --label NAME=VALUE: a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not
+ * reserved, given once) and a value that is UTF-8 and not empty (an empty
+ * value is no label at all in Prometheus). */
+static void add_label(struct config *cfg, const char *arg)
+{
+    const char *eq = strchr(arg, '='), *value = eq ? eq + 1 : NULL;
+    size_t len = eq ? (size_t)(eq - arg) : 0;
+    struct run_spec *spec = &cfg->spec;
+    if (!eq || len == 0 || !*value)
+        usage_error("invalid --label '%s': expected NAME=VALUE", arg);
+    for (size_t i = 0; i < len; i++)
+        if (!(arg[i] == '_' || (arg[i] >= 'a' && arg[i] <= 'z') ||
+              (arg[i] >= 'A' && arg[i] <= 'Z') || (i > 0 && arg[i] >= '0' && arg[i] <= '9')))
+            usage_error("invalid --label '%s': a name is letters, digits and _, not starting "
+                        "with a digit",
+                        arg);
+    if (len >= 2 && arg[0] == '_' && arg[1] == '_')
+        usage_error("invalid --label '%s': names starting with __ are Prometheus' own", arg);
+    for (size_t i = 0; i < sizeof reserved_labels / sizeof reserved_labels[0]; i++)
+        if (strlen(reserved_labels[i]) == len && strncmp(arg, reserved_labels[i], len) == 0)
+            usage_error("invalid --label '%s': volley's metrics use the label %s", arg,
+                        reserved_labels[i]);
+    for (size_t i = 0; i < spec->nlabels; i++)
+        if (strlen(spec->labels[i].name) == len && strncmp(arg, spec->labels[i].name, len) == 0)
+            usage_error("invalid --label '%s': label %s is given twice", arg, spec->labels[i].name);
+    for (const unsigned char *p = (const unsigned char *)value, *end = p + strlen(value);
+         p < end;) {
+        size_t n = *p < 0x80 ? 1 : utf8_length(p, end);
+        if (n == 0 || *p < 0x20 || *p == 0x7f)
+            usage_error("invalid --label '%s': the value must be UTF-8 text without control "
+                        "characters",
+                        arg);
+        p += n;
+    }
+    spec->labels = xrealloc(spec->labels, (spec->nlabels + 1) * sizeof *spec->labels);
+    spec->labels[spec->nlabels++] = (struct label){xstrndup(arg, len), xstrdup(value)};
+}
+
+/* --metrics-buckets: times, ascending, each above the last. */
+static void set_buckets(struct config *cfg, const char *arg)
+{
+    struct run_spec *spec = &cfg->spec;
+    char *copy = xstrdup(arg), *save = NULL;
+    spec->nbuckets = 0;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        uint64_t us;
+        if (!units_parse_time(t, &us) || us == 0)
+            usage_error("invalid --metrics-buckets '%s': '%s' is not a time above 0", arg, t);
+        if (spec->nbuckets && us <= spec->buckets[spec->nbuckets - 1])
+            usage_error("invalid --metrics-buckets '%s': the bounds must go up", arg);
+        if (spec->nbuckets == CLI_BUCKETS_MAX)
+            usage_error("invalid --metrics-buckets '%s': at most %d bounds", arg, CLI_BUCKETS_MAX);
+        spec->buckets = xrealloc(spec->buckets, (spec->nbuckets + 1) * sizeof *spec->buckets);
+        spec->buckets[spec->nbuckets++] = us;
+    }
+    free(copy);
+    if (!spec->nbuckets)
+        usage_error("invalid --metrics-buckets '%s': no bounds", arg);
+}
+
+static void set_metrics_listen(struct config *cfg, const char *arg)
+{
+    char *host, *port;
+    const char *why;
+    if (!net_parse_listen(arg, &host, &port, &why))
+        usage_error("invalid --metrics-listen '%s': %s", arg, why);
+    free(host);
+    free(port);
+    set_string(&cfg->metrics_listen, arg);
+}
+
+static void set_remote_write(struct config *cfg, const char *arg)
+{
+    struct url u;
+    const char *why;
+    if (!url_parse(arg, &u, &why))
+        usage_error("invalid --remote-write URL '%s': %s", arg, why);
+    bool tls = u.tls;
+    url_free(&u);
+    if (tls)
+        usage_error("--remote-write: https is not supported; push to http:// (a Prometheus "
+                    "agent or a TLS proxy beside volley)");
+#ifndef VOLLEY_SNAPPY
+    usage_error("--remote-write: this volley was built without libsnappy (remote write "
+                "compresses with it): install libsnappy-dev (deps/install.sh does), then rebuild");
+#endif
+    set_string(&cfg->remote_write, arg);
+}
+
 /* --http2, --alpn LIST: the protocols a connection may speak, by their
  * ALPN ids, and the option as given, for messages. */
 static void protocols_arg(struct config *cfg, const char *option, const char *list)
@@ -440,7 +488,13 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
     const char *ids[PROTOCOLS_COUNT + 1];
     size_t n = 0;
     char *copy = xstrdup(list), *save = NULL;
-    bool http2 = strcmp(option, "--http2") == 0;
+    bool http2 = strcmp(option, "--http2") == 0, http3 = strcmp(option, "--http3") == 0;
+    if (cfg->protocol_option && (http3 || strcmp(cfg->protocol_option, "--http3") == 0)) {
+        free(copy);
+        /* QUIC is offered alone: no TLS over TCP negotiates it */
+        const char *other = http3 ? cfg->protocol_option : option;
+        usage_error("%.*s and --http3 exclude each other", (int)strcspn(other, " "), other);
+    }
     if (cfg->protocol_option && http2 != (strcmp(cfg->protocol_option, "--http2") == 0)) {
         free(copy);
         usage_error("--http2 is --alpn h2: give one of them");
@@ -454,8 +508,11 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
         usage_error("invalid %s '%s': a list of protocols volley speaks, each once: h2, "
                     "http/1.1",
                     option, list);
+    if (!http3 && spec_quic(&cfg->spec))
+        usage_error("invalid %s '%s': h3 runs over QUIC, not TLS over TCP: give --http3", option,
+                    list);
     free(cfg->protocol_option);
-    cfg->protocol_option = http2 ? xstrdup(option) : xasprintf("%s %s", option, list);
+    cfg->protocol_option = http2 || http3 ? xstrdup(option) : xasprintf("%s %s", option, list);
 }
 
 /* --engine NAME, or VOLLEY_ENGINE (what is given as what, for messages). */
@@ -481,10 +538,24 @@ static void defaults(struct config *cfg)
     cfg->spec.interval_us = 1000000;
 }
 
+/* The options of the live metrics, against each other. */
+static void validate_metrics(const struct config *cfg, bool linger_set)
+{
+    bool live = cfg->metrics_listen || cfg->remote_write;
+    if (linger_set && !cfg->metrics_listen)
+        usage_error("--metrics-linger needs --metrics-listen");
+    if (cfg->remote_write_strict && !cfg->remote_write)
+        usage_error("--remote-write-strict needs --remote-write");
+    if (cfg->spec.nlabels && !live)
+        usage_error("--label needs --metrics-listen or --remote-write");
+    if (cfg->spec.nbuckets && !live)
+        usage_error("--metrics-buckets needs --metrics-listen or --remote-write");
+}
+
 static void parse_options(int argc, char **argv, struct config *cfg)
 {
     int c;
-    bool abort_on_fail = false, abort_after_set = false;
+    bool abort_on_fail = false, abort_after_set = false, linger_set = false;
     /* getopt prints its own "volley: unrecognized option '--foo'" lines. */
     char *argv0 = argv[0];
     argv[0] = "volley";
@@ -530,6 +601,19 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             break;
         case OPT_ALPN:
             protocols_arg(cfg, "--alpn", optarg);
+            break;
+        case OPT_HTTP3:
+#ifndef VOLLEY_HTTP3
+            die("--http3: this volley was built without HTTP/3: install ngtcp2 >= 1.11 (with "
+                "its GnuTLS helper) and nghttp3 >= 1.8 (deps/install.sh does), then rebuild");
+#endif
+            protocols_arg(cfg, "--http3", "h3");
+            break;
+        case OPT_EARLY_DATA:
+            cfg->early_data = true;
+            break;
+        case OPT_ECN:
+            cfg->ecn = true;
             break;
         case OPT_NO_KEEPALIVE:
             cfg->spec.no_keepalive = true;
@@ -605,6 +689,25 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             cfg->abort_after = count_arg("--abort-after", optarg, 1, UINT64_MAX);
             abort_after_set = true;
             break;
+        case OPT_METRICS_LISTEN:
+            set_metrics_listen(cfg, optarg);
+            break;
+        case OPT_METRICS_LINGER:
+            cfg->metrics_linger_us = time_arg("--metrics-linger", optarg, 0);
+            linger_set = true;
+            break;
+        case OPT_REMOTE_WRITE:
+            set_remote_write(cfg, optarg);
+            break;
+        case OPT_REMOTE_WRITE_STRICT:
+            cfg->remote_write_strict = true;
+            break;
+        case OPT_LABEL:
+            add_label(cfg, optarg);
+            break;
+        case OPT_METRICS_BUCKETS:
+            set_buckets(cfg, optarg);
+            break;
         case OPT_LIST_FIELDS:
             stats_list_fields(stdout);
             exit(0);
@@ -615,7 +718,7 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             puts(version_line());
             exit(0);
         case 'h':
-            fputs(usage_text, stdout);
+            fputs(cli_usage_text, stdout);
             exit(0);
         default: /* getopt printed what is wrong */
             point_to_help("volley");
@@ -628,6 +731,7 @@ static void parse_options(int argc, char **argv, struct config *cfg)
         usage_error("--abort-on-fail needs --threshold");
     if (abort_on_fail && !abort_after_set)
         cfg->abort_after = 1;
+    validate_metrics(cfg, linger_set);
 }
 
 /* --stages: the run lasts their sum, at a mean target that stands for -R
@@ -679,6 +783,14 @@ static void validate(struct config *cfg)
                     cfg->protocol_option);
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
+    if (spec_quic(&cfg->spec) && !cfg->url.tls)
+        usage_error("--http3 needs an https URL: QUIC is always encrypted");
+    if (spec_quic(&cfg->spec) && cfg->spec.unix_socket)
+        usage_error("--http3 runs over UDP: it does not combine with --unix-socket");
+    if (cfg->early_data && !spec_quic(&cfg->spec))
+        usage_error("--0rtt needs --http3");
+    if (cfg->ecn && !spec_quic(&cfg->spec))
+        usage_error("--ecn needs --http3");
     if (cfg->cacert)
         cfg->verify = true;
     /* wrk2: -U prints the latency distributions, as -L does. */
@@ -738,6 +850,8 @@ void cli_free(struct config *cfg)
         free(cfg->server_pids[i]);
     free(cfg->server_pids);
     free(cfg->start_at);
+    free(cfg->metrics_listen);
+    free(cfg->remote_write);
     free(cfg->protocol_option);
     free(cfg->engine_option);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
@@ -751,21 +865,6 @@ void cli_free(struct config *cfg)
 }
 
 /* ---- volley merge -------------------------------------------------------- */
-
-static const char merge_usage_text[] =
-    "Usage: volley merge <options> <file>...\n"
-    "  Merges the --json results of the parts of one run (shards, machines)\n"
-    "  into the result of the whole: prints its report and, with --json, its\n"
-    "  JSON document. Their --timeline files (JSON Lines), given among the\n"
-    "  files, are merged interval by interval. A file '-' is standard input.\n"
-    "    -L, --latency          Print latency statistics\n"
-    "        --json        <F>  Write the merged result as JSON to F (- for stdout)\n"
-    "        --timeline    <F>  Write the merged intervals to F: JSON Lines, CSV if F\n"
-    "                           ends in .csv (- for stdout)\n"
-    "        --hdr-log     <F>  Write each merged interval's latency histogram to F\n"
-    "                           (HdrHistogram interval log)\n"
-    "        --threshold   <E>  Exit 2 unless E holds for the whole (repeatable)\n"
-    "    -h, --help             Print this help\n";
 
 static void merge_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void merge_usage_error(const char *fmt, ...)
@@ -813,7 +912,7 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
             add_threshold(&mc->thresholds, &mc->nthresholds, optarg, merge_usage_error);
             break;
         case 'h':
-            fputs(merge_usage_text, stdout);
+            fputs(cli_merge_usage_text, stdout);
             exit(0);
         default: /* getopt printed what is wrong */
             point_to_help("volley merge");

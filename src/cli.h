@@ -36,12 +36,22 @@ struct config {
     char *sni;   /* server name to send instead of the URL's host */
     bool verify; /* verify the server certificate */
     char *cacert, *cert, *key;
+    /* QUIC (HTTP/3). */
+    bool early_data; /* --0rtt: requests as 0-RTT data when resuming */
+    bool ecn;        /* --ecn: packets ECN-capable, marks received counted */
 
     /* Output. */
     char *json;         /* --json FILE, "-" for stdout */
     bool progress;      /* live progress line when stderr is a terminal */
     char **server_pids; /* --server-pid, as given: PIDs or process names */
     size_t nserver_pids;
+
+    /* Live metrics: --metrics-listen ADDR (NULL without), kept up
+     * --metrics-linger after the run; --remote-write URL (NULL without). */
+    char *metrics_listen;
+    uint64_t metrics_linger_us;
+    char *remote_write;
+    bool remote_write_strict; /* a write that never arrived makes volley exit 1 */
 
     /* --start-at */
     char *start_at;      /* as given, or NULL */

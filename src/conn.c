@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -46,6 +47,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 static bool pump(struct conn *c);
 static void flush(struct conn *c);
 static void open_socket(struct conn *c);
+static void on_wake(struct sock *s);
 
 static bool on_response(void *arg, const struct proto_response *r);
 static void on_failed(void *arg, enum cause cause);
@@ -85,6 +87,9 @@ void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
+    c->sock.loop = cfg->loop;
+    c->sock.stats = cfg->stats;
+    c->sock.wake = on_wake;
     if (cfg->ring)
         uring_link_init(&c->link, cfg->ring, index, &ring_sink, c);
 }
@@ -115,8 +120,10 @@ static void drop(struct conn *c)
     ev_io_stop(cfg->loop, &c->rio);
     ev_io_stop(cfg->loop, &c->wio);
     ev_timer_stop(cfg->loop, &c->timer);
-    if (c->state == CONN_OPEN)
+    if (c->state == CONN_OPEN) {
         c->proto->abort(c->session);
+        c->live->open--;
+    }
     if (c->sock.fd >= 0) {
         cfg->transport->close(&c->sock);
         if (ringed(c))
@@ -336,12 +343,19 @@ static void failed(struct conn *c, uint64_t *class, enum cause cause)
     retry(c, backoff);
 }
 
+/* Why the transport failed: what it says (QUIC), or what errno says. */
+static enum cause transport_cause(struct conn *c, enum cause by_errno)
+{
+    const struct transport *t = c->cfg->transport;
+    return t->cause ? t->cause(&c->sock) : by_errno;
+}
+
 static void write_failed(struct conn *c, int err)
 {
     enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
                        : err == ECONNRESET ? CAUSE_RESET
                                            : CAUSE_WRITE_OTHER;
-    failed(c, &c->cfg->stats->errors.write, cause);
+    failed(c, &c->cfg->stats->errors.write, transport_cause(c, cause));
 }
 
 static enum cause connect_cause(int err)
@@ -455,15 +469,26 @@ static void ready(struct conn *c)
     }
     speak(c, chosen(c));
     c->state = CONN_OPEN;
+    c->live->open++;
     c->opened = true;
     c->carried = false;
     c->want = false;
     c->available_at = now;
-    c->proto->open(c->session);
+    c->proto->open(c->session, &c->sock);
     settle(c);
     flush(c); /* what the protocol says first (HTTP/2's preface) */
     if (c->state == CONN_OPEN)
         pump(c);
+}
+
+/* The handshake failed: why, for a TLS one (QUIC's may fail otherwise,
+ * as a version negotiation does). */
+static void handshake_failed(struct conn *c)
+{
+    enum cause cause = transport_cause(c, CAUSE_TLS_HANDSHAKE);
+    if (cause == CAUSE_TLS_HANDSHAKE && c->cfg->transport->failure)
+        c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
+    connect_failed(c, cause);
 }
 
 static void handshake(struct conn *c)
@@ -481,9 +506,7 @@ static void handshake(struct conn *c)
         ev_io_start(loop, &c->wio);
         break;
     default:
-        if (c->cfg->transport->failure)
-            c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
-        connect_failed(c, CAUSE_TLS_HANDSHAKE);
+        handshake_failed(c);
         break;
     }
 }
@@ -499,7 +522,7 @@ static void connected(struct conn *c)
 static void open_ringed(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
-    int fd = net_socket(cfg->addr);
+    int fd = net_socket(cfg->addr, SOCK_STREAM);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
@@ -519,7 +542,8 @@ static void open_socket(struct conn *c)
         open_ringed(c);
         return;
     }
-    int fd = net_connect(cfg->addr, &in_progress);
+    int fd =
+        net_connect(cfg->addr, cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
@@ -852,7 +876,7 @@ static void read_ready(struct conn *c)
             ev_io_start(cfg->loop, &c->wio);
             return;
         } else {
-            failed(c, &cfg->stats->errors.read, read_cause(errno));
+            failed(c, &cfg->stats->errors.read, transport_cause(c, read_cause(errno)));
             return;
         }
     }
@@ -917,6 +941,38 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
         break;
     default:
         ev_io_stop(loop, io);
+        break;
+    }
+}
+
+/* A timer of the transport's own fired (QUIC): during the handshake, it goes
+ * on or has failed; once open, the session says whether the connection goes
+ * on, and what recovery sends is written. */
+static void on_wake(struct sock *s)
+{
+    struct conn *c = (struct conn *)((char *)s - offsetof(struct conn, sock));
+    const struct conn_config *cfg = c->cfg;
+    enum cause cause;
+    if (c->live->stopping)
+        return;
+    if (c->state == CONN_HANDSHAKE) {
+        handshake(c);
+        return;
+    }
+    if (c->state != CONN_OPEN)
+        return;
+    switch (c->proto->wake(c->session, clock_us(), &cause)) {
+    case PROTO_FAIL:
+        failed(c,
+               cause == CAUSE_QUIC_IDLE_TIMEOUT ? &cfg->stats->errors.timeout
+                                                : &cfg->stats->errors.read,
+               cause);
+        break;
+    case PROTO_CLOSE:
+        closed(c);
+        break;
+    case PROTO_OK:
+        reply(c);
         break;
     }
 }

@@ -101,6 +101,7 @@ struct conn_live {
     size_t unsettled;         /* connections not yet opened nor failed to open */
     bool delay;               /* the script defines delay(): ask it before each batch */
     struct proto_wants wants; /* what response() takes of a response */
+    size_t open;              /* connections open now (for the live metrics) */
     struct conn_tally tally;  /* emptied after each read: see conn_record */
 };
 

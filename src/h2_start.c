@@ -32,7 +32,7 @@ static size_t preface_reply(const struct net_addr *addr, uint64_t deadline, char
     static const char preface[] = NGHTTP2_CLIENT_MAGIC "\0\0\0\4\0\0\0\0\0";
     size_t got = 0;
     bool in_progress;
-    int fd = net_connect(addr, &in_progress);
+    int fd = net_connect(addr, SOCK_STREAM, &in_progress);
     if (fd < 0)
         return 0;
     if ((!in_progress || (net_wait(fd, POLLOUT, deadline) && net_connect_error(fd) == 0)) &&

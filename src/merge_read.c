@@ -238,7 +238,10 @@ static void read_errors(struct part *p)
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
-        p->stats->causes[c] = need_u64(p->file, causes, stats_cause_name(c));
+        /* A result of an earlier version lacks the causes added since:
+         * it counted none of them. */
+        const char *name = stats_cause_name(c);
+        p->stats->causes[c] = jdoc_get(causes, name) ? need_u64(p->file, causes, name) : 0;
         causes_total += p->stats->causes[c];
     }
     /* The causes count errors that ended no request too. */
@@ -286,23 +289,27 @@ static void read_cpu(struct part *p)
         p->cpu.wait_s = need_number(p->file, cpu, "run_queue_wait_s");
 }
 
-/* The RST_STREAM frames an HTTP/2 run received, by error code name. */
-static void read_resets(struct part *p, const struct jdoc *h2)
+/* A breakdown by code (stats.h's table), at in: each key a code's name. */
+static void read_by_code(struct part *p, const struct stats_breakdown *b, const struct jdoc *in)
 {
-    const struct jdoc *codes = need_object(p->file, h2, "rst_stream_received", false);
+    const struct jdoc *codes = need_object(p->file, in, b->key, false);
+    const char *object = stats_place_object(b->place);
+    uint64_t *counts = stats_breakdown_at(p->stats, b);
+    char name[STATS_CODE_NAME_MAX];
     for (size_t i = 0; i < codes->len; i++) {
         const struct jdoc_member *m = &codes->u.members[i];
         unsigned code = 0;
-        while (code < STATS_H2_CODES && strcmp(stats_h2_code_name(code), m->key) != 0)
+        while (code < b->n && strcmp(b->name(code, name), m->key) != 0)
             code++;
-        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &p->stats->h2_resets[code]))
-            merge_bad(p->file, "http2.rst_stream_received.%s: not an error code's count", m->key);
+        if (code == b->n || !jdoc_u64(&m->value, &counts[code]))
+            merge_bad(p->file, "%s.%s.%s: not a count of one of its codes", object, b->key, m->key);
     }
 }
 
-/* A place's object: required for the errors, null or an object for tls
- * and http2, for rate an object exactly with -R; NULL when it is null
- * (the counters there are then 0), the document for the top level. */
+/* A place's object: required for the errors, null or an object for tls,
+ * http2 and http3, for rate an object exactly with -R; NULL when it is null
+ * (the counters there are then 0), the document for the top level. A
+ * result of an earlier version has no http3: it spoke no HTTP/3. */
 static const struct jdoc *place_of(struct part *p, enum stats_place place)
 {
     const char *name = stats_place_object(place);
@@ -310,6 +317,8 @@ static const struct jdoc *place_of(struct part *p, enum stats_place place)
         return p->doc;
     if (place == STATS_AT_RATE)
         return need_object(p->file, p->doc, name, !p->open_model);
+    if (place == STATS_AT_HTTP3 && !jdoc_get(p->doc, name))
+        return NULL;
     return need_object(p->file, p->doc, name, place != STATS_AT_ERRORS);
 }
 
@@ -347,8 +356,9 @@ static void read_counters(struct part *p)
             if (!first)
                 first = c;
         }
-        if (in && place == STATS_AT_HTTP2)
-            read_resets(p, in);
+        for (size_t i = 0; in && i < stats_nbreakdowns; i++)
+            if (stats_breakdowns[i].place == place && stats_breakdowns[i].name)
+                read_by_code(p, &stats_breakdowns[i], in);
     }
 }
 

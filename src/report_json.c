@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "json.h"
+#include "metrics.h"
 #include "spec.h"
 #include "threshold.h"
 #include "timeline.h"
@@ -218,6 +219,19 @@ static void rate(struct json *j, const struct result *r, double seconds)
     json_object_end(j);
 }
 
+/* A breakdown by code: an object keyed by the codes' names, those never
+ * counted left out. */
+static void by_code(struct json *j, const struct stats *s, const struct stats_breakdown *b)
+{
+    const uint64_t *counts = stats_breakdown_get(s, b);
+    char name[STATS_CODE_NAME_MAX];
+    json_object_begin(j, b->key);
+    for (unsigned code = 0; code < b->n; code++)
+        if (counts[code])
+            json_uint(j, b->name(code, name), counts[code]);
+    json_object_end(j);
+}
+
 /* A place's object: its counters, or null when the run has none there.
  * Handshake figures (tls) are for https URLs: latency never includes them. */
 static void place_object(struct json *j, const struct stats *s, enum stats_place place, bool has)
@@ -229,13 +243,9 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
     }
     json_object_begin(j, key);
     counters(j, s, place, 0);
-    if (place == STATS_AT_HTTP2) {
-        json_object_begin(j, "rst_stream_received");
-        for (unsigned code = 0; code < STATS_H2_CODES; code++)
-            if (s->h2_resets[code])
-                json_uint(j, stats_h2_code_name(code), s->h2_resets[code]);
-        json_object_end(j);
-    }
+    for (size_t i = 0; i < stats_nbreakdowns; i++)
+        if (stats_breakdowns[i].place == place && stats_breakdowns[i].name)
+            by_code(j, s, &stats_breakdowns[i]);
     if (place == STATS_AT_TLS) {
         json_object_begin(j, "handshake_failures");
         for (int i = 0; i < TLS_FAIL_COUNT; i++)
@@ -332,6 +342,7 @@ bool report_json(FILE *f, const struct result *r)
     place_object(&j, s, STATS_AT_TLS, r->spec->tls);
     protocols(&j, s);
     place_object(&j, s, STATS_AT_HTTP2, spec_offers_figures(r->spec, STATS_AT_HTTP2));
+    place_object(&j, s, STATS_AT_HTTP3, spec_offers_figures(r->spec, STATS_AT_HTTP3));
     distributions(&j, r);
     rate(&j, r, seconds);
     cpu(&j, r);
@@ -342,6 +353,7 @@ bool report_json(FILE *f, const struct result *r)
         json_null(&j, "server");
     }
     warmup(&j, r);
+    metrics_json(&j, r->metrics);
     threshold_json(&j, r->verdicts, r->nverdicts, r->aborted);
     json_object_begin(&j, "end");
     run_end_json(&j, &r->end);

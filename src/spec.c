@@ -27,10 +27,18 @@ void spec_copy(struct run_spec *dst, const struct run_spec *src)
     dst->timeline = dup_or_null(src->timeline);
     dst->hdr_log = dup_or_null(src->hdr_log);
     dst->stages = xcalloc(src->nstages + 1, sizeof *dst->stages);
-    memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
+    if (src->nstages) /* no --stages: src->stages may be NULL, which memcpy may not take */
+        memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
     dst->script_args = xcalloc(src->nscript_args + 1, sizeof *dst->script_args);
     for (size_t i = 0; i < src->nscript_args; i++)
         dst->script_args[i] = xstrdup(src->script_args[i]);
+    dst->labels = xcalloc(src->nlabels + 1, sizeof *dst->labels);
+    for (size_t i = 0; i < src->nlabels; i++)
+        dst->labels[i] =
+            (struct label){xstrdup(src->labels[i].name), xstrdup(src->labels[i].value)};
+    dst->buckets = xcalloc(src->nbuckets + 1, sizeof *dst->buckets);
+    if (src->nbuckets)
+        memcpy(dst->buckets, src->buckets, src->nbuckets * sizeof *dst->buckets);
     dst->headers = xcalloc(src->nheaders + 1, sizeof *dst->headers);
     for (size_t i = 0; i < src->nheaders; i++)
         dst->headers[i] =
@@ -44,6 +52,12 @@ void spec_free(struct run_spec *spec)
         free(spec->headers[i].value);
     }
     free(spec->headers);
+    for (size_t i = 0; i < spec->nlabels; i++) {
+        free(spec->labels[i].name);
+        free(spec->labels[i].value);
+    }
+    free(spec->labels);
+    free(spec->buckets);
     for (size_t i = 0; i < spec->nscript_args; i++)
         free(spec->script_args[i]);
     free(spec->script_args);
@@ -182,6 +196,11 @@ bool spec_offers_figures(const struct run_spec *spec, enum stats_place place)
     return false;
 }
 
+bool spec_quic(const struct run_spec *spec)
+{
+    return spec->nprotocols && spec->protocols[0]->transport;
+}
+
 const struct proto_ops *spec_only_protocol(const struct run_spec *spec)
 {
     return spec->nprotocols == 1 ? spec->protocols[0] : NULL;
@@ -285,4 +304,21 @@ bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen)
         spec->rate = 1;
     spec->duration_us = total_us;
     return true;
+}
+
+void spec_profile(const struct run_spec *spec, struct profile *p)
+{
+    double from = (double)(spec->nstages ? spec->stages_from : spec->rate);
+    profile_init(p, from);
+    if (spec->warmup_us)
+        profile_add(p, (double)spec->warmup_us, from);
+    for (size_t i = 0; i < spec->nstages; i++)
+        profile_add(p, (double)spec->stages[i].duration_us, (double)spec->stages[i].rate);
+    if (!spec->nstages)
+        profile_add(p, INFINITY, (double)spec->rate);
+}
+
+double spec_rate_share(const struct run_spec *spec)
+{
+    return (double)spec->shard.connections / (double)spec->connections;
 }

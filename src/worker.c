@@ -75,6 +75,8 @@ struct worker {
      * line: the hot path keeps plain counters, and a display needs no
      * ordering, so relaxed stores and loads suffice. */
     _Atomic uint64_t live_requests, live_errors;
+    /* Its connections open now, published likewise for the live metrics. */
+    _Atomic uint64_t live_open;
     struct cpu_busy load; /* how busy the thread was while it ran */
     bool running;         /* its thread has started (set and read on that thread) */
     bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
@@ -106,6 +108,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
     atomic_store_explicit(&w->live_requests, requests, memory_order_relaxed);
     atomic_store_explicit(&w->live_errors, stats_errors(&w->total) + stats_errors(&w->stats),
                           memory_order_relaxed);
+    atomic_store_explicit(&w->live_open, w->live.open, memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
@@ -343,6 +346,14 @@ static void settled(void *arg)
         w->events.settled(w->events.arg);
 }
 
+/* TCP, TLS over it, or the transport the run's protocol brings (QUIC's). */
+static const struct transport *transport_of(const struct run_spec *spec)
+{
+    if (spec->protocols[0]->transport)
+        return spec->protocols[0]->transport;
+    return spec->tls ? &transport_tls : &transport_plain;
+}
+
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
                           const struct net_addr *addr, const struct worker_events *events)
 {
@@ -364,7 +375,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->live.unsettled = nconns;
     w->conn = (struct conn_config){
         .loop = w->loop,
-        .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
+        .transport = transport_of(&cfg->spec),
         .addr = &w->addr,
         .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
@@ -465,24 +476,10 @@ void worker_script(struct worker *w, struct script *main_script, size_t *pipelin
 
 void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
 
-/* The target over time: the warm-up at the rate the run starts from, then
- * the stages, or -R to the end. */
-static void build_profile(struct profile *p, const struct config *cfg)
-{
-    double from = (double)(cfg->spec.nstages ? cfg->spec.stages_from : cfg->spec.rate);
-    profile_init(p, from);
-    if (cfg->spec.warmup_us)
-        profile_add(p, (double)cfg->spec.warmup_us, from);
-    for (size_t i = 0; i < cfg->spec.nstages; i++)
-        profile_add(p, (double)cfg->spec.stages[i].duration_us, (double)cfg->spec.stages[i].rate);
-    if (!cfg->spec.nstages)
-        profile_add(p, INFINITY, (double)cfg->spec.rate);
-}
-
 void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
-    build_profile(&p->profile, w->cfg);
+    spec_profile(&w->cfg->spec, &p->profile);
     p->depth = w->conn.sessions[0].depth;
     /* Batch k of connection g goes when request (g + k C) depth is due:
      * one depth for every connection. */
@@ -577,6 +574,7 @@ static void *run(void *arg)
         conn_stop(&w->conns[i]);
     if (w->ring)
         uring_finish(w->ring);
+    atomic_store_explicit(&w->live_open, w->live.open, memory_order_relaxed);
     ev_timer_stop(w->loop, &w->interval_timer);
     if (w->warming) /* the run ended within the warm-up */
         end_warmup(w, clock_us());
@@ -625,6 +623,11 @@ void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors)
 {
     *requests = atomic_load_explicit(&w->live_requests, memory_order_relaxed);
     *errors = atomic_load_explicit(&w->live_errors, memory_order_relaxed);
+}
+
+uint64_t worker_open(struct worker *w)
+{
+    return atomic_load_explicit(&w->live_open, memory_order_relaxed);
 }
 
 void worker_free(struct worker *w)

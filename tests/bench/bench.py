@@ -31,6 +31,11 @@ figure is the sum of both costs):
   G  HTTP/2 cleartext (h2c, prior knowledge), -t1 -c8 -m32 (32 streams per
      connection), against nginx, volley --http2 beside h2load
   H  the same over TLS (ALPN h2)
+  I  HTTP/3 (QUIC), -t1 -c8 -m16, against quic-go's server (tests/server/h3,
+     built with Go), volley --http3 beside oha --http-version 3 (optional:
+     cargo install oha --features http3; without it, volley alone and a note)
+  I2 volley's client CPU per request over HTTP/3 against the same server's
+     HTTP/2 over TLS (its TCP port), -t1 -c8 -m16: the ratio HTTP/3 / HTTP/2
 
 Client-bound rows (the client alone on CPU 0, a volley-testd of their own
 alone on CPU 1, so that the client's own cost decides; needs 2 CPUs): volley
@@ -44,12 +49,13 @@ by perf stat's raw_syscalls:sys_enter, or strace -c -f without perf):
 
 Environment: BENCH_RUNS (runs of each tool per row, default 5), BENCH_DURATION
 (seconds per run, default 3), BENCH_ROWS (e.g. "AF", "K", default all), BENCH_DIR
-(working directory, default build/bench), VOLLEY, WRK, H2LOAD (the binaries),
+(working directory, default build/bench), VOLLEY, WRK, H2LOAD, OHA (the binaries),
 BENCH_VOLLEY_ARGS (options added to volley's runs of rows A, B, D and E, to
 measure what they cost: "--timeline build/bench/t.jsonl").
 Standard library only.
 SPDX-License-Identifier: MIT
 """
+import json
 import os
 import re
 import resource
@@ -66,6 +72,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
+import gobuild  # noqa: E402
 from nginx_conf import nginx_conf  # noqa: E402
 
 VOLLEY = os.environ.get("VOLLEY", os.path.join(ROOT, "volley"))
@@ -73,6 +80,8 @@ WRK = os.environ.get("WRK") or shutil.which("wrk") or "/usr/bin/wrk"
 H2LOAD = os.environ.get("H2LOAD") or shutil.which("h2load") or "/usr/bin/h2load"
 PERF = shutil.which("perf") or "/usr/bin/perf"
 STRACE = shutil.which("strace") or "/usr/bin/strace"
+OHA = os.environ.get("OHA") or shutil.which("oha") or os.path.expanduser("~/.cargo/bin/oha")
+GO_H3 = os.path.join(ROOT, "build", "tests", "volley-h3")
 TESTD = os.path.join(ROOT, "build", "tests", "volley-testd")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 TIME = "/usr/bin/time"
@@ -86,10 +95,12 @@ H2_CONNS, H2_STREAMS = 8, 32  # rows G and H
 # Rows K: title, connections, requests pipelined per batch.
 CLIENT_ROWS = (("K1", "plain GET, -t1 -c50", 50, 1), ("K2", "plain GET, -t1 -c500", 500, 1),
                ("K3", "pipelined depth 16, -t1 -c50", 50, 16))
+H3_CONNS, H3_STREAMS = 8, 16  # rows I and I2
 BODY = "Hello world\\n"  # nginx's return string, escaped for its config
 
 TARGETS = {"A": ">= 1.05", "B": ">= 1.25", "B2": ">= 1.25", "C5000": "<= 0.35", "D": ">= 1.3",
-           "E": ">= 1.0", "F": ">= 0.97", "G": ">= 1.1", "H": ">= 1.0"}
+           "E": ">= 1.0", "F": ">= 0.97", "G": ">= 1.1", "H": ">= 1.0", "I": ">= 1.5",
+           "I2": "<= 2.0"}
 
 
 def env_int(name, default, low):
@@ -174,6 +185,8 @@ class Sample:
             self.error = f"exit {run.returncode}: " + last_line(run.output)
         elif H2LOAD_FINISHED.search(run.output):
             self.from_h2load(run.output)
+        elif run.output.lstrip().startswith("{"):
+            self.from_oha(run.output)
         elif not m:
             m2 = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m)", run.output, re.M)
             if m2:  # no summary script (row C): the text report's count
@@ -203,6 +216,24 @@ class Sample:
         self.mean_us = float(mean.group(1)) * SECONDS[mean.group(2)] * 1e6
         self.socket_errors = int(requests.group(2))
         self.status_errors = int(status.group(1)) + int(status.group(2))
+        if self.requests == 0:
+            self.error = "no request completed"
+
+    def from_oha(self, out):
+        """oha's --output-format json: its summary, and what failed."""
+        try:
+            doc = json.loads(out)
+            summary = doc["summary"]
+            codes = doc.get("statusCodeDistribution", {})
+            ok = sum(n for code, n in codes.items() if int(code) < 400)
+            self.requests = ok
+            self.rps = ok / summary["total"] if summary["total"] else 0.0
+            self.mean_us = (summary.get("average") or 0) * 1e6
+            self.socket_errors = sum(doc.get("errorDistribution", {}).values())
+            self.status_errors = sum(codes.values()) - ok
+        except (ValueError, KeyError, TypeError) as e:
+            self.error = f"no oha report ({e}): " + last_line(out)
+            return
         if self.requests == 0:
             self.error = "no request completed"
 
@@ -262,13 +293,19 @@ class Server:
         return pids
 
     def cpu(self):
+        """Every thread's (Go's server runs on many)."""
         total = 0
         for pid in self.pids():
             try:
-                with open(f"/proc/{pid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                        total += int(f.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass
         return total / 1e9
 
 
@@ -309,6 +346,8 @@ class Servers:
         self.testd_server, self.testd_port = self.start_testd(0)
         self.testd = f"http://127.0.0.1:{self.testd_port}/" if self.testd_port else None
         self.apart = None  # rows K's, on CPU 1: apart_testd()
+        self.h3 = self.h3_server = None
+        self.h3_why = "not started"
 
     def start_testd(self, cpu):
         """A volley-testd pinned to cpu: (Server, port), or (None, None)."""
@@ -332,6 +371,30 @@ class Servers:
             server, port = self.start_testd(1)
             self.apart = (server, f"http://127.0.0.1:{port}/" if port else None)
         return self.apart
+
+    def start_h3(self):
+        """tests/server/h3 (quic-go), built with Go if need be, over QUIC and,
+        at the same port, over TLS on TCP (--tcp), pinned to CPU 0."""
+        if not self.tls:
+            self.h3_why = f"no certificate ({OPENSSL} failed)"
+            return
+        try:
+            gobuild.go_build(os.path.join(ROOT, "tests", "server", "h3"), GO_H3)
+        except RuntimeError as e:
+            self.h3_why = str(e).splitlines()[0]
+            return
+        argv = ["taskset", "-c", "0", rel(GO_H3), "--cert", rel(self.cert), "--key",
+                rel(self.key), "--tcp", "--max-time", "3600"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True, cwd=ROOT)
+        self.procs.append(proc)
+        line = proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            self.h3_why = "volley-h3 did not start"
+            return
+        self.h3_server = Server(proc)
+        self.h3 = f"https://127.0.0.1:{line[1]}/"
+        self.commands.append(" ".join(argv))
 
     def make_cert(self):
         """A throw-away self-signed P-256 certificate for the HTTPS row."""
@@ -403,7 +466,7 @@ class Bench:
     def __init__(self):
         self.runs = env_int("BENCH_RUNS", 5, 1)
         self.duration = env_int("BENCH_DURATION", 3, 1)
-        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEFGHK").upper()
+        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEFGHIK").upper()
         self.dir = os.path.abspath(os.environ.get("BENCH_DIR", os.path.join(ROOT, "build",
                                                                               "bench")))
         os.makedirs(self.dir, exist_ok=True)
@@ -418,7 +481,8 @@ class Bench:
 
     def client(self, key, tool, argv, i, timeout, server):
         note(f"{key} {tool} run {i + 1}/{self.runs}")
-        return Run(argv, timeout, os.path.join(self.dir, f"{key}-{tool}-{i + 1}.out"), server)
+        name = tool.replace("/", "")  # "HTTP/2": a file name
+        return Run(argv, timeout, os.path.join(self.dir, f"{key}-{name}-{i + 1}.out"), server)
 
     def alternate(self, key, runs, timeout, argv_of, server=None, tools=("volley", "wrk")):
         """runs runs of each tool, alternating which goes first: tool -> [Run]."""
@@ -563,6 +627,48 @@ class Bench:
         row.notes.append(f"{tool}: system calls not counted (perf and strace failed)")
         return None
 
+    def http3(self):
+        """Rows I and I2: volley --http3 beside oha --http-version 3 against
+        quic-go, and volley's own CPU per request over HTTP/3 and over HTTP/2
+        with TLS against the same server."""
+        title = f"HTTP/3, -t1 -c{H3_CONNS} -m{H3_STREAMS}, one core, quic-go"
+        title2 = "client CPU per request, HTTP/3 / HTTP/2+TLS"
+        self.servers.start_h3()
+        url = self.servers.h3
+        if not url:
+            self.na_row("I", title, self.servers.h3_why)
+            return self.na_row("I2", title2, self.servers.h3_why)
+        d = self.duration
+        flags = ["-t1", f"-c{H3_CONNS}", f"-m{H3_STREAMS}", f"-d{d}s", "-s",
+                 rel(os.path.join(HERE, "summary.lua"))]
+        volley3 = ["taskset", "-c", "0", self.tools["volley"], "--http3", *flags, url]
+        commands = {"volley": volley3}
+        tools = ("volley",)
+        if os.access(OHA, os.X_OK):
+            commands["oha"] = ["taskset", "-c", "0", OHA, "--http-version", "3", "--insecure",
+                               "--no-tui", "--output-format", "json", "-c", str(H3_CONNS), "-p",
+                               str(H3_STREAMS), "-z", f"{d}s", url]
+            tools = ("volley", "oha")
+        row = Row("I", title, "req/s", commands, rival="oha")
+        self.rows.append(row)
+        if len(tools) == 1:
+            row.notes.append(f"{OHA} not found (cargo install oha --features http3): volley alone")
+        runs = self.alternate("I", self.runs, d + 30, commands.get, self.servers.h3_server, tools)
+        self.collect(row, runs)
+        if not row.value:
+            row.na = "runs failed (see notes)"
+        # I2: the same volley run over HTTP/2 with TLS, the server's TCP port.
+        commands2 = {"volley": volley3,
+                     "HTTP/2": ["taskset", "-c", "0", self.tools["volley"], "--http2", *flags, url]}
+        row2 = Row("I2", title2, "us", commands2, rival="HTTP/2")
+        self.rows.append(row2)
+        runs = self.alternate("I2", self.runs, d + 30, commands2.get, self.servers.h3_server,
+                              ("volley", "HTTP/2"))
+        self.collect(row2, runs)
+        row2.value = dict(row2.cpu)  # what the row compares: client CPU per request
+        if len(row2.value) < 2:
+            row2.na = "runs failed (see notes)"
+
     def rss(self, conns):
         key = f"C{conns}"
         template = [TIME, "-f", "%M", "{tool}", "-t2", f"-c{conns}", f"-d{RSS_DURATION}s",
@@ -659,6 +765,8 @@ class Bench:
             if "H" in want:
                 self.http2("H", f"HTTP/2 TLS, -t1 -c{H2_CONNS} -m{H2_STREAMS}, one core, nginx",
                            self.servers.h2)
+            if "I" in want:
+                self.http3()
             if "K" in want:
                 self.client_bound()
             if "A" not in want:
@@ -690,17 +798,20 @@ class Bench:
                          version([NGINX, "-v"], 3)[len("nginx version: "):]]
         if set("GH") & set(self.rows_wanted) and os.access(H2LOAD, os.X_OK):
             self.versions.insert(2, version([H2LOAD, "--version"], 2))
+        if "I" in self.rows_wanted and os.access(OHA, os.X_OK):
+            self.versions.insert(2, version([OHA, "--version"], 2))
         self.machine = f"{os.cpu_count()} CPUs ({cpu}), load {os.getloadavg()[0]:.2f} at start"
 
     def report(self):
         out = []
-        out.append("volley vs wrk (and h2load for HTTP/2), side by side on 127.0.0.1")
+        out.append("volley vs wrk (and h2load for HTTP/2, oha for HTTP/3), side by side on "
+                   "127.0.0.1")
         out.append("  " + "; ".join(self.versions))
         out.append(f"  {self.machine}")
         out.append(f"  medians of {self.runs} alternating runs of {self.duration}s per tool "
                    f"(row C: {min(self.runs, RSS_RUNS)} runs of {RSS_DURATION}s)")
         self.rows.sort(key=lambda r: (r.key[0], int(r.key[1:] or 0)))
-        for rival in ("wrk", "h2load"):
+        for rival in ("wrk", "h2load", "oha", "HTTP/2"):
             rows = [r for r in self.rows if r.rival == rival]
             if rows:
                 out.append("")
@@ -812,6 +923,8 @@ def fmt(v, unit):
         return f"{v:,.0f}"
     if unit == "MiB":
         return f"{v:.1f} MiB"
+    if unit == "us":
+        return f"{v:.2f} us"
     return f"{v:.3f}"
 
 

@@ -119,7 +119,7 @@ def help_options(*command):
         if m:
             group = m.group(1)
             continue
-        m = re.match(r" {4}(?:-(\w), | {4})--([a-z][a-z0-9_-]*) *(?:<(\w)>)? {2,}\S", line)
+        m = re.match(r" {4}(?:-(\w), | {4})--([a-z0-9][a-z0-9_-]*) *(?:<(\w)>)? {2,}\S", line)
         if m:
             options.append((group,) + m.groups())
     return options
@@ -145,7 +145,7 @@ def man_options(name="OPTIONS"):
             group = line[4:].strip()
         elif line == ".TP":
             tag = unescape(lines[i + 1])
-            m = re.fullmatch(r"(?:-(\w), )?--([a-z][a-z0-9_-]*)(?: (\w))?", tag)
+            m = re.fullmatch(r"(?:-(\w), )?--([a-z0-9][a-z0-9_-]*)(?: (\w))?", tag)
             assert m, f"unexpected option tag: {lines[i + 1]!r}"
             options.append((group,) + m.groups())
     return options
@@ -225,7 +225,7 @@ def test_json_doc_describes_every_tls_handshake_failure(nginx, certs, tmp_path):
 
 def test_man_page_names_no_option_volley_lacks():
     known = {o[2] for o in help_options()}
-    named = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_-]*)", unescape(man_text())))
+    named = set(re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9_-]*)", unescape(man_text())))
     assert named and named <= known, named - known
 
 
@@ -591,13 +591,14 @@ def test_static_binary_runs_scripts_without_the_shared_libraries(built, testd, t
 
 
 def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
-    """Built against Lua 5.1 instead of LuaJIT, without liburing, with a
-    packager's flags: the flags reach every compile and link, wrk's
-    scripting API works, and the one engine is epoll."""
+    """Built against Lua 5.1 instead of LuaJIT, without libsnappy and
+    liburing, with a packager's flags: the flags reach every compile and link,
+    wrk's scripting API works, --remote-write says in one line what it lacks,
+    and the one engine is epoll."""
     tarball, name = dist
     unpack(tarball, tmp_path)
     tree = str(tmp_path / name)
-    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "URING=0", "CFLAGS=-O1 -g",
+    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "SNAPPY=0", "URING=0", "CFLAGS=-O1 -g",
                 "CPPFLAGS=-DVOLLEY_PACKAGER_FLAG", "LDFLAGS=-Wl,-z,now")
     compiles = [l for l in proc.stdout.splitlines() if " -c -o build/" in l]
     assert compiles and all("-DVOLLEY_PACKAGER_FLAG" in l and "-O1 -g" in l and
@@ -606,7 +607,14 @@ def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
     dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True,
                              check=True, timeout=60).stdout
     assert re.search(r"\(FLAGS\)\s+BIND_NOW", dynamic), dynamic  # LDFLAGS reached the link
-    assert "liblua5.1" in dynamic and "luajit" not in dynamic and "liburing" not in dynamic
+    assert "liblua5.1" in dynamic and "luajit" not in dynamic and "snappy" not in dynamic
+    assert "liburing" not in dynamic
+    no_snappy = subprocess.run([binary, "--remote-write", "http://127.0.0.1:1/w",
+                                "http://127.0.0.1:1/"], capture_output=True, text=True,
+                               timeout=60)
+    assert no_snappy.returncode == 1 and no_snappy.stderr.splitlines()[0] == (
+        "volley: --remote-write: this volley was built without libsnappy (remote write "
+        "compresses with it): install libsnappy-dev (deps/install.sh does), then rebuild")
 
     line = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,
                           timeout=60).stdout

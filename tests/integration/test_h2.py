@@ -150,8 +150,8 @@ def test_alpn_falls_back_to_http11_when_the_server_chooses_it(nginx, certs, tmp_
 
 
 @pytest.mark.parametrize("args,why", [
-    (["--alpn", "h3"], "invalid --alpn 'h3': a list of protocols volley speaks, each once: h2, "
-                       "http/1.1"),
+    (["--alpn", "spdy/3"], "invalid --alpn 'spdy/3': a list of protocols volley speaks, each "
+                           "once: h2, http/1.1"),
     (["--alpn", "h2,h2"], "invalid --alpn 'h2,h2': a list of protocols volley speaks, each "
                           "once: h2, http/1.1"),
     (["--alpn", ""], "invalid --alpn '': a list of protocols volley speaks, each once: h2, "

@@ -23,7 +23,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from conftest import (VOLLEY, check_sanitizer, mutants, parse_report, read_timeline,
-                      sigint_default, tls_front, uring_refused, volley, volley_signalled)
+                      run_json, sigint_default, tls_front, uring_refused, volley, volley_signalled)
 
 
 def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
@@ -168,6 +168,40 @@ def test_results_without_ttfb_merge_into_a_whole_without_it(testd, tmp_path):
     total = hist_sum(d["ttfb"]["hdr_histogram"] for d in docs)
     assert buckets(hdr(m["ttfb"]["hdr_histogram"])) == buckets(total)
     assert m["ttfb"]["count"] == m["requests"] == total.get_total_count()
+
+
+def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tmp_path):
+    """data/earlier-*: a result and its timeline written by an earlier
+    volley 0.2.0, before the causes refused_stream and request_too_large,
+    ttfb, protocols, start_late_us, the http3 object and the timeline's end
+    record. Merged with today's, the causes it lacks count none, and every
+    count adds up."""
+    srv = testd()
+    # Its URL made today's server's, as though both had run against it.
+    data = os.path.join(os.path.dirname(__file__), "data")
+    earlier, earlier_timeline = (os.path.join(tmp_path, f) for f in ("earlier-result.json",
+                                                                     "earlier-timeline.jsonl"))
+    for path in earlier, earlier_timeline:
+        with open(os.path.join(data, os.path.basename(path))) as f, open(path, "w") as out:
+            out.write(f.read().replace("http://127.0.0.1:18111/", srv.url))
+    with open(earlier) as f:
+        old = json.load(f)
+    assert "refused_stream" not in old["error_causes"] and "ttfb" not in old
+    assert "http3" not in old
+    _, new = run_json(tmp_path, "-t1", "-c2", "-d300ms", srv.url)
+    out = os.path.join(tmp_path, "m.json")
+    merge("--json", out, earlier, os.path.join(tmp_path, "result.json"))
+    with open(out) as f:
+        m = json.load(f)
+    assert m["requests"] == old["requests"] + new["requests"]
+    for cause, n in m["error_causes"].items():
+        assert n == old["error_causes"].get(cause, 0) + new["error_causes"][cause], cause
+    assert m["ttfb"] is None and m["http3"] is None
+    # Its timeline, which ends without an end record, with its result.
+    merged_timeline = os.path.join(tmp_path, "m.jsonl")
+    merge("--json", out, "--timeline", merged_timeline, earlier, earlier_timeline)
+    _, intervals = read_timeline(merged_timeline)
+    assert sum(r["requests"] for r in intervals) == old["requests"]
 
 
 def test_merge_reads_stdin_writes_json_to_stdout_and_prints_latency(testd, tmp_path):
@@ -760,8 +794,8 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             assert flat[path] == pytest.approx(m["requests"] / seconds)
         elif head == "shard":
             assert m["shard"] is None
-        elif head == "http2":  # HTTP/1.1 parts; test_h2.py merges HTTP/2 ones
-            assert m["http2"] is None and all(d["http2"] is None for d in docs)
+        elif head in ("http2", "http3"):  # HTTP/1.1 parts: test_h2.py and test_h3.py merge
+            assert m[head] is None and all(d[head] is None for d in docs)
         elif head == "inputs":
             assert [(i["file"], i["timeline"], i["shard"], i["start_time_us"], i["duration_us"],
                      i["requests"]) for i in m["inputs"]] == \
@@ -774,7 +808,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         elif head == "end":  # the first part's cut short, or completed
             assert m["end"] == next((d["end"] for d in docs if d["end"]["reason"] != "completed"),
                                     docs[0]["end"]), path
-        elif head in ("warmup", "thresholds", "aborted"):
+        elif head in ("warmup", "thresholds", "aborted", "telemetry"):
             # a part's warm-up and verdicts stay its own: merge judges the
             # whole with its own --threshold
             assert m[head] is None, head
