@@ -58,19 +58,6 @@ static void on_returned(void *arg, size_t n);
 /* Where a connection's sessions end their requests (with the connection). */
 static const struct proto_sink sink = {on_response, on_failed, on_unsent, on_refused, on_returned};
 
-static void ring_connected(void *arg, int err);
-static void ring_input(void *arg, const char *buf, size_t len, uint64_t now);
-static void ring_eof(void *arg);
-static void ring_read_failed(void *arg, int err);
-static size_t ring_output(void *arg, const char **data);
-static void ring_wrote(void *arg, size_t n);
-static void ring_write_failed(void *arg, int err);
-
-/* What the io_uring engine tells a connection that runs on it. */
-static const struct uring_sink ring_sink = {ring_connected,   ring_input,  ring_eof,
-                                            ring_read_failed, ring_output, ring_wrote,
-                                            ring_write_failed};
-
 /* Whether the connection runs on the worker's io_uring rather than on
  * readiness through its loop. */
 static inline bool ringed(const struct conn *c) { return c->link.ring != NULL; }
@@ -90,8 +77,6 @@ void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *
     c->sock.loop = cfg->loop;
     c->sock.stats = cfg->stats;
     c->sock.wake = on_wake;
-    if (cfg->ring)
-        uring_link_init(&c->link, cfg->ring, index, &ring_sink, c);
 }
 
 static void timer_start(struct conn *c, uint64_t us)
@@ -350,7 +335,7 @@ static enum cause transport_cause(struct conn *c, enum cause by_errno)
     return t->cause ? t->cause(&c->sock) : by_errno;
 }
 
-static void write_failed(struct conn *c, int err)
+void conn_write_failed(struct conn *c, int err)
 {
     enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
                        : err == ECONNRESET ? CAUSE_RESET
@@ -518,32 +503,22 @@ static void connected(struct conn *c)
     handshake(c);
 }
 
-/* On io_uring: the socket now, its connect through the ring. */
-static void open_ringed(struct conn *c)
+void conn_connect_done(struct conn *c, int err)
 {
-    const struct conn_config *cfg = c->cfg;
-    int fd = net_socket(cfg->addr, SOCK_STREAM);
-    if (fd < 0) {
-        connect_failed(c, connect_cause(errno));
-        return;
-    }
-    c->sock.fd = fd;
-    timer_start(c, cfg->timeout_us);
-    c->state = CONN_CONNECTING;
-    uring_connect(&c->link, fd, cfg->addr);
+    if (err)
+        connect_failed(c, connect_cause(err));
+    else
+        connected(c);
 }
 
 static void open_socket(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
-    bool in_progress;
+    bool ring = ringed(c), in_progress = true;
+    int type = cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM;
     c->connect_at = clock_us();
-    if (ringed(c)) {
-        open_ringed(c);
-        return;
-    }
-    int fd =
-        net_connect(cfg->addr, cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM, &in_progress);
+    /* On io_uring, the socket now and its connect through the ring. */
+    int fd = ring ? net_socket(cfg->addr, type) : net_connect(cfg->addr, type, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
@@ -558,7 +533,10 @@ static void open_socket(struct conn *c)
         return;
     }
     c->state = CONN_CONNECTING;
-    ev_io_start(cfg->loop, &c->wio);
+    if (ring)
+        uring_connect(&c->link, fd, cfg->addr);
+    else
+        ev_io_start(cfg->loop, &c->wio);
 }
 
 void conn_start(struct conn *c, bool want)
@@ -598,8 +576,7 @@ static void flush(struct conn *c)
     while ((len = c->proto->output(c->session, &data)) > 0) {
         ssize_t n = cfg->transport->write(&c->sock, data, len);
         if (n > 0) {
-            c->carried = true;
-            c->proto->wrote(c->session, (size_t)n);
+            conn_sent(c, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
             ev_io_start(cfg->loop, &c->wio);
             return;
@@ -611,12 +588,25 @@ static void flush(struct conn *c)
                 ev_io_stop(cfg->loop, &c->wio);
             return;
         } else {
-            write_failed(c, errno);
+            conn_write_failed(c, errno);
             return;
         }
     }
     if (!c->read_wants_write)
         ev_io_stop(cfg->loop, &c->wio);
+}
+
+void conn_sent(struct conn *c, size_t n)
+{
+    c->carried = true;
+    c->proto->wrote(c->session, n);
+}
+
+void conn_writable(struct conn *c)
+{
+    flush(c);
+    if (c->state == CONN_OPEN && c->proto->ready(c->session))
+        pump(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -779,7 +769,7 @@ void conn_turn(struct schedule_entry *turn)
 /* Reading                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void at_eof(struct conn *c)
+void conn_eof(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     enum cause cause;
@@ -797,7 +787,7 @@ static void at_eof(struct conn *c)
  * alone when no batch goes. Returns whether the session could take a batch:
  * for HTTP/1.1 the one before it is done, so its answer cannot be in the
  * socket yet. */
-static inline bool reply(struct conn *c)
+bool conn_reply(struct conn *c)
 {
     if (c->proto->ready(c->session)) {
         if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
@@ -811,7 +801,7 @@ static inline bool reply(struct conn *c)
 
 /* Bytes read at now, to the session. Returns whether the connection goes
  * on (it may have ended, normally or not, or the run). */
-static bool take(struct conn *c, const char *buf, size_t n, uint64_t now)
+bool conn_take(struct conn *c, const char *buf, size_t n, uint64_t now)
 {
     const struct conn_config *cfg = c->cfg;
     enum cause cause;
@@ -831,7 +821,11 @@ static bool take(struct conn *c, const char *buf, size_t n, uint64_t now)
     return true;
 }
 
-static enum cause read_cause(int err) { return err == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER; }
+void conn_read_failed(struct conn *c, int err)
+{
+    enum cause cause = err == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER;
+    failed(c, &c->cfg->stats->errors.read, transport_cause(c, cause));
+}
 
 static void read_ready(struct conn *c)
 {
@@ -842,7 +836,7 @@ static void read_ready(struct conn *c)
         ssize_t n = cfg->transport->read(&c->sock, cfg->rbuf, cfg->rbuf_len);
         if (n > 0) {
             burst += (size_t)n;
-            if (!take(c, cfg->rbuf, (size_t)n, clock_us()))
+            if (!conn_take(c, cfg->rbuf, (size_t)n, clock_us()))
                 return;
             bool more = cfg->transport->pending(&c->sock) > 0;
             /* Records the transport holds already (TLS) are read first, so
@@ -850,7 +844,7 @@ static void read_ready(struct conn *c)
             owed = more && burst < READ_BURST;
             if (owed)
                 continue;
-            bool done = reply(c);
+            bool done = conn_reply(c);
             if (c->state != CONN_OPEN || (done && !more))
                 return;
             /* A short read drained the socket; a full one may have left more. */
@@ -863,12 +857,12 @@ static void read_ready(struct conn *c)
                 return;
             }
         } else if (n == 0) {
-            at_eof(c);
+            conn_eof(c);
             return;
         } else if (n == IO_WANT_READ) {
             /* What the transport held was no data (a TLS session ticket). */
             if (owed)
-                reply(c);
+                conn_reply(c);
             return;
         } else if (n == IO_WANT_WRITE) {
             /* TLS: the read must first write; resumed from on_write. */
@@ -876,7 +870,7 @@ static void read_ready(struct conn *c)
             ev_io_start(cfg->loop, &c->wio);
             return;
         } else {
-            failed(c, &cfg->stats->errors.read, transport_cause(c, read_cause(errno)));
+            conn_read_failed(c, errno);
             return;
         }
     }
@@ -917,14 +911,9 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
     if (c->live->stopping)
         return;
     switch (c->state) {
-    case CONN_CONNECTING: {
-        int err = net_connect_error(c->sock.fd);
-        if (err)
-            connect_failed(c, connect_cause(err));
-        else
-            connected(c);
+    case CONN_CONNECTING:
+        conn_connect_done(c, net_connect_error(c->sock.fd));
         break;
-    }
     case CONN_HANDSHAKE:
         handshake(c);
         break;
@@ -935,9 +924,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
             if (c->state != CONN_OPEN)
                 break;
         }
-        flush(c);
-        if (c->state == CONN_OPEN && c->proto->ready(c->session))
-            pump(c);
+        conn_writable(c);
         break;
     default:
         ev_io_stop(loop, io);
@@ -972,7 +959,7 @@ static void on_wake(struct sock *s)
         closed(c);
         break;
     case PROTO_OK:
-        reply(c);
+        conn_reply(c);
         break;
     }
 }
@@ -1007,73 +994,4 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         break;
     }
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* On io_uring                                                                */
-/* ------------------------------------------------------------------------ */
-
-/* What the ring reports, as the watchers above handle readiness: nothing
- * once the worker is stopping, and only in the state it answers. */
-
-static void ring_connected(void *arg, int err)
-{
-    struct conn *c = arg;
-    if (c->live->stopping || c->state != CONN_CONNECTING)
-        return;
-    if (err)
-        connect_failed(c, connect_cause(err));
-    else
-        connected(c);
-}
-
-static void ring_input(void *arg, const char *buf, size_t len, uint64_t now)
-{
-    struct conn *c = arg;
-    if (!c->live->stopping && c->state == CONN_OPEN && take(c, buf, len, now))
-        reply(c);
-}
-
-static void ring_eof(void *arg)
-{
-    struct conn *c = arg;
-    if (!c->live->stopping && c->state == CONN_OPEN)
-        at_eof(c);
-}
-
-static void ring_read_failed(void *arg, int err)
-{
-    struct conn *c = arg;
-    if (!c->live->stopping && c->state == CONN_OPEN)
-        failed(c, &c->cfg->stats->errors.read, read_cause(err));
-}
-
-static size_t ring_output(void *arg, const char **data)
-{
-    struct conn *c = arg;
-    if (c->live->stopping || c->state != CONN_OPEN)
-        return 0;
-    return c->proto->output(c->session, data);
-}
-
-static void ring_wrote(void *arg, size_t n)
-{
-    struct conn *c = arg;
-    if (c->live->stopping || c->state != CONN_OPEN)
-        return;
-    c->carried = true;
-    c->proto->wrote(c->session, n);
-    /* The rest, if the send was short; and the session may be free for
-     * the next batch only now (a response that came before the last of
-     * its request went out). */
-    flush(c);
-    if (c->proto->ready(c->session))
-        pump(c);
-}
-
-static void ring_write_failed(void *arg, int err)
-{
-    struct conn *c = arg;
-    if (!c->live->stopping && c->state == CONN_OPEN)
-        write_failed(c, err);
 }

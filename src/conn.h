@@ -64,10 +64,6 @@ struct conn_hooks {
 struct conn_config {
     struct ev_loop *loop;
     const struct transport *transport;
-    /* The worker's io_uring, when the connections run on it (the engine
-     * io_uring, with a transport it carries); NULL: readiness through the
-     * loop (epoll). */
-    struct uring *ring;
     /* The protocols a connection may speak: over TLS, the one its server
      * chose in ALPN (HTTP/1.1 when it chose none), else the one there is;
      * and what the sessions of each see of the run. */
@@ -169,5 +165,26 @@ void conn_record(const struct conn_config *cfg, struct conn_live *live);
  * back to -n's budget, to be sent by the connections that go on. */
 void conn_stop(struct conn *c);
 void conn_free(struct conn *c);
+
+/* The steps a completion on the io_uring engine drives (conn_ring.c), as
+ * the watchers' readiness drives them on epoll.
+ * The connect completed: err 0, or why it failed (an errno value). */
+void conn_connect_done(struct conn *c, int err);
+/* Bytes read at now, to the session. Returns whether the connection goes
+ * on (it may have ended, normally or not, or the run). */
+bool conn_take(struct conn *c, const char *buf, size_t n, uint64_t now);
+/* After input: the next batch, or what the session has to say in return.
+ * Returns whether the session could take a batch. */
+bool conn_reply(struct conn *c);
+/* The peer ended the stream. */
+void conn_eof(struct conn *c);
+/* Reading or writing failed (an errno value). */
+void conn_read_failed(struct conn *c, int err);
+void conn_write_failed(struct conn *c, int err);
+/* n bytes of the session's output went out. */
+void conn_sent(struct conn *c, size_t n);
+/* The socket can take more: the rest of the output, then the next batch
+ * if the session is free for it. */
+void conn_writable(struct conn *c);
 
 #endif

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
+#include "conn_ring.h"
 #include "http.h"
 #include "interval.h"
 #include "net.h"
@@ -399,7 +400,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     }
     w->conn.nprotocols = cfg->spec.nprotocols;
     if (cfg->spec.engine == SPEC_ENGINE_IO_URING && w->conn.transport->ring)
-        w->conn.ring = w->ring = uring_new(w->loop, nconns);
+        w->ring = uring_new(w->loop, nconns);
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
@@ -407,8 +408,11 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     for (size_t i = 0; i < index; i++)
         w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
-    for (size_t i = 0; i < nconns; i++)
+    for (size_t i = 0; i < nconns; i++) {
         conn_init(&w->conns[i], &w->conn, &w->live, i);
+        if (w->ring)
+            conn_ring_init(&w->conns[i], w->ring, i);
+    }
     ev_async_init(&w->stop_watcher, on_stop);
     w->stop_watcher.data = w;
     ev_async_start(w->loop, &w->stop_watcher);
