@@ -149,7 +149,7 @@ static void probe_cleartext(const struct config *cfg, const struct net_addr *add
 }
 
 /* --engine: io_uring where the kernel allows it, for a transport it
- * carries (plain TCP and Unix sockets: TLS runs on epoll), else epoll;
+ * carries (plain TCP and Unix sockets: TLS and QUIC run on epoll), else epoll;
  * asked for by name, the one named or a one-line reason why not. */
 static void pick_engine(struct config *cfg)
 {
@@ -158,6 +158,13 @@ static void pick_engine(struct config *cfg)
     cfg->spec.engine = SPEC_ENGINE_EPOLL;
     if (asked == SPEC_ENGINE_EPOLL)
         return;
+    if (spec_quic(&cfg->spec)) {
+        if (asked == SPEC_ENGINE_IO_URING)
+            die("%s: HTTP/3 runs on epoll (QUIC's datagrams are read and written in batches of "
+                "their own)",
+                cfg->engine_option);
+        return;
+    }
     if (cfg->spec.tls) {
         if (asked == SPEC_ENGINE_IO_URING)
             die("%s: an https URL runs on epoll (TLS is read and written through OpenSSL's "
