@@ -1,6 +1,6 @@
 #!/bin/sh
 # Installs the system packages volley builds against: LuaJIT, OpenSSL, libev,
-# libnghttp2 and libsnappy (with a C compiler and the C library's headers, make
+# libnghttp2, libsnappy and liburing (with a C compiler and the C library's headers, make
 # and pkg-config), and for HTTP/3 ngtcp2 >= 1.11 (with its GnuTLS helper),
 # nghttp3 >= 1.8 and GnuTLS: on Debian 12 those two come from
 # bookworm-backports, which it enables for them alone. With --test, also what
@@ -120,7 +120,7 @@ deb_http3() {
 
 if command -v apt-get >/dev/null 2>&1; then
     build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev
-           libgnutls28-dev libsnappy-dev"
+           libgnutls28-dev libsnappy-dev liburing-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip
@@ -145,7 +145,8 @@ if command -v apt-get >/dev/null 2>&1; then
     fi
 elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel
-           libngtcp2-devel libngtcp2-crypto-gnutls-devel libnghttp3-devel gnutls-devel snappy-devel"
+           libngtcp2-devel libngtcp2-crypto-gnutls-devel libnghttp3-devel gnutls-devel snappy-devel
+           liburing-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang chromium"
     tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
@@ -153,7 +154,7 @@ elif command -v dnf >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     as_root dnf install -y $build
 elif command -v pacman >/dev/null 2>&1; then
-    build="gcc make pkgconf luajit libev openssl libnghttp2 libngtcp2 libnghttp3 gnutls snappy"
+    build="gcc make pkgconf luajit libev openssl libnghttp2 libngtcp2 libnghttp3 gnutls snappy liburing"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
            procps-ng util-linux time curl man-db lua51 nghttp2 go prometheus chromium"
     tests="$tests cppcheck shellcheck python-pyflakes"
@@ -162,7 +163,7 @@ elif command -v pacman >/dev/null 2>&1; then
     as_root pacman -S --needed --noconfirm $build
 elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev ngtcp2-dev nghttp3-dev
-           gnutls-dev snappy-dev"
+           gnutls-dev snappy-dev liburing-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
            util-linux curl mandoc lua5.1-dev openssl nghttp2 go prometheus chromium"
     tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
@@ -185,6 +186,7 @@ Install these with your system's packages, then run make:
   a C compiler, GNU make, pkg-config,
   LuaJIT 2.x (or Lua 5.1) with headers, OpenSSL >= 1.1.1 with headers, libev 4 with headers,
   libnghttp2 >= 1.52 with headers; libsnappy with headers (for --remote-write);
+  on Linux, liburing >= 2.3 with headers (optional: without it volley has the epoll engine alone);
   for HTTP/3: ngtcp2 >= 1.11 with its GnuTLS helper, nghttp3 >= 1.8 and GnuTLS, with headers.
 MSG
     exit 1

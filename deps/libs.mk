@@ -1,7 +1,8 @@
-# How volley finds its system libraries: LuaJIT (or Lua 5.1), OpenSSL, libev
-# and libnghttp2. Everything goes through $(PKG_CONFIG); libev ships no .pc
-# file on Debian, so it falls back to plain -lev. Any of the *_CFLAGS / *_LIBS
-# variables below may be given on the make command line instead.
+# How volley finds its system libraries: LuaJIT (or Lua 5.1), OpenSSL, libev,
+# libnghttp2 and, where it is installed, liburing. Everything goes through
+# $(PKG_CONFIG); libev ships no .pc file on Debian, so it falls back to plain
+# -lev. Any of the *_CFLAGS / *_LIBS variables below may be given on the make
+# command line instead.
 # SPDX-License-Identifier: MIT
 
 PKG_CONFIG ?= pkg-config
@@ -95,4 +96,17 @@ endif
 SNAPPY_CPPFLAGS = -DVOLLEY_SNAPPY $(SNAPPY_CFLAGS)
 else ifneq ($(SNAPPY),0)
 $(error SNAPPY is 0 or 1, not '$(SNAPPY)')
+endif
+
+# io_uring (--engine io_uring), through liburing 2.3 or later (Debian 12's).
+# Optional, as only Linux has it: without it, or with URING=0, volley builds
+# with the epoll engine alone.
+ifeq ($(origin URING),undefined)
+URING := $(shell $(PKG_CONFIG) --atleast-version=2.3 liburing 2>/dev/null && echo 1)
+endif
+ifeq ($(origin URING_CFLAGS),undefined)
+URING_CFLAGS := $(if $(filter 1,$(URING)),-DVOLLEY_URING $(shell $(PKG_CONFIG) --cflags liburing))
+endif
+ifeq ($(origin URING_LIBS),undefined)
+URING_LIBS := $(if $(filter 1,$(URING)),$(or $(shell $(PKG_CONFIG) --libs liburing),-luring))
 endif

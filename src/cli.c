@@ -67,6 +67,7 @@ enum {
     OPT_LABEL,
     OPT_METRICS_BUCKETS,
     OPT_ALPN,
+    OPT_ENGINE,
 };
 
 static const struct option long_options[] = {
@@ -90,6 +91,7 @@ static const struct option long_options[] = {
     {"ecn", no_argument, NULL, OPT_ECN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
+    {"engine", required_argument, NULL, OPT_ENGINE},
     {"sni", required_argument, NULL, OPT_SNI},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"cacert", required_argument, NULL, OPT_CACERT},
@@ -513,6 +515,15 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
     cfg->protocol_option = http2 || http3 ? xstrdup(option) : xasprintf("%s %s", option, list);
 }
 
+/* --engine NAME, or VOLLEY_ENGINE (what is given as what, for messages). */
+static void engine_arg(struct config *cfg, const char *what, const char *name)
+{
+    if (!spec_set_engine(&cfg->spec, name))
+        usage_error("invalid %s '%s': epoll, io_uring or auto", what, name);
+    free(cfg->engine_option);
+    cfg->engine_option = xasprintf("%s%s%s", what, *what == '-' ? " " : "=", name);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -606,6 +617,9 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             break;
         case OPT_NO_KEEPALIVE:
             cfg->spec.no_keepalive = true;
+            break;
+        case OPT_ENGINE:
+            engine_arg(cfg, "--engine", optarg);
             break;
         case OPT_UNIX_SOCKET:
             if (!*optarg)
@@ -800,6 +814,9 @@ void cli_parse(int argc, char **argv, struct config *cfg)
 {
     const char *why;
     defaults(cfg);
+    const char *engine = getenv("VOLLEY_ENGINE");
+    if (engine && *engine)
+        engine_arg(cfg, "VOLLEY_ENGINE", engine);
     expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg);
     /* --shard wins over the environment (it sets a count of at least 1) */
@@ -836,6 +853,7 @@ void cli_free(struct config *cfg)
     free(cfg->metrics_listen);
     free(cfg->remote_write);
     free(cfg->protocol_option);
+    free(cfg->engine_option);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)

@@ -29,6 +29,8 @@ struct config {
 
     /* --http2 or --alpn LIST as given, for messages; NULL without them */
     char *protocol_option;
+    /* "--engine NAME" or "VOLLEY_ENGINE=NAME", for messages; NULL without */
+    char *engine_option;
 
     /* TLS. */
     char *sni;   /* server name to send instead of the URL's host */

@@ -40,6 +40,8 @@ const char cli_usage_text[] =
     "        --warmup      <T>  Run T first and leave it out of every result\n"
     "        --no-keepalive     A new connection for every request\n"
     "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
+    "        --engine      <E>  epoll or io_uring (default: io_uring where the kernel\n"
+    "                           allows it, for http URLs; else epoll)\n"
     "\n"
     "  TLS:\n"
     "        --sni         <S>  Server name to send (default: the URL's host name)\n"

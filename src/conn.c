@@ -58,6 +58,10 @@ static void on_returned(void *arg, size_t n);
 /* Where a connection's sessions end their requests (with the connection). */
 static const struct proto_sink sink = {on_response, on_failed, on_unsent, on_refused, on_returned};
 
+/* Whether the connection runs on the worker's io_uring rather than on
+ * readiness through its loop. */
+static inline bool ringed(const struct conn *c) { return c->link.ring != NULL; }
+
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index)
 {
     memset(c, 0, sizeof *c);
@@ -107,7 +111,10 @@ static void drop(struct conn *c)
     }
     if (c->sock.fd >= 0) {
         cfg->transport->close(&c->sock);
-        close(c->sock.fd);
+        if (ringed(c))
+            uring_close(&c->link);
+        else
+            close(c->sock.fd);
         c->sock.fd = -1;
     }
     c->state = CONN_CLOSED;
@@ -328,7 +335,7 @@ static enum cause transport_cause(struct conn *c, enum cause by_errno)
     return t->cause ? t->cause(&c->sock) : by_errno;
 }
 
-static void write_failed(struct conn *c, int err)
+void conn_write_failed(struct conn *c, int err)
 {
     enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
                        : err == ECONNRESET ? CAUSE_RESET
@@ -430,8 +437,12 @@ static void ready(struct conn *c)
     struct stats *s = cfg->stats;
     uint64_t now = clock_us();
     ev_timer_stop(cfg->loop, &c->timer);
-    ev_io_stop(cfg->loop, &c->wio);
-    ev_io_start(cfg->loop, &c->rio);
+    if (ringed(c)) {
+        uring_receive(&c->link);
+    } else {
+        ev_io_stop(cfg->loop, &c->wio);
+        ev_io_start(cfg->loop, &c->rio);
+    }
     s->connects++;
     if (c->opened)
         s->reopened++;
@@ -492,13 +503,22 @@ static void connected(struct conn *c)
     handshake(c);
 }
 
+void conn_connect_done(struct conn *c, int err)
+{
+    if (err)
+        connect_failed(c, connect_cause(err));
+    else
+        connected(c);
+}
+
 static void open_socket(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
-    bool in_progress;
+    bool ring = ringed(c), in_progress = true;
+    int type = cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM;
     c->connect_at = clock_us();
-    int fd =
-        net_connect(cfg->addr, cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM, &in_progress);
+    /* On io_uring, the socket now and its connect through the ring. */
+    int fd = ring ? net_socket(cfg->addr, type) : net_connect(cfg->addr, type, &in_progress);
     if (fd < 0) {
         connect_failed(c, connect_cause(errno));
         return;
@@ -513,7 +533,10 @@ static void open_socket(struct conn *c)
         return;
     }
     c->state = CONN_CONNECTING;
-    ev_io_start(cfg->loop, &c->wio);
+    if (ring)
+        uring_connect(&c->link, fd, cfg->addr);
+    else
+        ev_io_start(cfg->loop, &c->wio);
 }
 
 void conn_start(struct conn *c, bool want)
@@ -544,13 +567,16 @@ static void flush(struct conn *c)
     const struct conn_config *cfg = c->cfg;
     const char *data;
     size_t len;
+    if (ringed(c)) {
+        uring_send(&c->link); /* with the turn's other sends */
+        return;
+    }
     if (c->write_wants_read)
         return; /* on_read resumes it */
     while ((len = c->proto->output(c->session, &data)) > 0) {
         ssize_t n = cfg->transport->write(&c->sock, data, len);
         if (n > 0) {
-            c->carried = true;
-            c->proto->wrote(c->session, (size_t)n);
+            conn_sent(c, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
             ev_io_start(cfg->loop, &c->wio);
             return;
@@ -562,12 +588,25 @@ static void flush(struct conn *c)
                 ev_io_stop(cfg->loop, &c->wio);
             return;
         } else {
-            write_failed(c, errno);
+            conn_write_failed(c, errno);
             return;
         }
     }
     if (!c->read_wants_write)
         ev_io_stop(cfg->loop, &c->wio);
+}
+
+void conn_sent(struct conn *c, size_t n)
+{
+    c->carried = true;
+    c->proto->wrote(c->session, n);
+}
+
+void conn_writable(struct conn *c)
+{
+    flush(c);
+    if (c->state == CONN_OPEN && c->proto->ready(c->session))
+        pump(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -730,7 +769,7 @@ void conn_turn(struct schedule_entry *turn)
 /* Reading                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void at_eof(struct conn *c)
+void conn_eof(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     enum cause cause;
@@ -748,7 +787,7 @@ static void at_eof(struct conn *c)
  * alone when no batch goes. Returns whether the session could take a batch:
  * for HTTP/1.1 the one before it is done, so its answer cannot be in the
  * socket yet. */
-static inline bool reply(struct conn *c)
+bool conn_reply(struct conn *c)
 {
     if (c->proto->ready(c->session)) {
         if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
@@ -760,6 +799,34 @@ static inline bool reply(struct conn *c)
     return false;
 }
 
+/* Bytes read at now, to the session. Returns whether the connection goes
+ * on (it may have ended, normally or not, or the run). */
+bool conn_take(struct conn *c, const char *buf, size_t n, uint64_t now)
+{
+    const struct conn_config *cfg = c->cfg;
+    enum cause cause;
+    cfg->stats->bytes += (uint64_t)n;
+    enum proto_status st = c->proto->input(c->session, buf, n, now, &cause);
+    conn_record(cfg, c->live);
+    if (c->live->stopping)
+        return false;
+    if (st == PROTO_FAIL) {
+        failed(c, &cfg->stats->errors.read, cause);
+        return false;
+    }
+    if (st == PROTO_CLOSE) {
+        closed(c);
+        return false;
+    }
+    return true;
+}
+
+void conn_read_failed(struct conn *c, int err)
+{
+    enum cause cause = err == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER;
+    failed(c, &c->cfg->stats->errors.read, transport_cause(c, cause));
+}
+
 static void read_ready(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
@@ -768,29 +835,16 @@ static void read_ready(struct conn *c)
     for (;;) {
         ssize_t n = cfg->transport->read(&c->sock, cfg->rbuf, cfg->rbuf_len);
         if (n > 0) {
-            enum cause cause;
-            cfg->stats->bytes += (uint64_t)n;
             burst += (size_t)n;
-            enum proto_status st =
-                c->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
-            conn_record(cfg, c->live);
-            if (c->live->stopping)
+            if (!conn_take(c, cfg->rbuf, (size_t)n, clock_us()))
                 return;
-            if (st == PROTO_FAIL) {
-                failed(c, &cfg->stats->errors.read, cause);
-                return;
-            }
-            if (st == PROTO_CLOSE) {
-                closed(c);
-                return;
-            }
             bool more = cfg->transport->pending(&c->sock) > 0;
             /* Records the transport holds already (TLS) are read first, so
              * that one write carries what all of them call for. */
             owed = more && burst < READ_BURST;
             if (owed)
                 continue;
-            bool done = reply(c);
+            bool done = conn_reply(c);
             if (c->state != CONN_OPEN || (done && !more))
                 return;
             /* A short read drained the socket; a full one may have left more. */
@@ -803,12 +857,12 @@ static void read_ready(struct conn *c)
                 return;
             }
         } else if (n == 0) {
-            at_eof(c);
+            conn_eof(c);
             return;
         } else if (n == IO_WANT_READ) {
             /* What the transport held was no data (a TLS session ticket). */
             if (owed)
-                reply(c);
+                conn_reply(c);
             return;
         } else if (n == IO_WANT_WRITE) {
             /* TLS: the read must first write; resumed from on_write. */
@@ -816,8 +870,7 @@ static void read_ready(struct conn *c)
             ev_io_start(cfg->loop, &c->wio);
             return;
         } else {
-            failed(c, &cfg->stats->errors.read,
-                   transport_cause(c, errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER));
+            conn_read_failed(c, errno);
             return;
         }
     }
@@ -858,14 +911,9 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
     if (c->live->stopping)
         return;
     switch (c->state) {
-    case CONN_CONNECTING: {
-        int err = net_connect_error(c->sock.fd);
-        if (err)
-            connect_failed(c, connect_cause(err));
-        else
-            connected(c);
+    case CONN_CONNECTING:
+        conn_connect_done(c, net_connect_error(c->sock.fd));
         break;
-    }
     case CONN_HANDSHAKE:
         handshake(c);
         break;
@@ -876,9 +924,7 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
             if (c->state != CONN_OPEN)
                 break;
         }
-        flush(c);
-        if (c->state == CONN_OPEN && c->proto->ready(c->session))
-            pump(c);
+        conn_writable(c);
         break;
     default:
         ev_io_stop(loop, io);
@@ -913,7 +959,7 @@ static void on_wake(struct sock *s)
         closed(c);
         break;
     case PROTO_OK:
-        reply(c);
+        conn_reply(c);
         break;
     }
 }

@@ -19,6 +19,7 @@
 #include "schedule.h"
 #include "stats.h"
 #include "transport.h"
+#include "uring.h"
 
 struct budget;
 struct http_head_cache;
@@ -113,8 +114,9 @@ struct conn {
     size_t index; /* in the worker */
     struct sock sock;
     enum conn_state state;
-    ev_io rio, wio;
-    ev_timer timer; /* connect/response timeout, back-off, delay() pause */
+    ev_io rio, wio;         /* over epoll */
+    struct uring_link link; /* over io_uring (link.ring set) */
+    ev_timer timer;         /* connect/response timeout, back-off, delay() pause */
     /* The protocol it speaks (set when it opens) and its session; one
      * session per protocol spoken, kept across reconnects. */
     const struct proto_ops *proto;
@@ -163,5 +165,26 @@ void conn_record(const struct conn_config *cfg, struct conn_live *live);
  * back to -n's budget, to be sent by the connections that go on. */
 void conn_stop(struct conn *c);
 void conn_free(struct conn *c);
+
+/* The steps a completion on the io_uring engine drives (conn_ring.c), as
+ * the watchers' readiness drives them on epoll.
+ * The connect completed: err 0, or why it failed (an errno value). */
+void conn_connect_done(struct conn *c, int err);
+/* Bytes read at now, to the session. Returns whether the connection goes
+ * on (it may have ended, normally or not, or the run). */
+bool conn_take(struct conn *c, const char *buf, size_t n, uint64_t now);
+/* After input: the next batch, or what the session has to say in return.
+ * Returns whether the session could take a batch. */
+bool conn_reply(struct conn *c);
+/* The peer ended the stream. */
+void conn_eof(struct conn *c);
+/* Reading or writing failed (an errno value). */
+void conn_read_failed(struct conn *c, int err);
+void conn_write_failed(struct conn *c, int err);
+/* n bytes of the session's output went out. */
+void conn_sent(struct conn *c, size_t n);
+/* The socket can take more: the rest of the output, then the next batch
+ * if the session is free for it. */
+void conn_writable(struct conn *c);
 
 #endif

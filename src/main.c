@@ -38,12 +38,14 @@
 #include "quic_start.h"
 #endif
 #include "units.h"
+#include "uring.h"
 #include "worker.h"
 #include "xalloc.h"
 
 /* File descriptors besides the connections: stdio, each loop's epoll and
- * async descriptors, the main loop's, and a margin for scripts. */
-#define FD_MARGIN(threads) (16 + 4 * (threads))
+ * async descriptors (and its io_uring and the ring's eventfd), the
+ * main loop's, and a margin for scripts. */
+#define FD_MARGIN(threads) (16 + 6 * (threads))
 /* --start-at: how late a start may be and still run, and how far ahead it
  * may be: further is more likely a mistyped date than a wait anyone means. */
 #define START_GRACE_US 1000000
@@ -144,6 +146,36 @@ static void probe_cleartext(const struct config *cfg, const struct net_addr *add
     if (cfg->spec.unix_socket)
         die("%s: %s %s", cfg->protocol_option, cfg->spec.unix_socket, why);
     die("%s: %s:%s %s", cfg->protocol_option, cfg->url.host, cfg->url.service, why);
+}
+
+/* --engine: io_uring where the kernel allows it, for a transport it
+ * carries (plain TCP and Unix sockets: TLS and QUIC run on epoll), else epoll;
+ * asked for by name, the one named or a one-line reason why not. */
+static void pick_engine(struct config *cfg)
+{
+    char why[200];
+    enum spec_engine asked = cfg->spec.engine;
+    cfg->spec.engine = SPEC_ENGINE_EPOLL;
+    if (asked == SPEC_ENGINE_EPOLL)
+        return;
+    if (spec_quic(&cfg->spec)) {
+        if (asked == SPEC_ENGINE_IO_URING)
+            die("%s: HTTP/3 runs on epoll (QUIC's datagrams are read and written in batches of "
+                "their own)",
+                cfg->engine_option);
+        return;
+    }
+    if (cfg->spec.tls) {
+        if (asked == SPEC_ENGINE_IO_URING)
+            die("%s: an https URL runs on epoll (TLS is read and written through OpenSSL's "
+                "socket calls)",
+                cfg->engine_option);
+        return;
+    }
+    if (uring_usable(why, sizeof why))
+        cfg->spec.engine = SPEC_ENGINE_IO_URING;
+    else if (asked == SPEC_ENGINE_IO_URING)
+        die("%s: io_uring is not available here (%s)", cfg->engine_option, why);
 }
 
 static void check_fd_limit(const struct config *cfg)
@@ -716,6 +748,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "merge") == 0)
         return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
+    pick_engine(&cfg);
     check_outputs(&cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);

@@ -546,6 +546,10 @@ static void read_options(struct part *p)
     spec->no_keepalive = keepalive && keepalive->type == JDOC_FALSE;
     spec->unix_socket = optional_string(p->file, o, "unix_socket");
     spec->script = optional_string(p->file, o, "script");
+    char *engine = optional_string(p->file, o, "engine");
+    if (engine && !spec_set_engine(spec, engine))
+        merge_bad(p->file, "options.engine: '%s' is not an engine of volley's", engine);
+    free(engine);
     read_option_lists(p, o);
     p->pipeline = need_u64(p->file, o, "pipeline");
     read_shard(p);

@@ -137,7 +137,7 @@ bool net_unix_addr(const char *path, struct net_addr *a)
     return true;
 }
 
-int net_connect(const struct net_addr *a, int type, bool *in_progress)
+int net_socket(const struct net_addr *a, int type)
 {
     int family = a->sa.ss_family;
     int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -147,6 +147,14 @@ int net_connect(const struct net_addr *a, int type, bool *in_progress)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
+    return fd;
+}
+
+int net_connect(const struct net_addr *a, int type, bool *in_progress)
+{
+    int fd = net_socket(a, type);
+    if (fd < 0)
+        return -1;
     *in_progress = false;
     if (connect(fd, (const struct sockaddr *)&a->sa, a->len) < 0) {
         /* A Unix socket whose backlog is full says EAGAIN: wait for it as for
@@ -168,6 +176,12 @@ int net_connect_error(int fd)
     socklen_t len = sizeof err;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
         return errno;
+    /* A Unix socket that found the backlog full is writable at once, with
+     * no error and no peer: its connect failed as it began (EAGAIN). */
+    struct sockaddr_storage peer;
+    len = sizeof peer;
+    if (!err && getpeername(fd, (struct sockaddr *)&peer, &len) < 0 && errno == ENOTCONN)
+        return EAGAIN;
     return err;
 }
 

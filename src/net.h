@@ -24,6 +24,9 @@ bool net_unix_addr(const char *path, struct net_addr *a);
  * errno value. */
 int net_probe(const struct net_addr *a, int timeout_ms);
 
+/* A non-blocking socket of this type for a (SOCK_STREAM, with TCP_NODELAY on
+ * TCP; or SOCK_DGRAM), to connect; or -1 with errno set. */
+int net_socket(const struct net_addr *a, int type);
 /* Start a non-blocking connect of a socket of this type (SOCK_STREAM, with
  * TCP_NODELAY on TCP; or SOCK_DGRAM, connected to the address at once).
  * Returns the socket, with *in_progress telling whether the connect is still

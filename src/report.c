@@ -48,6 +48,10 @@ void report_header(FILE *f, const struct run_spec *spec)
                 proto);
     fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", spec->threads,
             spec->shard.connections);
+    /* how the connections move their bytes (unknown for a merge of results
+     * that did not say) */
+    if (spec_engine_name(spec->engine))
+        fprintf(f, "  engine: %s\n", spec_engine_name(spec->engine));
     if (spec->shard.count)
         report_shard(f, spec);
     if (spec->warmup_us)

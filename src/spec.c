@@ -141,6 +141,7 @@ void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline)
     json_uint(j, "streams", spec->streams);
     json_bool(j, "keepalive", !spec->no_keepalive);
     json_string(j, "unix_socket", spec->unix_socket);
+    json_string(j, "engine", spec_engine_name(spec->engine));
     json_string(j, "script", spec->script);
     json_array_begin(j, "script_args");
     for (size_t i = 0; i < spec->nscript_args; i++)
@@ -155,6 +156,28 @@ void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline)
     }
     json_array_end(j);
     json_object_end(j);
+}
+
+static const char *const engine_names[] = {
+    [SPEC_ENGINE_AUTO] = "auto",
+    [SPEC_ENGINE_EPOLL] = "epoll",
+    [SPEC_ENGINE_IO_URING] = "io_uring",
+};
+
+const char *spec_engine_name(enum spec_engine engine)
+{
+    return engine == SPEC_ENGINE_AUTO ? NULL : engine_names[engine];
+}
+
+bool spec_set_engine(struct run_spec *spec, const char *name)
+{
+    for (size_t i = 0; i < sizeof engine_names / sizeof *engine_names; i++) {
+        if (strcmp(name, engine_names[i]) == 0) {
+            spec->engine = (enum spec_engine)i;
+            return true;
+        }
+    }
+    return false;
 }
 
 bool spec_offers(const struct run_spec *spec, const struct proto_ops *p)

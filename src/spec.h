@@ -39,6 +39,14 @@ struct shard {
     double rate;           /* its share of -R, 0 without -R */
 };
 
+/* How the connections move their bytes (--engine). */
+enum spec_engine {
+    SPEC_ENGINE_AUTO,     /* io_uring where the kernel allows it and the connections' transport
+                             runs on it, else epoll; settled before the run starts */
+    SPEC_ENGINE_EPOLL,    /* readiness, through the workers' libev loops */
+    SPEC_ENGINE_IO_URING, /* completions, through a ring per worker */
+};
+
 /* --label NAME=VALUE: names the run in /metrics and remote write. */
 struct label {
     char *name, *value;
@@ -88,6 +96,9 @@ struct run_spec {
     struct shard shard;
     /* What the text report prints: -L, -U. */
     bool latency, u_latency;
+    /* --engine as asked; from the header on, the one the run ran on (auto
+     * only in a merged result of versions that did not say). */
+    enum spec_engine engine;
     /* Live metrics (/metrics, remote write): the labels beside url and
      * shard, and the latency histograms' bucket bounds (us, ascending). */
     struct label *labels;
@@ -109,6 +120,12 @@ void spec_set_header(struct run_spec *spec, const char *name, size_t name_len, c
 /* The options object of the --json document: what the run asked for, and
  * the requests a batch held (pipeline). */
 void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline);
+
+/* "epoll", "io_uring"; NULL for auto. */
+const char *spec_engine_name(enum spec_engine engine);
+/* The engine named name ("auto" too); false when there is none of that
+ * name. */
+bool spec_set_engine(struct run_spec *spec, const char *name);
 
 /* Whether a connection may speak p. */
 bool spec_offers(const struct run_spec *spec, const struct proto_ops *p);

@@ -40,6 +40,10 @@ struct transport {
     bool secure;   /* TLS: handshake() is a TLS handshake */
     bool datagram; /* the socket is UDP (QUIC): read() and write() move
                       datagrams, which only the session above can read */
+    /* The io_uring engine can carry it: no handshake, and read() and write()
+     * move the socket's bytes as they are (uring.h). Otherwise its
+     * connections run on epoll whatever the engine. */
+    bool ring;
     /* After the TCP connect: finish setting up (the TLS handshake). IO_OK when
      * ready to send, IO_WANT_* to wait, IO_ERROR when it failed. */
     int (*handshake)(struct sock *s);

@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
+#include "conn_ring.h"
 #include "http.h"
 #include "interval.h"
 #include "net.h"
@@ -28,6 +29,7 @@
 #include "script.h"
 #include "tls.h"
 #include "transport.h"
+#include "uring.h"
 #include "xalloc.h"
 
 struct worker {
@@ -35,6 +37,7 @@ struct worker {
     const struct config *cfg;
     struct net_addr addr; /* every connection of this worker goes here */
     struct ev_loop *loop;
+    struct uring *ring; /* its connections' io_uring, or NULL (epoll) */
     pthread_t thread;
     struct conn_config conn; /* what its connections see of it */
     struct conn_live live;   /* and what changes while the run is on */
@@ -396,6 +399,8 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
         };
     }
     w->conn.nprotocols = cfg->spec.nprotocols;
+    if (cfg->spec.engine == SPEC_ENGINE_IO_URING && w->conn.transport->ring)
+        w->ring = uring_new(w->loop, nconns);
     w->nconns = nconns;
     /* Connections are numbered across every shard of the run: this shard's
      * come after the earlier shards', so their send times interleave. */
@@ -403,8 +408,11 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     for (size_t i = 0; i < index; i++)
         w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
-    for (size_t i = 0; i < nconns; i++)
+    for (size_t i = 0; i < nconns; i++) {
         conn_init(&w->conns[i], &w->conn, &w->live, i);
+        if (w->ring)
+            conn_ring_init(&w->conns[i], w->ring, i);
+    }
     ev_async_init(&w->stop_watcher, on_stop);
     w->stop_watcher.data = w;
     ev_async_start(w->loop, &w->stop_watcher);
@@ -553,6 +561,8 @@ static void *run(void *arg)
      * on a schedule, send on the microsecond. */
     if (w->cfg->spec.rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    if (w->ring)
+        uring_start(w->ring);
     /* In the closed model each connection sends as soon as it is open (or,
      * with --ramp-up, opens in its turn once the run starts); with -R, and
      * held for --start-at, they are all opened first, and the run starts
@@ -566,6 +576,8 @@ static void *run(void *arg)
     last_sample(w);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
+    if (w->ring)
+        uring_finish(w->ring);
     atomic_store_explicit(&w->live_open, w->live.open, memory_order_relaxed);
     ev_timer_stop(w->loop, &w->interval_timer);
     if (w->warming) /* the run ended within the warm-up */
@@ -631,6 +643,7 @@ void worker_free(struct worker *w)
     for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
+    uring_free(w->ring);
     profile_free(&w->pace.profile);
     script_free(w->script);
     free(w->failure);

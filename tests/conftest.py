@@ -163,6 +163,41 @@ def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     return run
 
 
+def uring_refused():
+    """Why this machine refuses io_uring (volley's one line), or None when it
+    allows it; asked without VOLLEY_ENGINE, whose choice is not the kernel's."""
+    env = {k: v for k, v in os.environ.items() if k != "VOLLEY_ENGINE"}
+    run = volley("--engine", "io_uring", "-t1", "-c1", "-n1", "http://127.0.0.1:1/", env=env)
+    if "--engine io_uring" in run.stderr:
+        assert run.returncode == 1, run
+        return run.stderr.strip()
+    return None
+
+
+# make check ENGINE=epoll|io_uring (VOLLEY_TEST_ENGINE): every run of the
+# suite on that engine. epoll through VOLLEY_ENGINE; io_uring is volley's own
+# choice for http URLs (https runs on epoll), so the suite checks first that
+# this machine allows it and stops if not, rather than run on epoll unseen.
+SUITE_ENGINE = os.environ.get("VOLLEY_TEST_ENGINE", "")
+
+
+def pytest_configure(config):
+    if SUITE_ENGINE == "epoll":
+        os.environ["VOLLEY_ENGINE"] = "epoll"
+    elif SUITE_ENGINE == "io_uring":
+        os.environ.pop("VOLLEY_ENGINE", None)
+        refused = uring_refused()
+        if refused:
+            pytest.exit(f"ENGINE=io_uring, but io_uring is refused here: {refused}", returncode=1)
+    elif SUITE_ENGINE:
+        pytest.exit(f"ENGINE must be epoll or io_uring, not {SUITE_ENGINE!r}", returncode=1)
+
+
+def pytest_report_header(config):
+    return f"engine: {SUITE_ENGINE or 'as volley picks'} (VOLLEY_ENGINE=" \
+           f"{os.environ.get('VOLLEY_ENGINE', '')})"
+
+
 def volley_signalled(*args, sig=signal.SIGINT, after=1.0, cwd=None, timeout=30):
     """Run volley and send it sig after `after` seconds (as a terminal's
     Ctrl-C finds it); returns a Run."""
@@ -214,6 +249,15 @@ def parse_metric(text):
     return float(m.group(1)) * UNITS_METRIC[m.group(2)]
 
 
+def printed(out):
+    """The lines a script printed during the run: between the header (its
+    first line and the indented ones after it) and the table of the report."""
+    lines = out.split("  Thread Stats")[0].splitlines()[1:]
+    while lines and lines[0].startswith("  "):
+        lines.pop(0)
+    return lines
+
+
 def parse_report(out):
     """The figures of wrk's text report as a dict (missing lines are absent)."""
     r = {}
@@ -223,6 +267,9 @@ def parse_report(out):
     m = re.search(r"^  (\d+) threads and (\d+) connections$", out, re.M)
     if m:
         r["threads"], r["connections"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"^  engine: (\S+)$", out, re.M)
+    if m:
+        r["engine"] = m.group(1)
     m = re.search(r"^    Latency\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)%$", out, re.M)
     if m:
         r["latency_avg"] = parse_time_us(m.group(1))

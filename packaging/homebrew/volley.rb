@@ -22,6 +22,10 @@ class Volley < Formula
   depends_on "snappy"
   depends_on "python@3.12"
 
+  on_linux do
+    depends_on "liburing"
+  end
+
   def install
     system "make", "PKG_CONFIG_PATH=#{Formula["openssl@3"].opt_lib}/pkgconfig",
            "EV_CFLAGS=-I#{Formula["libev"].opt_include}",

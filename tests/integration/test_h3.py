@@ -34,6 +34,8 @@ def test_n_requests_reach_quic_go_exactly(go_h3, tmp_path):
     assert stats["connections"] == 5
     assert socket_errors(doc) == 0 and doc["status_codes"] == {"200": 20000}
     assert doc["options"]["protocol"] == "HTTP/3" and doc["options"]["streams"] == 8
+    # QUIC's datagrams stay on epoll, whatever engine plain TCP would have
+    assert doc["options"]["engine"] == "epoll" and "  engine: epoll\n" in run.stdout
     h3 = doc["http3"]
     assert h3["streams"] == 8 and h3["connections_measured"] == 4
     assert h3["packets_sent"] > 0 and h3["packets_received"] > 0
@@ -301,6 +303,9 @@ def test_verify_over_http3(go_h3, certs):
     (["--ecn", "https://127.0.0.1:1/"], "--ecn needs --http3"),
     (["--http3", "--unix-socket", "/tmp/x", "https://localhost/"],
      "--http3 runs over UDP: it does not combine with --unix-socket"),
+    (["--http3", "--engine", "io_uring", "https://127.0.0.1:1/"],
+     "--engine io_uring: HTTP/3 runs on epoll (QUIC's datagrams are read and written in "
+     "batches of their own)"),
 ])
 def test_http3_option_errors(args, message):
     run = volley(*args)

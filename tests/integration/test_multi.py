@@ -23,7 +23,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from conftest import (VOLLEY, check_sanitizer, mutants, parse_report, read_timeline,
-                      run_json, sigint_default, tls_front, volley, volley_signalled)
+                      run_json, sigint_default, tls_front, uring_refused, volley, volley_signalled)
 
 
 def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
@@ -215,6 +215,29 @@ def test_merge_reads_stdin_writes_json_to_stdout_and_prints_latency(testd, tmp_p
     assert [i["file"] for i in m["inputs"]] == [files[0], "standard input"]
     rep = parse_report(run.stderr)
     assert rep["requests"] == m["requests"] and set(rep["percentiles"]) == {50, 75, 90, 99}
+
+
+def test_shards_on_different_engines_are_one_run(testd, tmp_path):
+    """The engine is where a shard ran (a node whose seccomp profile refuses
+    io_uring runs epoll), not an option of the run: shards that differ in it
+    merge, and the merged result names no engine; shards on one engine keep it."""
+    if uring_refused():
+        pytest.skip(uring_refused())
+    srv = testd()
+    docs, files = shards(2, ["-t1", "-c2", "-d300ms"], srv.url, tmp_path,
+                         extra=lambda i: ["--engine", ("epoll", "io_uring")[i]])
+    assert [d["options"]["engine"] for d in docs] == ["epoll", "io_uring"]
+    out = os.path.join(tmp_path, "m.json")
+    run = merge("--json", out, *files)
+    with open(out) as f:
+        m = json.load(f)
+    assert m["options"]["engine"] is None and "engine:" not in run.stdout, run
+    assert m["requests"] == docs[0]["requests"] + docs[1]["requests"]
+    docs, files = shards(2, ["-t1", "-c2", "-d300ms", "--engine", "epoll"], srv.url, tmp_path)
+    run = merge("--json", out, *files)
+    with open(out) as f:
+        assert json.load(f)["options"]["engine"] == "epoll"
+    assert "  engine: epoll\n" in run.stdout, run
 
 
 def test_merged_results_merge_again(testd, tmp_path):

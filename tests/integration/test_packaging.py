@@ -44,11 +44,14 @@ LIBRARIES = {
                "alpine": "gnutls-dev", "homebrew": "gnutls"},
     "SNAPPY": {"debian": "libsnappy-dev", "rpm": "snappy-devel", "arch": "snappy",
                "alpine": "snappy-dev", "homebrew": "snappy"},
+    # Linux's alone: Homebrew's formula asks for it on Linux only.
+    "URING": {"debian": "liburing-dev", "rpm": "pkgconfig(liburing)", "arch": "liburing",
+              "alpine": "liburing-dev"},
 }
 
 
 def libraries(fmt):
-    return {names[fmt] for names in LIBRARIES.values()}
+    return {names[fmt] for names in LIBRARIES.values() if fmt in names}
 
 
 def read(path):
@@ -149,6 +152,7 @@ def test_every_format_builds_with_the_system_libraries():
     assert "python3" in alpine["depends"].split()
     formula = set(re.findall(r'^  depends_on "([^"]+)"$', read(FORMULA), re.M))
     assert libraries("homebrew") <= formula
+    assert re.search(r'^  on_linux do\n    depends_on "liburing"\n  end$', read(FORMULA), re.M)
     # volley-sweep is Python: every format's package needs it at run time.
     assert re.search(r"^Depends: python3,", control, re.M)
     assert "python3" in spec_field("Requires")
@@ -211,7 +215,8 @@ def test_deps_installs_every_header_the_build_includes():
                 *(os.path.join("src", f) for f in sources), cwd=ROOT)
     headers = {h for h in rules.replace("\\\n", " ").split() if h.startswith("/")}
     owners = debian_owners(headers)
-    assert {"libc6-dev", "libluajit-5.1-dev", "libssl-dev", "libev-dev", "libnghttp2-dev"} <= owners
+    assert {"libc6-dev", "libluajit-5.1-dev", "libssl-dev", "libev-dev", "libnghttp2-dev",
+            "liburing-dev"} <= owners
     if "-DVOLLEY_HTTP3" in cppflags.split():
         assert {"libngtcp2-dev", "libngtcp2-crypto-gnutls-dev", "libnghttp3-dev",
                 "libgnutls28-dev"} <= owners
