@@ -409,10 +409,9 @@ def test_wrk_pipeline_over_http2_is_concurrent_streams(h2_front):
     assert len({c for *_, c in log}) == 2
 
 
-def test_wrk_report_over_http2(h2_front):
-    front = h2_front("--delay", 2)
-    run = ok(volley("--http2", "-t1", "-c2", "-m2", "-d500ms", "--latency", "-s",
-                    wrk_script("report"), front.url))
+def check_report_script(run):
+    """wrk's report.lua, -m2 against a server 2 ms a response: its lines
+    after the report, a rule and the 4 latency figures, each >= 2 ms."""
     lines = run.stdout.split("Transfer/sec:")[1].splitlines()[1:]
     lines = [line for line in lines if not line.startswith(("Warning: ", "Note: "))]
     assert lines[0] == "-" * 30
@@ -420,10 +419,9 @@ def test_wrk_report_over_http2(h2_front):
     assert len(values) == 4 and values == sorted(values) and values[0] >= 2000, lines
 
 
-def test_wrk_setup_over_http2(h2_front):
-    front = h2_front()
-    run = ok(volley("--http2", "-t2", "-c3", "-m3", "-d500ms", "-s", wrk_script("setup"),
-                    front.url))
+def check_setup_script(run):
+    """wrk's setup.lua at -t2 -c3 -m3: a line per thread whose responses add
+    up to the report's; returns the requests request() made."""
     done = [line for line in run.stdout.split("Transfer/sec:")[1].splitlines()[1:]
             if line.startswith("thread ")]
     made = got = 0
@@ -436,6 +434,21 @@ def test_wrk_setup_over_http2(h2_front):
         assert 0 <= requests - responses <= (7 if i == 1 else 4), line
         made, got = made + requests, got + responses
     assert len(done) == 2 and got == run.report["requests"]
+    return made
+
+
+def test_wrk_report_over_http2(h2_front):
+    front = h2_front("--delay", 2)
+    run = ok(volley("--http2", "-t1", "-c2", "-m2", "-d500ms", "--latency", "-s",
+                    wrk_script("report"), front.url))
+    check_report_script(run)
+
+
+def test_wrk_setup_over_http2(h2_front):
+    front = h2_front()
+    run = ok(volley("--http2", "-t2", "-c3", "-m3", "-d500ms", "-s", wrk_script("setup"),
+                    front.url))
+    made = check_setup_script(run)
     # everything request() made was sent, except the check before the run;
     # nginx may drop what was in flight when volley closed (3 x 3 streams)
     assert made - 1 - 9 <= front.upstream.stop()["requests"] <= made - 1
