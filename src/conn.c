@@ -880,6 +880,19 @@ static void read_ready(struct conn *c)
 /* Watcher callbacks                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* Whether c, woken to read (or by its transport's timer), goes on to its
+ * session: not once stopping; a handshake under way takes the wake-up. */
+static bool open_for_io(struct conn *c)
+{
+    if (c->live->stopping)
+        return false;
+    if (c->state == CONN_HANDSHAKE) {
+        handshake(c);
+        return false;
+    }
+    return c->state == CONN_OPEN;
+}
+
 /* Once the worker is stopping (the end of the run, or thread:stop() from a
  * hook), the watchers still pending in the same loop iteration do nothing:
  * a response read after the stop is not counted nor given to response(). */
@@ -887,13 +900,7 @@ static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
-    if (c->live->stopping)
-        return;
-    if (c->state == CONN_HANDSHAKE) {
-        handshake(c);
-        return;
-    }
-    if (c->state != CONN_OPEN)
+    if (!open_for_io(c))
         return;
     if (c->write_wants_read) {
         c->write_wants_read = false;
@@ -940,13 +947,7 @@ static void on_wake(struct sock *s)
     struct conn *c = (struct conn *)((char *)s - offsetof(struct conn, sock));
     const struct conn_config *cfg = c->cfg;
     enum cause cause;
-    if (c->live->stopping)
-        return;
-    if (c->state == CONN_HANDSHAKE) {
-        handshake(c);
-        return;
-    }
-    if (c->state != CONN_OPEN)
+    if (!open_for_io(c))
         return;
     switch (c->proto->wake(c->session, clock_us(), &cause)) {
     case PROTO_FAIL:
