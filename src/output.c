@@ -3,13 +3,16 @@
  * under a temporary name and renamed over FILE after the run, so a run that
  * fails (at start or later) never destroys an earlier result; a report or
  * an output file that cannot be written (a full disk, a closed stdout) is
- * an error, each said in one line, not a silent exit 0.
+ * an error, each said in one line, not a silent exit 0. A reader of stdout
+ * that left (volley | head) is not: volley then ends as cat or git do,
+ * without a word and with the status SIGPIPE gives in a shell.
  * SPDX-License-Identifier: MIT */
 #include "output.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -34,6 +37,8 @@ static bool report_on_stderr;
 static int stdout_error;
 /* An output file could not be written: said already, exit 1 at the end. */
 static bool any_failed;
+/* The reader of stdout left: exit 128 + SIGPIPE at the end, silently. */
+static bool reader_left;
 
 void output_flush_stdout(void)
 {
@@ -44,6 +49,10 @@ void output_flush_stdout(void)
 
 void output_failed(const char *option, const char *path, int err)
 {
+    if (strcmp(path, "-") == 0 && err == EPIPE) {
+        reader_left = true;
+        return;
+    }
     if (strcmp(path, "-") == 0)
         fprintf(stderr, "volley: cannot write to stdout (%s): %s\n", option,
                 strerror(err ? err : EIO));
@@ -57,16 +66,18 @@ void output_check(void)
 {
     if (!report_on_stderr) {
         output_flush_stdout();
-        if (stdout_error || ferror(stdout)) {
+        if (stdout_error == EPIPE) {
+            reader_left = true;
+        } else if (stdout_error || ferror(stdout)) {
             fprintf(stderr, "volley: cannot write the report to standard output: %s\n",
                     strerror(stdout_error ? stdout_error : EIO));
             any_failed = true;
         }
     }
     /* as die() ends: the streams flushed, no atexit handlers */
-    if (any_failed) {
+    if (any_failed || reader_left) {
         fflush(NULL);
-        _exit(1);
+        _exit(any_failed ? 1 : 128 + SIGPIPE);
     }
 }
 

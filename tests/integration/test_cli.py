@@ -168,6 +168,23 @@ def test_a_report_that_cannot_be_written_is_an_error(testd):
     assert srv.stop()["requests"] == 0
 
 
+def test_a_reader_that_left_ends_volley_quietly(testd, tmp_path):
+    """volley | head -1: the reader leaves after the first line. The run
+    goes on to its end and writes its --json, then volley ends as cat or
+    git do there, without a word and with the status SIGPIPE gives in a
+    shell (141), not "Broken pipe" on the terminal."""
+    srv = testd()
+    out = os.path.join(tmp_path, "r.json")
+    proc = subprocess.run(f"{VOLLEY} -t1 -c2 -d500ms --latency --json {out} {srv.url} | head -1;"
+                          " exit ${PIPESTATUS[0]}", shell=True, executable="/bin/bash",
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 141, proc
+    assert proc.stdout.startswith("Running ") and proc.stderr == "", proc
+    with open(out) as f:
+        answered = json.load(f)["requests"]
+    assert 0 < answered <= srv.stop()["requests"] <= answered + 2  # + those in flight at the end
+
+
 def test_unresolvable_host():
     run = volley("-d1s", "http://nonexistent.invalid/")
     line = first_error_line(run)
