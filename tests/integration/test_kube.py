@@ -261,6 +261,33 @@ def test_no_shard_starts_until_every_pod_runs(nginx, tmp_path):
     assert os.listdir(os.path.join(state, "default", "pods")) == []
 
 
+def test_the_start_reaches_the_pods_by_exec_before_the_kubelet_syncs(nginx, tmp_path):
+    """A kubelet that hands the pods their annotation only at its next sync,
+    a minute later: kubectl exec has given them the start already, and all
+    start on it. Where exec is not allowed, volley-kube says so for each
+    pod, and the annotation (delivered in time here) starts them."""
+    srv = nginx(server='location / { return 200 "ok"; }')
+    began = time.monotonic()
+    proc, state = volley_kube(tmp_path, "run", "--shards", 2, "--start-in", 2, "--", "-t1",
+                              "-c2", "-n", 400, srv.url + "/", cluster={"sync_seconds": 60})
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - began < 50  # not the kubelet's sync
+    assert "kubectl exec failed" not in proc.stderr
+    assert parse_report(proc.stdout)["requests"] == 400
+
+    proc, _ = volley_kube(tmp_path, "run", "--shards", 2, "--start-in", 2, "--", "-t1", "-c2",
+                          "-n", 400, srv.url + "/", cluster={"exec": "forbidden"})
+    assert proc.returncode == 0, proc.stderr
+    refused = re.findall(r"volley-kube: pod (volley-\d-\w{5}): kubectl exec failed \(Error from "
+                         r"server \(Forbidden\): .* cannot create resource \"pods/exec\".*\): "
+                         r"it gets the start from its annotation when its kubelet next syncs "
+                         r"it, which --start-in 2 may not cover \(a minute does\)\n",
+                         proc.stderr)
+    assert len(refused) == 2, proc.stderr
+    assert parse_report(proc.stdout)["requests"] == 400
+    assert len(srv.log()) == 800  # both runs, whole
+
+
 def test_the_job_passes_pod_security_restricted(nginx, tmp_path):
     """In a namespace that enforces the "restricted" Pod Security Standard
     the pods are admitted and the run completes; a pod spec that breaks it is

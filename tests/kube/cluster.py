@@ -510,11 +510,6 @@ state = "{d}/containerd-state"
                 "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
                                  "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
                 "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
-                # A pod's downward API volume (volley-kube's start) is
-                # refreshed on the update, or at the latest at this sync: a
-                # loaded node was seen missing the update and a pod getting
-                # its start a minute late (the default sync, 1m).
-                "syncFrequency": "10s",
             }, f)
         self.spawn("kubelet", [
             f"{self.bin}/kubelet", f"--config={d}/kubelet.json",
