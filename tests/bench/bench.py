@@ -47,6 +47,14 @@ by perf stat's raw_syscalls:sys_enter, or strace -c -f without perf):
   K2 plain GET, -t1 -c500
   K3 16 requests pipelined per batch, -t1 -c50 (h2load: -m16)
 
+Pacing rows (volley alone: wrk has no -R): the scheduling lag under -R (how
+late each request went out after its intended time, --json's
+scheduling_lag), p50, p99, p99.9 and max, medians of the runs, on each
+engine, against the volley-testd of rows K alone on CPU 1:
+  P1 -t2 -c50 -R 2000, volley where the scheduler puts it
+  P2 -t1 -c50 -R 2000, volley alone on CPU 0: the clock's precision when no
+     other thread wants its CPU
+
 Environment: BENCH_RUNS (runs of each tool per row, default 5), BENCH_DURATION
 (seconds per run, default 3), BENCH_ROWS (e.g. "AF", "K", default all), BENCH_DIR
 (working directory, default build/bench), VOLLEY, WRK, H2LOAD, OHA (the binaries),
@@ -95,6 +103,10 @@ H2_CONNS, H2_STREAMS = 8, 32  # rows G and H
 # Rows K: title, connections, requests pipelined per batch.
 CLIENT_ROWS = (("K1", "plain GET, -t1 -c50", 50, 1), ("K2", "plain GET, -t1 -c500", 500, 1),
                ("K3", "pipelined depth 16, -t1 -c50", 50, 16))
+# Rows P: title, volley's options, pinned to CPU 0.
+PACING_ROWS = (("P1", "-t2 -c50 -R 2000", ["-t2", "-c50", "-R", "2000"], False),
+               ("P2", "-t1 -c50 -R 2000, alone on CPU 0", ["-t1", "-c50", "-R", "2000"], True))
+LAG_PERCENTILES = ("50", "99", "99.9", "100")
 H3_CONNS, H3_STREAMS = 8, 16  # rows I and I2
 BODY = "Hello world\\n"  # nginx's return string, escaped for its config
 
@@ -466,7 +478,7 @@ class Bench:
     def __init__(self):
         self.runs = env_int("BENCH_RUNS", 5, 1)
         self.duration = env_int("BENCH_DURATION", 3, 1)
-        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEFGHIK").upper()
+        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEFGHIKP").upper()
         self.dir = os.path.abspath(os.environ.get("BENCH_DIR", os.path.join(ROOT, "build",
                                                                               "bench")))
         os.makedirs(self.dir, exist_ok=True)
@@ -477,6 +489,7 @@ class Bench:
         self.volley_args = shlex.split(os.environ.get("BENCH_VOLLEY_ARGS", ""))
         self.rows = []
         self.client_rows, self.client_notes = [], []
+        self.pacing_rows = []  # (key, title, {engine: {percentile: us}}, commands, notes)
         self.nofile = raise_nofile()
 
     def client(self, key, tool, argv, i, timeout, server):
@@ -627,6 +640,35 @@ class Bench:
         row.notes.append(f"{tool}: system calls not counted (perf and strace failed)")
         return None
 
+    def pacing(self):
+        """Rows P: the scheduling lag's percentiles on each engine, medians
+        of the runs (engines alternating)."""
+        server, url = self.servers.apart_testd()
+        for key, title, options, pinned in PACING_ROWS:
+            if not url or (os.cpu_count() or 1) < 2:
+                self.pacing_rows.append((key, title, {}, {}, ["needs 2 CPUs and " + rel(TESTD)]))
+                continue
+            pin = ["taskset", "-c", "0"] if pinned else []
+            commands = {e: pin + [self.tools["volley"], "--engine", e, *options,
+                                  f"-d{self.duration}s", "--json",
+                                  rel(os.path.join(self.dir, f"{key}-{e}.json")), url]
+                        for e in self.engines()}
+            lags, notes = {e: [] for e in commands}, []
+            for i in range(self.runs):
+                for e in commands if i % 2 == 0 else list(commands)[::-1]:
+                    run = self.client(key, f"volley-{e}", commands[e], i, self.duration + 30,
+                                      server)
+                    try:
+                        with open(os.path.join(self.dir, f"{key}-{e}.json")) as f:
+                            lag = json.load(f)["scheduling_lag"]["percentiles"]
+                        lags[e].append({p: lag[p] for p in LAG_PERCENTILES})
+                    except (OSError, ValueError, KeyError) as err:
+                        notes.append(f"{e}: run {i + 1} has no scheduling_lag ({err}): "
+                                     + last_line(run.output))
+            medians = {e: {p: statistics.median(r[p] for r in rs) for p in LAG_PERCENTILES}
+                       for e, rs in lags.items() if rs}
+            self.pacing_rows.append((key, title, medians, commands, notes))
+
     def http3(self):
         """Rows I and I2: volley --http3 beside oha --http-version 3 against
         quic-go, and volley's own CPU per request over HTTP/3 and over HTTP/2
@@ -769,6 +811,8 @@ class Bench:
                 self.http3()
             if "K" in want:
                 self.client_bound()
+            if "P" in want:
+                self.pacing()
             if "A" not in want:
                 self.rows = [r for r in self.rows if r.key != "A"]
         finally:
@@ -816,28 +860,34 @@ class Bench:
             if rows:
                 out.append("")
                 out += self.table(rows, rival)
-        out.append("")
-        out.append("Ratios are volley / wrk (or h2load): higher is better, except row C (peak "
-                   "RSS in MiB). Row F's")
-        out.append("target is on volley's own value. CPU: the client's user + system time per "
-                   "request + the server's")
-        out.append("in the same runs (/proc/PID/schedstat). Cost ratio: the other tool's sum / "
-                   "volley's, the requests/s")
-        out.append("ratio on a core nothing else uses; on a shared machine it is the steadier "
-                   "figure.")
+        if self.rows:
+            out.append("")
+            out.append("Ratios are volley / wrk (or h2load): higher is better, except row C "
+                       "(peak RSS in MiB). Row F's")
+            out.append("target is on volley's own value. CPU: the client's user + system time "
+                       "per request + the server's")
+            out.append("in the same runs (/proc/PID/schedstat). Cost ratio: the other tool's "
+                       "sum / volley's, the requests/s")
+            out.append("ratio on a core nothing else uses; on a shared machine it is the "
+                       "steadier figure.")
         if self.client_rows:
             out.append("")
             out += self.client_table()
+        if self.pacing_rows:
+            out.append("")
+            out += self.pacing_table()
         notes = [(r.key, n) for r in self.rows + self.client_rows for n in r.notes]
+        notes += [(key, n) for key, _, _, _, row_notes in self.pacing_rows for n in row_notes]
         spread = [(r.key, pair_spread(r)) for r in self.rows if not r.na and r.commands]
         spread += [(f"{r.key} {t}", pair_spread(r, t, "wrk")) for r in self.client_rows
                    if not r.na for t in r.samples if t.startswith("volley")]
-        out.append("")
-        out.append("Ratio of each alternation (volley run i / the other's run i), lowest to "
-                   "highest:")
+        spread = [(key, s) for key, s in spread if s]
+        if spread:
+            out.append("")
+            out.append("Ratio of each alternation (volley run i / the other's run i), lowest "
+                       "to highest:")
         for key, s in spread:
-            if s:
-                out.append(f"  {key:{max(6, len(key))}} {s}")
+            out.append(f"  {key:{max(6, len(key))}} {s}")
         if notes:
             out.append("")
             out.append("Notes:")
@@ -856,6 +906,9 @@ class Bench:
         for row in self.client_rows:
             for argv in (row.commands or {}).values():
                 out.append(f"  {row.key:6}  {' '.join(argv)}")
+        for key, _, _, commands, _ in self.pacing_rows:
+            for argv in commands.values():
+                out.append(f"  {key:6}  {' '.join(argv)}")
         if self.volley_args:
             out.append(f"  volley's runs of rows A, B, D, E also had: {shlex.join(self.volley_args)}")
         if any(r.key == "F" for r in self.rows):
@@ -884,6 +937,21 @@ class Bench:
         out.append("Targets: volley io_uring's CPU per request <= 0.6 x wrk's and <= 0.75 x "
                    "volley epoll's, its requests/s")
         out.append(">= 1.4 x wrk's, its system calls per request <= 0.3 at -c50.")
+        return out
+
+    def pacing_table(self):
+        """Rows P: a line per engine with the lag's percentiles in us."""
+        out = [f"Pacing: how late requests went out under -R (scheduling_lag, us), against "
+               f"the volley-testd of rows K; medians of {self.runs} runs:",
+               f"{'':36}" + "".join(f"{'p' + p if p != '100' else 'max':>9}"
+                                    for p in LAG_PERCENTILES)]
+        for key, title, medians, _, _ in self.pacing_rows:
+            out.append(f"{key} {title}" + ("" if medians else "  n/a (see notes)"))
+            for engine, lag in medians.items():
+                out.append(f"    {'volley ' + engine:32}" +
+                           "".join(f"{lag[p]:>9,.0f}" for p in LAG_PERCENTILES))
+        out.append("Target: p99 <= 100 us and p99.9 <= 1 ms on either engine, on a quiet "
+                   "machine.")
         return out
 
     @staticmethod

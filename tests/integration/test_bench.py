@@ -88,3 +88,21 @@ def test_bench_runs_http3_rows_i_and_i2(tmp_path):
     v3, v2, ratio = (float(x) for x in i2.groups())
     assert v3 > 0 and v2 > 0 and abs(ratio - v3 / v2) < 0.01, out
     assert re.search(r"^  I2\s+taskset -c 0 \S*volley --http2 -t1 -c8 -m16 -d1s ", out, re.M), out
+
+
+def test_bench_runs_pacing_rows_p(tmp_path):
+    """Rows P: volley's scheduling lag under -R on each engine (p50, p99,
+    p99.9, max in us), ordered as percentiles are, from the runs whose
+    commands it lists."""
+    out = bench(tmp_path, "P")
+    for key, title in (("P1", "-t2 -c50 -R 2000"), ("P2", "-t1 -c50 -R 2000, alone on CPU 0")):
+        block = re.search(rf"^{key} {re.escape(title)}\n((?:    volley .*\n)+)", out, re.M)
+        assert block, out
+        for line in block.group(1).splitlines():
+            engine, *lag = line.split()[1:]
+            assert engine in ("epoll", "io_uring"), line
+            lag = [int(v.replace(",", "")) for v in lag]
+            assert len(lag) == 4 and 0 <= lag[0] <= lag[1] <= lag[2] <= lag[3], line
+            assert re.search(rf"^  {key}\s+(taskset -c 0 )?\S*volley --engine {engine} "
+                             rf"{re.escape(title.split(',')[0])} -d1s --json ", out, re.M), out
+    assert "Target: p99 <= 100 us and p99.9 <= 1 ms" in out
