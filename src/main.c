@@ -365,12 +365,16 @@ static int64_t start_lateness(const struct config *cfg)
     return late_us;
 }
 
+static struct timespec timespec_of_us(int64_t us)
+{
+    return (struct timespec){.tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000};
+}
+
 /* "Starting at 2026-11-23T10:30:00.000Z, in 12.345s" (or "0.250s late"),
  * once, on stderr: the wait is not silent. */
 static void say_start(const struct config *cfg, int64_t late_us)
 {
-    struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
-                          .tv_nsec = cfg->start_at_us % 1000000 * 1000};
+    struct timespec at = timespec_of_us(cfg->start_at_us);
     char when[UNITS_BUF];
     fflush(stdout);
     if (late_us <= 0)
@@ -409,8 +413,7 @@ static uint64_t wait_for_start(struct run *run, const struct config *cfg, struct
             if (cfg->start_at_us - left_us + step < until_us)
                 until_us = cfg->start_at_us - left_us + step;
         }
-        struct timespec until = {.tv_sec = until_us / 1000000,
-                                 .tv_nsec = until_us % 1000000 * 1000};
+        struct timespec until = timespec_of_us(until_us);
         /* A signal interrupts the sleep: libev's handler has noted it, and
          * its watcher (on_signal) ends the run when the loop looks. */
         int rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, NULL);
@@ -530,9 +533,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     struct rusage before, after;
     uint64_t at = 0;
     run->loop = ev_default_loop(EVFLAG_AUTO);
-    /* The warm-up comes before the time limit. */
-    ev_timer_init(&run->deadline, on_end,
-                  (double)(cfg->spec.time_limit_us + cfg->spec.warmup_us) / 1e6, 0.);
+    ev_timer_init(&run->deadline, on_end, 0., 0.);
     ev_signal_init(&run->sigint, on_signal, SIGINT);
     ev_signal_init(&run->sigterm, on_signal, SIGTERM);
     run->sigint.data = run->sigterm.data = run;
@@ -568,13 +569,21 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
     ev_now_update(run->loop);
+    /* With -R and --start-at the run (its schedule, intervals and length)
+     * starts at the instant asked for, even if this process woke a little
+     * late: it sends what fell due since at once, each request's lag
+     * saying how late, and ends with the shards that were on time. */
+    if (cfg->start_at && cfg->spec.rate && at < start) {
+        r->started = timespec_of_us(cfg->start_at_us);
+        start = at;
+    }
     /* -n alone runs until its requests are done; with -d, whichever ends
-     * first; -d 0 until Ctrl-C. */
-    if (cfg->spec.time_limit_us)
+     * first (the warm-up before it); -d 0 until Ctrl-C. */
+    if (cfg->spec.time_limit_us) {
+        uint64_t end = start + cfg->spec.time_limit_us + cfg->spec.warmup_us, now = clock_us();
+        ev_timer_set(&run->deadline, end > now ? (double)(end - now) / 1e6 : 0., 0.);
         ev_timer_start(run->loop, &run->deadline);
-    /* With -R and --start-at the schedule (and the intervals) start at the
-     * instant asked for, even if this process woke a little late. */
-    uint64_t begin = cfg->start_at && cfg->spec.rate ? at : start;
+    }
     /* What is measured starts after the warm-up, and its record with it. */
     r->started.tv_sec += (time_t)(cfg->spec.warmup_us / 1000000);
     r->started.tv_nsec += (long)(cfg->spec.warmup_us % 1000000 * 1000);
@@ -582,11 +591,11 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         r->started.tv_sec++;
         r->started.tv_nsec -= 1000000000;
     }
-    timeline_start(run->timeline, begin + cfg->spec.warmup_us, &r->started);
+    timeline_start(run->timeline, start + cfg->spec.warmup_us, &r->started);
     if (run->metrics)
         metrics_start(run->metrics, &r->started);
     if (cfg->spec.warmup_us) {
-        uint64_t now = clock_us(), end = begin + cfg->spec.warmup_us;
+        uint64_t now = clock_us(), end = start + cfg->spec.warmup_us;
         ev_timer_init(&run->warmed, on_warmed, end > now ? (double)(end - now) / 1e6 : 0., 0.);
         run->warmed.data = run;
         ev_timer_start(run->loop, &run->warmed);
@@ -595,7 +604,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     }
     run->going = !run->over;
     for (size_t i = 0; i < run->nworkers; i++)
-        worker_go(run->workers[i], begin, !run->over);
+        worker_go(run->workers[i], start, !run->over);
     struct progress *progress =
         progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
     run->watching = run->watch != NULL;

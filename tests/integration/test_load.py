@@ -29,11 +29,12 @@ def test_rate_is_held_precisely(testd, tmp_path):
     assert abs(run.report["rps"] - 2000) / 2000 < 0.02, run
     stats = server.stop()
     with open(out) as f:
-        seconds = json.load(f)["duration_us"] / 1e6
-    # Requests sent at 2000/s for as long as the run lasted (3 s, and the few
-    # milliseconds the threads take to stop, longer on a busy machine): the
-    # server saw that many, give or take the requests in flight at the end.
-    assert abs(stats["requests"] - 2000 * seconds) <= 25, (stats, seconds)
+        answered = json.load(f)["requests"]
+    # The requests due in the 3 s, 2000 a second, and not one more (not the
+    # one due at the very end, nor any while the threads stop): fewer only
+    # by those a loaded machine had not sent yet when the run ended.
+    assert 6000 - 25 <= stats["requests"] <= 6000, stats
+    assert stats["requests"] - 20 <= answered <= stats["requests"], (answered, stats)
     assert "Warning" not in run.stdout + run.stderr
 
 
@@ -42,8 +43,8 @@ def test_rate_below_threads_and_connections_is_not_biased(testd):
     run = volley("-t2", "-c10", "-d2s", "-R5", server.url + "/")
     assert run.returncode == 0, run
     # Ten connections share 5 requests/sec: 10 requests in 2 s, evenly spaced.
-    assert 9 <= server.stop()["requests"] <= 11, run
-    assert 9 <= run.report["requests"] <= 11, run
+    assert 9 <= server.stop()["requests"] <= 10, run
+    assert 9 <= run.report["requests"] <= 10, run
 
 
 def test_stalls_show_in_corrected_latency_only(testd):
