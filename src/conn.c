@@ -670,7 +670,7 @@ static bool waiting_for_turn(struct conn *c, uint64_t now)
         return true; /* the run has not started: conn_kick() comes then */
     double slot = (double)(p->first + c->index) + (double)c->batches * (double)p->total;
     double at = profile_due_us(&p->profile, slot * (double)p->depth);
-    if (isinf(at))
+    if (at >= p->end_us)
         return true;
     c->turn.due = p->start + (uint64_t)at;
     if (c->turn.due <= now)

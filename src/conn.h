@@ -33,6 +33,7 @@ struct pace {
     struct schedule schedule; /* this worker's connections waiting for their time */
     uint64_t start;           /* clock_us of the run's start; 0 until it starts */
     struct profile profile;   /* the whole run's target rate over time */
+    double end_us;            /* from start: the run's end (-d), or INFINITY */
     size_t depth;             /* requests per batch */
     uint64_t first;           /* g of this worker's first connection */
     uint64_t total;           /* connections of the whole run */

@@ -314,11 +314,8 @@ void spec_profile(const struct run_spec *spec, struct profile *p)
         profile_add(p, (double)spec->warmup_us, from);
     for (size_t i = 0; i < spec->nstages; i++)
         profile_add(p, (double)spec->stages[i].duration_us, (double)spec->stages[i].rate);
-    /* -R with -d: the requests due before the end, rate x duration, and
-     * not the one due at the very end that a thread might still send. */
     if (!spec->nstages)
-        profile_add(p, spec->time_limit_us ? (double)spec->time_limit_us : INFINITY,
-                    (double)spec->rate);
+        profile_add(p, INFINITY, (double)spec->rate);
 }
 
 double spec_rate_share(const struct run_spec *spec)

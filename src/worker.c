@@ -484,6 +484,11 @@ void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
     spec_profile(&w->cfg->spec, &p->profile);
+    /* With -d, what falls due at its end or later is not sent: rate x
+     * duration requests, not the one due at the very end that a thread
+     * could get to before the end reaches it. */
+    uint64_t limit = w->cfg->spec.time_limit_us;
+    p->end_us = limit ? (double)(w->cfg->spec.warmup_us + limit) : INFINITY;
     p->depth = w->conn.sessions[0].depth;
     /* Batch k of connection g goes when request (g + k C) depth is due:
      * one depth for every connection. */

@@ -518,9 +518,12 @@ def test_hostile_http2_peer(h2peer, tmp_path, mode, peer_options, options, allow
     script = tmp_path / "big.lua"
     script.write_text('wrk.method = "POST"\nwrk.body = string.rep("x", 100000)\n')
     options = [str(script) if o == "BIG_POST" else o for o in options]
-    # -R bounds the work of the peer (Python), whatever it answers.
+    # -R bounds the work of the peer (Python), whatever it answers. A run of
+    # -n, which must end without an error, gives a peer that a loaded
+    # machine slows down time to acknowledge each new connection's SETTINGS.
     run, doc = run_json(tmp_path, "--http2", "-t1", "-c2", "-m4", "-R", "2000",
-                        "--timeout", "500ms", *options, srv.url + "/h", timeout=30)
+                        "--timeout", "3s" if "-n" in options else "500ms", *options,
+                        srv.url + "/h", timeout=30)
     stats = srv.stats()
     # -d1s and --timeout 500ms: a run never takes much longer than both
     assert run.elapsed < 4, run
