@@ -54,6 +54,17 @@ static const char usage_text[] =
     "        --no-keepalive     A new connection for every request\n"
     "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
     "\n"
+    "  Network:\n"
+    "        --proxy       <U>  Through the proxy U: http://[user:pass@]host:port\n"
+    "                           (CONNECT for https, absolute-form requests for\n"
+    "                           http), socks5:// or socks5h:// (names resolved by\n"
+    "                           the proxy)\n"
+    "        --proxy-env        Through the proxy HTTPS_PROXY or HTTP_PROXY names,\n"
+    "                           unless NO_PROXY lists the host\n"
+    "        --bind        <A>  Spread the connections over these source addresses:\n"
+    "                           ADDR[,ADDR...] or a range (127.0.0.0/28)\n"
+    "        --bind-port-range <R>  Local ports to use: LO-HI\n"
+    "\n"
     "  TLS:\n"
     "        --sni         <S>  Server name to send (default: the URL's host name)\n"
     "        --verify           Verify the server certificate (off by default)\n"
@@ -117,6 +128,10 @@ enum {
     OPT_ABORT_AFTER,
     OPT_LIST_FIELDS,
     OPT_ALPN,
+    OPT_PROXY,
+    OPT_PROXY_ENV,
+    OPT_BIND,
+    OPT_BIND_PORT_RANGE,
 };
 
 static const struct option long_options[] = {
@@ -137,6 +152,10 @@ static const struct option long_options[] = {
     {"alpn", required_argument, NULL, OPT_ALPN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
+    {"proxy", required_argument, NULL, OPT_PROXY},
+    {"proxy-env", no_argument, NULL, OPT_PROXY_ENV},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"bind-port-range", required_argument, NULL, OPT_BIND_PORT_RANGE},
     {"sni", required_argument, NULL, OPT_SNI},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"cacert", required_argument, NULL, OPT_CACERT},
@@ -418,6 +437,74 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
     cfg->protocol_option = http2 ? xstrdup(option) : xasprintf("%s %s", option, list);
 }
 
+/* --proxy URL, or with --proxy-env what the environment says (in a note:
+ * a proxy is never taken from it unasked, nor silently). */
+static void set_proxy(struct config *cfg, const char *text, const char *from)
+{
+    const char *why;
+    proxy_free(&cfg->proxy);
+    if (!proxy_parse(&cfg->proxy, text, &why))
+        usage_error("invalid %s '%s': %s", from, text, why);
+    free(cfg->spec.proxy);
+    cfg->spec.proxy = xstrdup(cfg->proxy.shown);
+}
+
+static void proxy_env(struct config *cfg)
+{
+    const char *from;
+    const char *text = proxy_from_env(&cfg->url, &from);
+    if (text) {
+        set_proxy(cfg, text, from);
+        fprintf(stderr, "Note: --proxy-env: through %s (%s)\n", cfg->proxy.shown, from);
+    } else if (getenv(from) && *getenv(from)) {
+        fprintf(stderr, "Note: --proxy-env: not through a proxy (%s lists %s)\n", from,
+                cfg->url.host);
+    } else {
+        fprintf(stderr, "Note: --proxy-env: not through a proxy (%s is not set)\n", from);
+    }
+}
+
+static void set_bind(struct config *cfg, const char *arg)
+{
+    char why[128];
+    struct sources s = {0};
+    if (!sources_parse(&s, arg, why, sizeof why)) {
+        sources_free(&s);
+        usage_error("invalid --bind '%s': %s", arg, why);
+    }
+    s.lo = cfg->sources.lo;
+    s.hi = cfg->sources.hi;
+    sources_free(&cfg->sources);
+    cfg->sources = s;
+    set_string(&cfg->spec.bind, arg);
+}
+
+static void set_bind_ports(struct config *cfg, const char *arg)
+{
+    if (!sources_parse_ports(&cfg->sources, arg))
+        usage_error("invalid --bind-port-range '%s': expected LO-HI, ports 1 to 65535", arg);
+    set_string(&cfg->spec.bind_ports, arg);
+}
+
+/* What goes through a proxy, and what cannot. */
+static void validate_network(struct config *cfg, bool from_env)
+{
+    if (from_env && cfg->spec.proxy)
+        usage_error("--proxy and --proxy-env: give one of them");
+    if (cfg->spec.unix_socket &&
+        (cfg->spec.proxy || from_env || cfg->spec.bind || cfg->spec.bind_ports))
+        usage_error("--unix-socket does not combine with --proxy, --proxy-env, --bind or "
+                    "--bind-port-range");
+    if (from_env)
+        proxy_env(cfg);
+    /* An HTTP proxy forwards http requests in HTTP/1.1; HTTP/2 with prior
+     * knowledge would go to the proxy itself. */
+    if (proxy_forwards(&cfg->proxy, &cfg->url) && spec_only_protocol(&cfg->spec) != &proto_h1)
+        usage_error("%s: cleartext HTTP/2 (h2c) cannot go through an HTTP proxy: use an https "
+                    "URL, or a socks5 proxy",
+                    cfg->protocol_option);
+}
+
 static void defaults(struct config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -432,7 +519,7 @@ static void defaults(struct config *cfg)
     cfg->spec.interval_us = 1000000;
 }
 
-static void parse_options(int argc, char **argv, struct config *cfg)
+static void parse_options(int argc, char **argv, struct config *cfg, bool *from_env)
 {
     int c;
     bool abort_on_fail = false, abort_after_set = false;
@@ -495,6 +582,18 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             if (!*optarg)
                 usage_error("invalid Unix socket path: empty");
             set_string(&cfg->spec.unix_socket, optarg);
+            break;
+        case OPT_PROXY:
+            set_proxy(cfg, optarg, "--proxy");
+            break;
+        case OPT_PROXY_ENV:
+            *from_env = true;
+            break;
+        case OPT_BIND:
+            set_bind(cfg, optarg);
+            break;
+        case OPT_BIND_PORT_RANGE:
+            set_bind_ports(cfg, optarg);
             break;
         case OPT_SNI:
             set_string(&cfg->sni, optarg);
@@ -662,10 +761,11 @@ static void validate(struct config *cfg)
 void cli_parse(int argc, char **argv, struct config *cfg)
 {
     const char *why;
+    bool from_env = false;
     defaults(cfg);
     shard_env(cfg);
     expand_wrk_prefixes(argc, argv);
-    parse_options(argc, argv, cfg);
+    parse_options(argc, argv, cfg, &from_env);
     if (optind >= argc)
         usage_error("missing URL");
     cfg->spec.url = xstrdup(argv[optind]);
@@ -680,6 +780,7 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     for (size_t i = 0; i < cfg->spec.nscript_args; i++)
         cfg->spec.script_args[i] = xstrdup(argv[optind + 1 + (int)i]);
     validate(cfg);
+    validate_network(cfg, from_env);
 }
 
 void cli_free(struct config *cfg)
@@ -695,6 +796,8 @@ void cli_free(struct config *cfg)
     free(cfg->server_pids);
     free(cfg->start_at);
     free(cfg->protocol_option);
+    proxy_free(&cfg->proxy);
+    sources_free(&cfg->sources);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proxy.h"
+#include "sources.h"
 #include "spec.h"
 #include "url.h"
 
@@ -29,6 +31,12 @@ struct config {
 
     /* --http2 or --alpn LIST as given, for messages; NULL without them */
     char *protocol_option;
+
+    /* How connections reach the target: --proxy (or --proxy-env), kind
+     * PROXY_NONE without; --bind and --bind-port-range, none listed and no
+     * range without. */
+    struct proxy proxy;
+    struct sources sources;
 
     /* TLS. */
     char *sni;   /* server name to send instead of the URL's host */

@@ -22,6 +22,8 @@
 #include "hist.h"
 #include "net.h"
 #include "protocols.h"
+#include "route.h"
+#include "sources.h"
 
 /* After a failure (a connect that failed, a connection that ended in an
  * error before its first response, requests the server refused unprocessed)
@@ -293,26 +295,6 @@ static void write_failed(struct conn *c, int err)
     failed(c, &c->cfg->stats->errors.write, cause);
 }
 
-static enum cause connect_cause(int err)
-{
-    switch (err) {
-    case ECONNREFUSED:
-    case ENOENT: /* a Unix socket path that is gone */
-        return CAUSE_REFUSED;
-    case ENETUNREACH:
-    case EHOSTUNREACH:
-    case EADDRNOTAVAIL:
-        return CAUSE_UNREACHABLE;
-    case ETIMEDOUT:
-        return CAUSE_CONNECT_TIMEOUT;
-    case EMFILE:
-    case ENFILE:
-        return CAUSE_FD_LIMIT;
-    default:
-        return CAUSE_CONNECT_OTHER;
-    }
-}
-
 /* Connecting failed. When a batch was waiting for the connection, that is
  * an attempt that failed (a connection opened ahead of its first batch, as
  * -R opens them, ends no request); under -n, the outcome of one of its
@@ -324,6 +306,8 @@ static void connect_failed(struct conn *c, enum cause cause)
 {
     const struct conn_config *cfg = c->cfg;
     count(c, &cfg->stats->errors.connect, cause, c->want ? 1 : 0);
+    if (cfg->by_source)
+        cfg->by_source[route_source(cfg->route, cfg->first + c->index)].errors++;
     bool outcome = c->claimed;
     if (outcome)
         budget_resolve(cfg->budget, c->claimed);
@@ -392,6 +376,8 @@ static void ready(struct conn *c)
     s->connects++;
     if (c->opened)
         s->reopened++;
+    if (cfg->by_source)
+        cfg->by_source[route_source(cfg->route, cfg->first + c->index)].connects++;
     hist_record(s->connect, now - c->connect_at);
     if (cfg->transport->secure) {
         s->handshakes++;
@@ -411,30 +397,60 @@ static void ready(struct conn *c)
         pump(c);
 }
 
-static void handshake(struct conn *c)
+/* A set-up step (the tunnel's, the transport's) waits for the socket:
+ * whether it must. */
+static bool set_up_waits(struct conn *c, int rc)
 {
     struct ev_loop *loop = c->cfg->loop;
-    switch (c->cfg->transport->handshake(&c->sock)) {
-    case IO_OK:
-        ready(c);
-        break;
-    case IO_WANT_READ:
+    if (rc == IO_WANT_READ) {
         ev_io_stop(loop, &c->wio);
         ev_io_start(loop, &c->rio);
-        break;
-    case IO_WANT_WRITE:
+    } else if (rc == IO_WANT_WRITE) {
         ev_io_start(loop, &c->wio);
-        break;
-    default:
+    }
+    return rc == IO_WANT_READ || rc == IO_WANT_WRITE;
+}
+
+static void handshake(struct conn *c)
+{
+    int rc = c->cfg->transport->handshake(&c->sock);
+    if (rc == IO_OK)
+        ready(c);
+    else if (!set_up_waits(c, rc))
         connect_failed(c, CAUSE_TLS_HANDSHAKE);
-        break;
+}
+
+/* Through a proxy: the tunnel, before the transport's handshake. Its time
+ * is connect time, as the handshake's is. */
+static void tunnel(struct conn *c)
+{
+    const struct conn_config *cfg = c->cfg;
+    enum cause cause;
+    int rc = tunnel_step(cfg->route->tunnel, &c->tunnel, c->sock.fd, &cause);
+    if (rc == IO_OK) {
+        uint64_t now = clock_us();
+        cfg->stats->tunnels++;
+        cfg->stats->tunnel_us += now - c->connected_at;
+        c->connected_at = now;
+        c->state = CONN_HANDSHAKE;
+        handshake(c);
+    } else if (!set_up_waits(c, rc)) {
+        if (cause == CAUSE_PROXY_STATUS)
+            cfg->stats->proxy_status[c->tunnel.status < STATS_STATUS_MAX ? c->tunnel.status : 0]++;
+        connect_failed(c, cause);
     }
 }
 
 static void connected(struct conn *c)
 {
-    c->state = CONN_HANDSHAKE;
     c->connected_at = clock_us();
+    if (c->cfg->route->tunnel) {
+        c->state = CONN_TUNNEL;
+        tunnel_begin(&c->tunnel);
+        tunnel(c);
+        return;
+    }
+    c->state = CONN_HANDSHAKE;
     handshake(c);
 }
 
@@ -442,10 +458,11 @@ static void open_socket(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     bool in_progress;
+    enum cause cause;
     c->connect_at = clock_us();
-    int fd = net_connect(cfg->addr, &in_progress);
+    int fd = route_connect(cfg->route, cfg->ports, cfg->first + c->index, &in_progress, &cause);
     if (fd < 0) {
-        connect_failed(c, connect_cause(errno));
+        connect_failed(c, cause);
         return;
     }
     c->sock.fd = fd;
@@ -635,7 +652,7 @@ static bool pump(struct conn *c)
     const struct conn_config *cfg = c->cfg;
     bool sent = false;
     while (!c->live->stopping && !c->done) {
-        if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
+        if (c->state == CONN_CONNECTING || c->state == CONN_TUNNEL || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
         if (c->state == CONN_OPEN && !c->proto->ready(c->session))
             break; /* the session is busy: it pumps when it is done */
@@ -780,6 +797,10 @@ static void on_read(struct ev_loop *loop, ev_io *io, int revents)
     struct conn *c = io->data;
     if (c->live->stopping)
         return;
+    if (c->state == CONN_TUNNEL) {
+        tunnel(c);
+        return;
+    }
     if (c->state == CONN_HANDSHAKE) {
         handshake(c);
         return;
@@ -805,11 +826,14 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
     case CONN_CONNECTING: {
         int err = net_connect_error(c->sock.fd);
         if (err)
-            connect_failed(c, connect_cause(err));
+            connect_failed(c, route_connect_cause(c->cfg->route, err));
         else
             connected(c);
         break;
     }
+    case CONN_TUNNEL:
+        tunnel(c);
+        break;
     case CONN_HANDSHAKE:
         handshake(c);
         break;
@@ -842,6 +866,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         pump(c);
         break;
     case CONN_CONNECTING:
+    case CONN_TUNNEL:
     case CONN_HANDSHAKE:
         connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;

@@ -19,10 +19,13 @@
 #include "schedule.h"
 #include "stats.h"
 #include "transport.h"
+#include "tunnel.h"
 
 struct budget;
 struct http_head_cache;
-struct net_addr;
+struct route;
+struct sources_count;
+struct sources_ports;
 
 /* -R: the open model's schedule. Connection g (numbered over every worker)
  * of total sends its batch k when request (g + k * total) * depth of the
@@ -69,7 +72,13 @@ struct conn_config {
     const struct proto_ops *protocols[PROTOCOLS_COUNT];
     struct proto_conf sessions[PROTOCOLS_COUNT];
     size_t nprotocols;
-    const struct net_addr *addr;
+    /* Where and how connections connect (a proxy, source addresses);
+     * connection i of the worker is the run's first + i. With --bind, what
+     * each source address saw, and where the worker looks for ports. */
+    const struct route *route;
+    uint64_t first;
+    struct sources_count *by_source;
+    struct sources_ports *ports;
     uint64_t timeout_us;
     struct stats *stats;   /* what the connections record into */
     struct budget *budget; /* -n, or NULL */
@@ -90,6 +99,7 @@ struct conn_live {
 enum conn_state {
     CONN_CLOSED,     /* no socket */
     CONN_CONNECTING, /* TCP connect in progress */
+    CONN_TUNNEL,     /* through a proxy: its tunnel's set-up in progress */
     CONN_HANDSHAKE,  /* transport set-up (TLS) in progress */
     CONN_OPEN,       /* connected: the session runs */
 };
@@ -109,7 +119,8 @@ struct conn {
     struct proto_session *sessions[PROTOCOLS_COUNT];
     struct request own;         /* the batch request() returned */
     uint64_t connect_at;        /* when the current connection attempt began */
-    uint64_t connected_at;      /* when its TCP connect completed */
+    uint64_t connected_at;      /* when its TCP connect completed, then its tunnel */
+    struct tunnel_conn tunnel;  /* how far that tunnel's set-up got */
     uint64_t available_at;      /* when it last became free to send after being set
                                 up or after a delay() pause: under -R latency
                                 counts from the later of this and the intended

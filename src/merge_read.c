@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "protocols.h"
+#include "sources.h"
 #include "units.h"
 #include "url.h"
 #include "xalloc.h"
@@ -195,6 +196,14 @@ static void read_status_codes(struct part *p)
                   total, p->stats.requests);
 }
 
+/* An optional member: absent (in results of earlier versions) or null is
+ * 0. */
+static uint64_t optional_u64(const char *file, const struct jdoc *o, const char *key)
+{
+    const struct jdoc *v = jdoc_get(o, key);
+    return !v || is_null(v) ? 0 : need_u64(file, o, key);
+}
+
 /* The causes of the errors, which add up to at least the socket error
  * classes: they count errors that ended no request too. */
 static void read_errors(struct part *p)
@@ -203,7 +212,8 @@ static void read_errors(struct part *p)
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
-        p->stats.causes[c] = need_u64(p->file, causes, stats_cause_name(c));
+        /* results of earlier versions lack the causes added since */
+        p->stats.causes[c] = optional_u64(p->file, causes, stats_cause_name(c));
         causes_total += p->stats.causes[c];
     }
     /* The causes count errors that ended no request too. */
@@ -211,6 +221,13 @@ static void read_errors(struct part *p)
         merge_bad(p->file, "error_causes add up to less than the socket errors");
     if (causes_total > UINT64_MAX)
         merge_bad(p->file, "errors: more than 2^64");
+    /* each CONNECT answered so is one error of that cause */
+    unsigned __int128 statuses = 0;
+    for (int code = 0; code < STATS_STATUS_MAX; code++)
+        statuses += p->stats.proxy_status[code];
+    if (statuses != p->stats.causes[CAUSE_PROXY_STATUS])
+        merge_bad(p->file, "proxy.connect_status adds up to other than error_causes.%s",
+                  stats_cause_name(CAUSE_PROXY_STATUS));
 }
 
 /* volley's own CPU time, and how busy its busiest thread was. */
@@ -240,6 +257,21 @@ static void read_resets(struct part *p, const struct jdoc *h2)
             code++;
         if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &p->stats.h2_resets[code]))
             merge_bad(p->file, "http2.rst_stream_received.%s: not an error code's count", m->key);
+    }
+}
+
+/* Through an HTTP proxy: the CONNECTs answered with another status than
+ * 2xx, by status (read_errors checks them against their cause). */
+static void read_proxy_statuses(struct part *p, const struct jdoc *proxy)
+{
+    const struct jdoc *codes = need_object(p->file, proxy, "connect_status", false);
+    for (size_t i = 0; i < codes->len; i++) {
+        const struct jdoc_member *m = &codes->u.members[i];
+        char *end;
+        uint64_t code = strcmp(m->key, "other") == 0 ? 0 : strtoull(m->key, &end, 10);
+        if ((code && (*end || m->key[0] < '1' || m->key[0] > '9' || code >= STATS_STATUS_MAX)) ||
+            !jdoc_u64(&m->value, &p->stats.proxy_status[code]))
+            merge_bad(p->file, "proxy.connect_status.%s: not a status's count", m->key);
     }
 }
 
@@ -292,6 +324,8 @@ static void read_counters(struct part *p)
         }
         if (in && place == STATS_AT_HTTP2)
             read_resets(p, in);
+        if (in && place == STATS_AT_PROXY)
+            read_proxy_statuses(p, in);
     }
 }
 
@@ -348,14 +382,6 @@ static void read_start(struct part *p)
     } else if (!units_parse_instant(need_string(p->file, p->doc, "start_time"), &p->start_us)) {
         merge_bad(p->file, "start_time: not an RFC 3339 time");
     }
-}
-
-/* An optional member of options: absent (in results of earlier versions)
- * or null is 0. */
-static uint64_t optional_u64(const char *file, const struct jdoc *o, const char *key)
-{
-    const struct jdoc *v = jdoc_get(o, key);
-    return !v || is_null(v) ? 0 : need_u64(file, o, key);
 }
 
 /* An optional string of options: absent or null is NULL; a copy otherwise. */
@@ -473,10 +499,38 @@ static void read_options(struct part *p)
     const struct jdoc *keepalive = jdoc_get(o, "keepalive");
     spec->no_keepalive = keepalive && keepalive->type == JDOC_FALSE;
     spec->unix_socket = optional_string(p->file, o, "unix_socket");
+    spec->proxy = optional_string(p->file, o, "proxy");
+    spec->bind = optional_string(p->file, o, "bind");
+    spec->bind_ports = optional_string(p->file, o, "bind_port_range");
     spec->script = optional_string(p->file, o, "script");
     read_option_lists(p, o);
     p->pipeline = need_u64(p->file, o, "pipeline");
     read_shard(p);
+}
+
+/* --bind: each source address's connections; null without (or absent, in
+ * results of earlier versions). */
+static void read_sources(struct part *p)
+{
+    const struct jdoc *list = jdoc_get(p->doc, "sources");
+    if (!list || is_null(list))
+        return;
+    if (list->type != JDOC_ARRAY || list->len == 0 || list->len > SOURCES_MAX)
+        merge_bad(p->file, "sources: not a list of source addresses");
+    p->sources = xcalloc(list->len, sizeof *p->sources);
+    p->nsources = list->len;
+    for (size_t i = 0; i < list->len; i++) {
+        const struct jdoc *a = &list->u.items[i];
+        struct result_source *s = &p->sources[i];
+        if (a->type != JDOC_OBJECT)
+            merge_bad(p->file, "sources: not a list of source addresses");
+        const char *address = need_string(p->file, a, "address");
+        if (strlen(address) >= sizeof s->address)
+            merge_bad(p->file, "sources: '%s' is not an address", address);
+        strcpy(s->address, address);
+        s->connects = need_u64(p->file, a, "connects");
+        s->errors = need_u64(p->file, a, "connect_errors");
+    }
 }
 
 /* --server-pid: the processes measured and their CPU time; null without. */
@@ -522,6 +576,7 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     read_errors(p);
     read_status_codes(p);
     read_distributions(p);
+    read_sources(p);
     read_server(p);
     const struct jdoc *intervals = need_object(file, p->doc, "intervals", true);
     p->interval_us = intervals ? need_u64(file, intervals, "interval_us") : 0;

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "jdoc.h"
+#include "report.h"
 #include "spec.h"
 #include "stats.h"
 
@@ -42,7 +43,9 @@ struct part {
         size_t npids;
         bool chosen; /* its figures stand for its server's in the whole */
     } server;
-    struct series *series; /* its timeline, when timelines are merged */
+    struct series *series;         /* its timeline, when timelines are merged */
+    struct result_source *sources; /* --bind's, or NULL */
+    size_t nsources;
 };
 
 /* An interval's distribution as its record gives it: the histogram (still

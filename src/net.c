@@ -56,16 +56,19 @@ bool net_unix_addr(const char *path, struct net_addr *a)
     return true;
 }
 
-int net_connect(const struct net_addr *a, bool *in_progress)
+int net_socket(const struct net_addr *a)
 {
     int family = a->sa.ss_family;
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    if (family == AF_INET || family == AF_INET6) {
+    if (fd >= 0 && (family == AF_INET || family == AF_INET6)) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
+    return fd;
+}
+
+bool net_start_connect(int fd, const struct net_addr *a, bool *in_progress)
+{
     *in_progress = false;
     if (connect(fd, (const struct sockaddr *)&a->sa, a->len) < 0) {
         /* A Unix socket whose backlog is full says EAGAIN: wait for it as for
@@ -74,11 +77,17 @@ int net_connect(const struct net_addr *a, bool *in_progress)
             int e = errno;
             close(fd);
             errno = e;
-            return -1;
+            return false;
         }
         *in_progress = true;
     }
-    return fd;
+    return true;
+}
+
+int net_connect(const struct net_addr *a, bool *in_progress)
+{
+    int fd = net_socket(a);
+    return fd >= 0 && net_start_connect(fd, a, in_progress) ? fd : -1;
 }
 
 int net_connect_error(int fd)

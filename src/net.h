@@ -27,6 +27,11 @@ int net_probe(const struct net_addr *a, int timeout_ms);
 /* Start a non-blocking connect (TCP_NODELAY on TCP). Returns the socket, with
  * *in_progress telling whether the connect is still under way; or -1 with errno set. */
 int net_connect(const struct net_addr *a, bool *in_progress);
+/* The same in two steps, for a socket bound in between: a non-blocking
+ * socket for a (-1 with errno set), then its connect (false with errno set,
+ * the socket closed). */
+int net_socket(const struct net_addr *a);
+bool net_start_connect(int fd, const struct net_addr *a, bool *in_progress);
 /* The outcome of a connect that was in progress: 0 or an errno value. */
 int net_connect_error(int fd);
 /* Wait until fd is ready for events (poll's), or until deadline (clock_us);

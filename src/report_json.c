@@ -218,6 +218,23 @@ static void rate(struct json *j, const struct result *r, double seconds)
     json_object_end(j);
 }
 
+/* Through an HTTP proxy: the CONNECTs it answered with another status
+ * than 2xx, by status (those none was answered with are absent). */
+static void proxy_statuses(struct json *j, const struct stats *s)
+{
+    char code[8];
+    json_object_begin(j, "connect_status");
+    for (int i = 1; i < STATS_STATUS_MAX; i++) {
+        if (s->proxy_status[i]) {
+            snprintf(code, sizeof code, "%d", i);
+            json_uint(j, code, s->proxy_status[i]);
+        }
+    }
+    if (s->proxy_status[0])
+        json_uint(j, "other", s->proxy_status[0]);
+    json_object_end(j);
+}
+
 /* A place's object: its counters, or null when the run has none there.
  * Handshake figures (tls) are for https URLs: latency never includes them. */
 static void place_object(struct json *j, const struct stats *s, enum stats_place place, bool has)
@@ -236,7 +253,28 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
                 json_uint(j, stats_h2_code_name(code), s->h2_resets[code]);
         json_object_end(j);
     }
+    if (place == STATS_AT_PROXY)
+        proxy_statuses(j, s);
     json_object_end(j);
+}
+
+/* --bind: each source address's connections, in the list's order; null
+ * without. */
+static void sources(struct json *j, const struct result *r)
+{
+    if (!r->sources) {
+        json_null(j, "sources");
+        return;
+    }
+    json_array_begin(j, "sources");
+    for (size_t i = 0; i < r->nsources; i++) {
+        json_object_begin(j, NULL);
+        json_string(j, "address", r->sources[i].address);
+        json_uint(j, "connects", r->sources[i].connects);
+        json_uint(j, "connect_errors", r->sources[i].errors);
+        json_object_end(j);
+    }
+    json_array_end(j);
 }
 
 /* The connections that spoke each protocol (those no connection spoke are
@@ -317,7 +355,9 @@ bool report_json(FILE *f, const struct result *r)
     errors(&j, s);
     status_codes(&j, s);
     counters(&j, s, STATS_AT_CONNECTIONS, seconds);
+    sources(&j, r);
     place_object(&j, s, STATS_AT_TLS, r->spec->tls);
+    place_object(&j, s, STATS_AT_PROXY, r->spec->proxy != NULL);
     protocols(&j, s);
     place_object(&j, s, STATS_AT_HTTP2, spec_offers_figures(r->spec, STATS_AT_HTTP2));
     distributions(&j, r);

@@ -31,6 +31,21 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_STREAM_LIMIT] = "stream_limit",
     [CAUSE_REFUSED_STREAM] = "refused_stream",
     [CAUSE_REQUEST_TOO_LARGE] = "request_too_large",
+    [CAUSE_NO_PORT] = "no_free_port",
+    [CAUSE_BIND_ADDRESS] = "bind_address",
+    [CAUSE_PROXY_REFUSED] = "proxy_refused",
+    [CAUSE_PROXY_CLOSED] = "proxy_closed",
+    [CAUSE_PROXY_PROTOCOL] = "proxy_protocol",
+    [CAUSE_PROXY_AUTH] = "proxy_auth",
+    [CAUSE_PROXY_STATUS] = "proxy_connect_status",
+    [CAUSE_SOCKS_FAILURE] = "socks_general_failure",
+    [CAUSE_SOCKS_NOT_ALLOWED] = "socks_not_allowed",
+    [CAUSE_SOCKS_NETWORK_UNREACHABLE] = "socks_network_unreachable",
+    [CAUSE_SOCKS_HOST_UNREACHABLE] = "socks_host_unreachable",
+    [CAUSE_SOCKS_REFUSED] = "socks_connection_refused",
+    [CAUSE_SOCKS_TTL_EXPIRED] = "socks_ttl_expired",
+    [CAUSE_SOCKS_COMMAND] = "socks_command_not_supported",
+    [CAUSE_SOCKS_ADDRESS_TYPE] = "socks_address_type_not_supported",
 };
 
 static const char *const h2_code_names[STATS_H2_CODES] = {
@@ -76,6 +91,8 @@ const char *stats_place_object(enum stats_place place)
         return "errors";
     case STATS_AT_TLS:
         return "tls";
+    case STATS_AT_PROXY:
+        return "proxy";
     case STATS_AT_HTTP2:
         return "http2";
     case STATS_AT_RATE:
@@ -164,6 +181,8 @@ void stats_merge(struct stats *dst, const struct stats *src)
         dst->h2_resets[i] += src->h2_resets[i];
     for (int i = 0; i < STATS_PROTOCOLS; i++)
         dst->by_protocol[i] += src->by_protocol[i];
+    for (int i = 0; i < STATS_STATUS_MAX; i++)
+        dst->proxy_status[i] += src->proxy_status[i];
     for (size_t i = 0; i < stats_ndists; i++)
         hist_merge(stats_dist_get(dst, &stats_dists[i]), stats_dist_get(src, &stats_dists[i]));
 }
@@ -180,7 +199,11 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             return true;
     }
     /* Status codes add up to the responses, protocols to the connects:
-     * bounded by those. Causes also count errors that ended no request. */
+     * bounded by those. Causes also count errors that ended no request,
+     * and so do a proxy's statuses. */
+    for (int i = 0; i < STATS_STATUS_MAX; i++)
+        if (sum_overflows(dst->proxy_status[i], src->proxy_status[i]))
+            return true;
     for (int i = 0; i < STATS_H2_CODES; i++)
         if (sum_overflows(dst->h2_resets[i], src->h2_resets[i]))
             return true;

@@ -23,7 +23,7 @@
 /* Why an error was counted, for the machine-readable output. */
 enum cause {
     CAUSE_REFUSED,     /* connect: connection refused */
-    CAUSE_UNREACHABLE, /* connect: network/host unreachable, address unavailable */
+    CAUSE_UNREACHABLE, /* connect: network or host unreachable */
     CAUSE_CONNECT_TIMEOUT,
     CAUSE_FD_LIMIT, /* connect: out of file descriptors */
     CAUSE_CONNECT_OTHER,
@@ -48,6 +48,24 @@ enum cause {
     CAUSE_STREAM_LIMIT,      /* timeout: no stream allowed to open */
     CAUSE_REFUSED_STREAM,    /* read: refused unprocessed every time it was sent again */
     CAUSE_REQUEST_TOO_LARGE, /* write: a header block over what nghttp2 sends */
+    /* connect: source addresses and ports (--bind) */
+    CAUSE_NO_PORT,      /* no free local port for another connection to the target */
+    CAUSE_BIND_ADDRESS, /* the source address is not one of this machine's */
+    /* connect: through a proxy (--proxy) */
+    CAUSE_PROXY_REFUSED,  /* the proxy refused the connection */
+    CAUSE_PROXY_CLOSED,   /* it closed the connection before the tunnel was up */
+    CAUSE_PROXY_PROTOCOL, /* its answer was not HTTP/1.1 (or SOCKS5) */
+    CAUSE_PROXY_AUTH,     /* it refused the credentials, or wanted some */
+    CAUSE_PROXY_STATUS,   /* it answered CONNECT with another status than 2xx */
+    /* the SOCKS5 reply codes (RFC 1928 §6) */
+    CAUSE_SOCKS_FAILURE,
+    CAUSE_SOCKS_NOT_ALLOWED,
+    CAUSE_SOCKS_NETWORK_UNREACHABLE,
+    CAUSE_SOCKS_HOST_UNREACHABLE,
+    CAUSE_SOCKS_REFUSED,
+    CAUSE_SOCKS_TTL_EXPIRED,
+    CAUSE_SOCKS_COMMAND,
+    CAUSE_SOCKS_ADDRESS_TYPE,
     CAUSE_COUNT
 };
 
@@ -59,14 +77,16 @@ enum stats_rule {
 
 /* Where a counter sits in the --json document (docs/json.md), in the
  * document's order: beside requests and bytes, in the errors object,
- * beside connects, in tls (https runs), in http2 (runs that may speak it),
- * in rate (-R runs), or nowhere (it only feeds other figures). A timeline
- * record has its counters in the same order. */
+ * beside connects, in tls (https runs), in proxy (runs through one), in
+ * http2 (runs that may speak it), in rate (-R runs), or nowhere (it only
+ * feeds other figures). A timeline record has its counters in the same
+ * order. */
 enum stats_place {
     STATS_AT_TOTALS,
     STATS_AT_ERRORS,
     STATS_AT_CONNECTIONS,
     STATS_AT_TLS,
+    STATS_AT_PROXY,
     STATS_AT_HTTP2,
     STATS_AT_RATE,
     STATS_AT_NONE,
@@ -101,6 +121,9 @@ enum stats_place {
     X(handshakes, STATS_AT_TLS, "handshakes", NULL, STATS_SUM, 0)                                  \
     X(resumed, STATS_AT_TLS, "resumed", NULL, STATS_SUM, 0)                                        \
     X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, STATS_SUM, STATS_MEAN)                \
+    /* tunnels set up through a proxy (CONNECT, SOCKS5); their time, TCP connect to done */        \
+    X(tunnels, STATS_AT_PROXY, "tunnels", NULL, STATS_SUM, 0)                                      \
+    X(tunnel_us, STATS_AT_PROXY, "tunnel_mean_us", NULL, STATS_SUM, STATS_MEAN)                    \
     /* HTTP/2: the fewest streams a connection could open; GOAWAYs; refused requests */            \
     X(h2_streams, STATS_AT_HTTP2, "streams", NULL, STATS_MIN, 0)                                   \
     X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, STATS_SUM, 0)                           \
@@ -141,7 +164,7 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
  * STATS_MOMENTS, STATS_OPTIONAL, STATS_PER_RESPONSE). volley merge adds
  * them up bucket by bucket. */
 #define STATS_DISTRIBUTIONS(X)                                                                     \
-    /* connect and TLS handshake time of each connection */                                        \
+    /* connect time of each connection: TCP, a proxy's tunnel, the TLS handshake */                \
     X(connect, "connect_time", NULL, STATS_LATENCY_MAX, 0)                                         \
     /* first byte written (-R: intended) to last read; -R: from the send; how late it went */      \
     X(latency, "latency", "latency", STATS_LATENCY_MAX, STATS_PER_RESPONSE)                        \
@@ -169,6 +192,9 @@ struct stats {
     uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
     uint64_t h2_resets[STATS_H2_CODES];    /* HTTP/2: RST_STREAM received, by error code */
     uint64_t by_protocol[STATS_PROTOCOLS]; /* connections that spoke each (protocols_all order) */
+    /* Through an HTTP proxy: CONNECTs answered with another status than
+     * 2xx, by status; other codes go to [0] */
+    uint64_t proxy_status[STATS_STATUS_MAX];
 #define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
     STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
 #undef STATS_DIST_MEMBER

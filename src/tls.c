@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "h1.h"
 #include "net.h"
+#include "route.h"
 #include "xalloc.h"
 
 /* Set up once by tls_setup before the workers start, only read after. */
@@ -234,21 +235,18 @@ static void check_alpn(const struct config *cfg, SSL *ssl, const char *host, con
         service, spec_protocols_text(&cfg->spec, false, " or ", names, sizeof names));
 }
 
-void tls_check(const struct config *cfg, const struct net_addr *addr)
+void tls_check(const struct config *cfg, const struct route *route)
 {
     const char *host = cfg->url.host, *service = cfg->url.service;
-    char names[128], ids[128];
+    char names[128], ids[128], why[256];
     /* Nothing to check: the certificate is not verified, and any server
      * speaks HTTP/1.1 when it chooses no protocol. */
     if (!cfg->verify && (!cfg->protocol_option || spec_offers(&cfg->spec, &proto_h1)))
         return;
     uint64_t deadline = clock_us() + cfg->spec.timeout_us;
-    bool in_progress;
-    int fd = net_connect(addr, &in_progress);
+    int fd = route_dial(route, deadline, why, sizeof why);
     if (fd < 0)
-        die("unable to connect to %s:%s: %s", host, service, strerror(errno));
-    if (in_progress && !net_wait(fd, POLLOUT, deadline))
-        die("unable to connect to %s:%s: %s", host, service, strerror(ETIMEDOUT));
+        die("unable to connect to %s:%s: %s", host, service, why);
     SSL *ssl = new_ssl(fd);
     int rc;
     while (before_call(), (rc = SSL_connect(ssl)) != 1) {

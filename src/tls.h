@@ -7,7 +7,7 @@
 #include "transport.h"
 
 struct config;
-struct net_addr;
+struct route;
 
 extern const struct transport transport_tls;
 
@@ -17,10 +17,11 @@ extern const struct transport transport_tls;
 void tls_setup(const struct config *cfg);
 
 /* For an https URL, with --verify or protocols to negotiate (--http2,
- * --alpn): one blocking handshake to the target, so that a server
+ * --alpn): one blocking handshake to the target (along the run's route:
+ * through its proxy), so that a server
  * certificate that does not verify, or a server that speaks none of the
  * protocols offered, stops the run before it starts. Otherwise nothing. */
-void tls_check(const struct config *cfg, const struct net_addr *addr);
+void tls_check(const struct config *cfg, const struct route *route);
 
 /* After the workers are freed. */
 void tls_cleanup(void);

@@ -24,8 +24,11 @@
 #include "http.h"
 #include "interval.h"
 #include "net.h"
+#include "proxy.h"
 #include "request.h"
+#include "route.h"
 #include "script.h"
+#include "sources.h"
 #include "tls.h"
 #include "transport.h"
 #include "xalloc.h"
@@ -33,7 +36,7 @@
 struct worker {
     size_t index;
     const struct config *cfg;
-    struct net_addr addr; /* every connection of this worker goes here */
+    struct route route; /* every connection of this worker goes this way */
     struct ev_loop *loop;
     pthread_t thread;
     struct conn_config conn; /* what its connections see of it */
@@ -47,6 +50,11 @@ struct worker {
     struct script_thread view;                /* what that state sees of the thread */
     size_t pipeline;                          /* responses per request() batch, from verification */
     struct pace pace;                         /* -R */
+    /* --bind: what its connections did from each source address since the
+     * warm-up, and where it looks for ports */
+    struct sources_count *by_source;
+    struct sources_ports ports;
+    struct buf absolute; /* through an HTTP proxy: request()'s batch in absolute-form */
     /* What the connections record into: the current interval. At each
      * interval boundary it is handed to main (intervals), added to total
      * and emptied; at the end of the run total holds everything. */
@@ -123,6 +131,8 @@ static void end_warmup(struct worker *w, uint64_t now)
 {
     stats_merge(&w->warmup, &w->stats);
     stats_reset(&w->stats);
+    if (w->by_source)
+        memset(w->by_source, 0, w->route.sources->n * sizeof *w->by_source);
     w->warming = false;
     w->next_cut = w->run_start + w->cfg->spec.interval_us;
     w->sample_at = now;
@@ -270,6 +280,19 @@ static void check_pipelining(const struct worker *w)
                 "pipelines by returning several requests at once");
 }
 
+/* Through an HTTP proxy, a request()'s batch as it goes: in absolute-form.
+ * The requests and which are HEAD requests stay what they were. */
+static void absolute_form(struct worker *w, struct request *own)
+{
+    proxy_absolute_form(&w->cfg->proxy, own->data, own->len, &w->absolute);
+    if (w->absolute.len + 1 > own->cap) {
+        own->cap = w->absolute.len + 1;
+        own->data = xrealloc(own->data, own->cap);
+    }
+    memcpy(own->data, w->absolute.data, w->absolute.len + 1);
+    own->len = w->absolute.len;
+}
+
 /* request() if the script defines it, else the static request; NULL when
  * request() returned nil: as in wrk that connection sends no more (main
  * says how many did, after the run), and when none of the worker's does,
@@ -285,6 +308,8 @@ static const struct request *hook_request(void *arg, struct request *own, size_t
         break;
     case SCRIPT_DONE:
         check_pipelining(w); /* request() may be defined during the run */
+        if (w->cfg->proxy.origin)
+            absolute_form(w, own);
         r = own;
         break;
     case SCRIPT_NIL:
@@ -316,13 +341,13 @@ static void settled(void *arg)
 }
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
-                          const struct net_addr *addr, const struct worker_events *events)
+                          const struct route *route, const struct worker_events *events)
 {
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
     w->events = *events;
     w->cfg = cfg;
-    w->addr = *addr;
+    w->route = *route;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
     if (!w->loop)
         die("unable to create an event loop: %s", strerror(errno));
@@ -334,10 +359,24 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
     w->live.unsettled = nconns;
+    /* Connections are numbered across every shard of the run: this shard's
+     * come after the earlier shards', so their send times interleave, and
+     * their source addresses and ports follow each other. */
+    w->first_conn = cfg->spec.shard.first_conn;
+    for (size_t i = 0; i < index; i++)
+        w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
+    if (route->sources) {
+        sources_ports_init(&w->ports, route->sources, w->first_conn, nconns, cfg->spec.connections);
+        if (route->sources->listed)
+            w->by_source = xcalloc(route->sources->n, sizeof *w->by_source);
+    }
     w->conn = (struct conn_config){
         .loop = w->loop,
         .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
-        .addr = &w->addr,
+        .route = &w->route,
+        .first = w->first_conn,
+        .by_source = w->by_source,
+        .ports = &w->ports,
         .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
         .rbuf = w->buf,
@@ -352,6 +391,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
             .streams = (size_t)cfg->spec.streams,
             .depth = 1,
             .no_keepalive = cfg->spec.no_keepalive,
+            .resend_unanswered = cfg->proxy.origin != NULL,
             .tls = cfg->spec.tls,
             .head_cache = &w->head_cache,
             .stats = &w->stats,
@@ -360,11 +400,6 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     }
     w->conn.nprotocols = cfg->spec.nprotocols;
     w->nconns = nconns;
-    /* Connections are numbered across every shard of the run: this shard's
-     * come after the earlier shards', so their send times interleave. */
-    w->first_conn = cfg->spec.shard.first_conn;
-    for (size_t i = 0; i < index; i++)
-        w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++)
         conn_init(&w->conns[i], &w->conn, &w->live, i);
@@ -384,6 +419,13 @@ void worker_set_request(struct worker *w, struct request *request)
 {
     const struct config *cfg = w->cfg;
     char err[256];
+    if (cfg->proxy.origin) { /* through an HTTP proxy */
+        proxy_absolute_form(&cfg->proxy, request->data, request->len, &w->absolute);
+        char *data = xmalloc(w->absolute.len + 1);
+        memcpy(data, w->absolute.data, w->absolute.len + 1);
+        if (!request_set(request, data, w->absolute.len, err, sizeof err))
+            die("the request cannot be sent through the proxy: %s", err);
+    }
     for (size_t i = 0; i < w->conn.nprotocols; i++) {
         const struct proto_ops *p = w->conn.protocols[i];
         struct request *r = &w->requests[i];
@@ -417,7 +459,7 @@ void worker_script(struct worker *w, struct script *main_script, size_t *pipelin
 {
     struct request r = {0};
     w->view = (struct script_thread){
-        .addr = &w->addr, .stop = finish, .fail = fail, .running = &w->running, .arg = w};
+        .addr = &w->route.addr, .stop = finish, .fail = fail, .running = &w->running, .arg = w};
     w->script = script_thread_new(w->cfg, &w->view);
     script_setup(main_script, &w->view);
     script_init(w->script, &r);
@@ -563,7 +605,8 @@ void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
 void worker_result(const struct worker *w, struct worker_result *out)
 {
-    *out = (struct worker_result){&w->total, &w->warmup, w->load, w->retired, w->failure};
+    *out = (struct worker_result){&w->total,  &w->warmup, w->load,
+                                  w->retired, w->failure, w->by_source};
 }
 
 void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors)
@@ -581,6 +624,9 @@ void worker_free(struct worker *w)
     for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
+    sources_ports_free(&w->ports);
+    free(w->by_source);
+    buf_free(&w->absolute);
     profile_free(&w->pace.profile);
     script_free(w->script);
     free(w->failure);

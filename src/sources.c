@@ -1,0 +1,321 @@
+/* Source addresses and ports. Without a port range each socket is bound to
+ * its address with IP_BIND_ADDRESS_NO_PORT, so that the kernel picks the
+ * port at connect(), unique per 4-tuple: each address has its own ports to
+ * the target. A range inside the kernel's ephemeral range narrows that
+ * choice with IP_LOCAL_PORT_RANGE (Linux 6.3); one outside it, or on older
+ * kernels, is walked here, a port at a time.
+ * SPDX-License-Identifier: MIT */
+#include "sources.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "xalloc.h"
+
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24
+#endif
+#ifndef IP_LOCAL_PORT_RANGE
+#define IP_LOCAL_PORT_RANGE 51
+#endif
+
+/* With ports of its own, a connection tries this many of its window before
+ * it counts no free port: a window nearly full of established connections
+ * must not cost thousands of bind() calls per attempt. */
+#define OWN_PORT_TRIES 1024
+
+/* ------------------------------------------------------------------------ */
+/* The list                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static bool add(struct sources *s, const struct net_addr *a)
+{
+    if (s->n == SOURCES_MAX)
+        return false;
+    s->addrs = xrealloc(s->addrs, (s->n + 1) * sizeof *s->addrs);
+    s->addrs[s->n++] = *a;
+    return true;
+}
+
+/* One address, IPv6 with a zone too ("fe80::1%eth0"). */
+static bool address(const char *text, struct net_addr *a)
+{
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM}, *res;
+    if (getaddrinfo(text, "0", &hints, &res) != 0)
+        return false;
+    memset(a, 0, sizeof *a);
+    memcpy(&a->sa, res->ai_addr, res->ai_addrlen);
+    a->len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return true;
+}
+
+/* The address of a range, i addresses past the network's: its low bits
+ * (never more than 16 of them, as a list is at most a /16) set to i. */
+static void nth(struct net_addr *a, const unsigned char *net, size_t bytes, uint32_t i)
+{
+    unsigned char *out = a->sa.ss_family == AF_INET
+                             ? (unsigned char *)&((struct sockaddr_in *)&a->sa)->sin_addr
+                             : (unsigned char *)&((struct sockaddr_in6 *)&a->sa)->sin6_addr;
+    memcpy(out, net, bytes);
+    uint32_t carry = i;
+    for (size_t k = bytes; k-- > 0 && carry;) {
+        carry += out[k];
+        out[k] = (unsigned char)carry;
+        carry >>= 8;
+    }
+}
+
+/* "ADDR/PREFIX": every address of the range (its network's, masked). */
+static bool range(struct sources *s, const char *text, const char *slash, char *why, size_t len)
+{
+    char addr[INET6_ADDRSTRLEN];
+    unsigned char net[16];
+    struct net_addr a = {0};
+    size_t n = (size_t)(slash - text);
+    char *end;
+    long prefix = strtol(slash + 1, &end, 10);
+    bool v6 = memchr(text, ':', n) != NULL;
+    size_t bytes = v6 ? 16 : 4, bits = bytes * 8;
+    if (n >= sizeof addr || *end || end == slash + 1 || prefix < 0 || (size_t)prefix > bits) {
+        snprintf(why, len, "'%s' is not an address range (ADDRESS/PREFIX)", text);
+        return false;
+    }
+    memcpy(addr, text, n);
+    addr[n] = '\0';
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, addr, net) != 1) {
+        snprintf(why, len, "'%s' is not an address range (ADDRESS/PREFIX)", text);
+        return false;
+    }
+    size_t host = bits - (size_t)prefix;
+    if (host > 16) {
+        snprintf(why, len, "%s has more than %d addresses", text, SOURCES_MAX);
+        return false;
+    }
+    for (size_t b = (size_t)prefix; b < bits; b++) /* the network: host bits cleared */
+        net[b / 8] &= (unsigned char)~(0x80u >> (b % 8));
+    uint32_t count = 1u << host, first = 0;
+    /* IPv4: a network's first address and its last (broadcast) are no
+     * host's, but in a /31 or a /32 (RFC 3021). */
+    if (!v6 && host >= 2) {
+        first = 1;
+        count -= 1;
+    }
+    a.sa.ss_family = v6 ? AF_INET6 : AF_INET;
+    a.len = v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    for (uint32_t i = first; i < count; i++) {
+        nth(&a, net, bytes, i);
+        if (!add(s, &a)) {
+            snprintf(why, len, "more than %d addresses", SOURCES_MAX);
+            return false;
+        }
+    }
+    return true;
+}
+
+bool sources_parse(struct sources *s, const char *list, char *why, size_t len)
+{
+    char *copy = xstrdup(list), *save = NULL;
+    bool ok = *list != '\0';
+    s->listed = true;
+    if (!ok)
+        snprintf(why, len, "no address");
+    for (char *item = strtok_r(copy, ",", &save); ok && item; item = strtok_r(NULL, ",", &save)) {
+        const char *slash = strchr(item, '/');
+        struct net_addr a;
+        if (slash) {
+            ok = range(s, item, slash, why, len);
+        } else if (!address(item, &a)) {
+            snprintf(why, len, "'%s' is not an IP address", item);
+            ok = false;
+        } else if (!add(s, &a)) {
+            snprintf(why, len, "more than %d addresses", SOURCES_MAX);
+            ok = false;
+        }
+    }
+    free(copy);
+    return ok;
+}
+
+bool sources_parse_ports(struct sources *s, const char *arg)
+{
+    char *end;
+    unsigned long lo = strtoul(arg, &end, 10), hi;
+    if (end == arg || *end != '-' || arg[0] < '0' || arg[0] > '9')
+        return false;
+    const char *second = end + 1;
+    hi = strtoul(second, &end, 10);
+    if (end == second || *end || second[0] < '0' || second[0] > '9' || lo < 1 || lo > hi ||
+        hi > 65535)
+        return false;
+    s->lo = (uint16_t)lo;
+    s->hi = (uint16_t)hi;
+    return true;
+}
+
+void sources_free(struct sources *s)
+{
+    free(s->addrs);
+    memset(s, 0, sizeof *s);
+}
+
+void sources_addr_text(const struct net_addr *a, char *buf, size_t len)
+{
+    if (getnameinfo((const struct sockaddr *)&a->sa, a->len, buf, (socklen_t)len, NULL, 0,
+                    NI_NUMERICHOST) != 0)
+        snprintf(buf, len, "?");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Before the run                                                             */
+/* ------------------------------------------------------------------------ */
+
+static const char *family_name(int family) { return family == AF_INET6 ? "IPv6" : "IPv4"; }
+
+/* Each address is this machine's: a socket binds to it (without taking a
+ * port). */
+static void check_local(const struct sources *s)
+{
+    char text[INET6_ADDRSTRLEN + 16];
+    for (size_t i = 0; i < s->n; i++) {
+        const struct net_addr *a = &s->addrs[i];
+        int fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+        if (fd < 0)
+            die("--bind: cannot open a socket: %s", strerror(errno));
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+        int err = bind(fd, (const struct sockaddr *)&a->sa, a->len) < 0 ? errno : 0;
+        close(fd);
+        sources_addr_text(a, text, sizeof text);
+        if (err == EADDRNOTAVAIL)
+            die("--bind %s: %s (add the address to one of this machine's interfaces)", text,
+                strerror(err));
+        if (err)
+            die("--bind %s: %s", text, strerror(err));
+    }
+}
+
+/* The kernel's ephemeral ports (net.ipv4.ip_local_port_range, which IPv6
+ * uses too). */
+static bool ephemeral_range(unsigned *lo, unsigned *hi)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    bool ok = f && fscanf(f, "%u %u", lo, hi) == 2;
+    if (f)
+        fclose(f);
+    return ok;
+}
+
+/* Whether the kernel narrows its choice of port to the range itself: only
+ * inside its ephemeral range (IP_LOCAL_PORT_RANGE narrows it, never widens
+ * it), and only since Linux 6.3. */
+static bool kernel_picks(const struct sources *s, int family)
+{
+    unsigned lo, hi;
+    uint32_t range = (uint32_t)s->lo | (uint32_t)s->hi << 16;
+    if (!ephemeral_range(&lo, &hi) || s->lo < lo || s->hi > hi)
+        return false;
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && setsockopt(fd, IPPROTO_IP, IP_LOCAL_PORT_RANGE, &range, sizeof range) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+void sources_ready(struct sources *s, int family)
+{
+    char text[INET6_ADDRSTRLEN + 16];
+    if (!s->listed) {
+        struct net_addr any = {.len = family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                         : sizeof(struct sockaddr_in)};
+        any.sa.ss_family = (sa_family_t)family;
+        add(s, &any);
+    }
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->addrs[i].sa.ss_family == family)
+            continue;
+        sources_addr_text(&s->addrs[i], text, sizeof text);
+        die("--bind %s: an %s address, and the connections go to an %s one", text,
+            family_name(s->addrs[i].sa.ss_family), family_name(family));
+    }
+    if (s->listed)
+        check_local(s);
+    s->own_ports = s->lo && !kernel_picks(s, family);
+}
+
+/* ------------------------------------------------------------------------ */
+/* During the run                                                             */
+/* ------------------------------------------------------------------------ */
+
+void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64_t first,
+                        uint64_t n, uint64_t total)
+{
+    memset(p, 0, sizeof *p);
+    if (!s->own_ports)
+        return;
+    /* The window is this worker's share of the range, by its connections'
+     * place among the whole run's: what it needs of each address's ports,
+     * when the range holds as many as the run does. */
+    uint64_t span = (uint64_t)(s->hi - s->lo) + 1;
+    p->from = (uint16_t)(s->lo + first * span / total);
+    uint64_t to = s->lo + (first + n) * span / total;
+    p->to = to > p->from ? (uint16_t)(to - 1) : p->from;
+    p->next = xmalloc(s->n * sizeof *p->next);
+    for (size_t i = 0; i < s->n; i++)
+        p->next[i] = p->from;
+}
+
+void sources_ports_free(struct sources_ports *p)
+{
+    free(p->next);
+    memset(p, 0, sizeof *p);
+}
+
+static void set_port(struct net_addr *a, uint16_t port)
+{
+    if (a->sa.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&a->sa)->sin6_port = htons(port);
+    else
+        ((struct sockaddr_in *)&a->sa)->sin_port = htons(port);
+}
+
+/* The next free port of the window, from where the last one was found. */
+static int bind_own_port(const struct sources *s, struct sources_ports *p, size_t i, int fd)
+{
+    struct net_addr a = s->addrs[i];
+    size_t span = (size_t)(p->to - p->from) + 1;
+    for (size_t tries = 0; tries < span && tries < OWN_PORT_TRIES; tries++) {
+        uint16_t port = p->next[i];
+        p->next[i] = port == p->to ? p->from : (uint16_t)(port + 1);
+        set_port(&a, port);
+        if (bind(fd, (const struct sockaddr *)&a.sa, a.len) == 0)
+            return 0;
+        if (errno != EADDRINUSE)
+            return errno;
+    }
+    return EADDRINUSE;
+}
+
+int sources_bind(const struct sources *s, struct sources_ports *p, size_t i, int fd)
+{
+    int one = 1;
+    if (s->own_ports)
+        return bind_own_port(s, p, i, fd);
+    if (s->lo) {
+        uint32_t range = (uint32_t)s->lo | (uint32_t)s->hi << 16;
+        setsockopt(fd, IPPROTO_IP, IP_LOCAL_PORT_RANGE, &range, sizeof range);
+    }
+    if (!s->listed)
+        return 0;
+    /* The port is chosen at connect(), for the 4-tuple: bound now, it would
+     * be one of the address's 64k whatever the target. */
+    setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof one);
+    const struct net_addr *a = &s->addrs[i];
+    return bind(fd, (const struct sockaddr *)&a->sa, a->len) < 0 ? errno : 0;
+}
