@@ -30,7 +30,7 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
         "timeout_us": 2000000, "rate": None, "requests": None, "stages": None,
         "stages_from": None, "ramp_up_us": None, "warmup_us": None, "pipeline": 1,
         "protocol": "HTTP/1.1", "alpn": None, "streams": 1, "keepalive": True,
-        "unix_socket": None,
+        "unix_socket": None, "proxy": None, "bind": None, "bind_port_range": None,
         "script": None, "script_args": [],
         "headers": [["X-Test", "1"]]}
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["start_time"])
@@ -58,6 +58,7 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
     assert doc["latency"]["count"] == n
     assert doc["latency_uncorrected"] is None and doc["scheduling_lag"] is None
     assert doc["rate"] is None
+    assert doc["proxy"] is None and doc["sources"] is None
 
 
 def test_ttfb_is_each_responses_first_byte_and_latency_its_last(testd, tmp_path):
