@@ -405,9 +405,10 @@ def field_names(value, skip=("status_codes",)):
     return names
 
 
-def test_docs_json_names_every_field_volley_writes(testd, certs, nginx, tmp_path):
-    # The closed model over HTTP, and -R over HTTPS, where every optional
-    # object is filled in: each key volley writes is in docs/json.md.
+def test_docs_json_names_every_field_volley_writes(testd, certs, nginx, tinyproxy, tmp_path):
+    # The closed model over HTTP, -R over HTTPS, and through a proxy from a
+    # source address, where every optional object is filled in: each key
+    # volley writes is in docs/json.md.
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "json.md")) as f:
         doc_text = f.read()
     srv = testd()
@@ -417,7 +418,9 @@ def test_docs_json_names_every_field_volley_writes(testd, certs, nginx, tmp_path
         location / {{ return 200 "ok"; }}""")
     names = set()
     for args in (("-t1", "-c2", "-d300ms", srv.url),
-                 ("-t1", "-c2", "-d300ms", "-R", 100, "-U", "-n", 20, https.url)):
+                 ("-t1", "-c2", "-d300ms", "-R", 100, "-U", "-n", 20, https.url),
+                 ("-t1", "-c2", "-n", 20, "--proxy", tinyproxy().url, "--bind", "127.0.0.2",
+                  https.url)):
         _, doc = run_json(tmp_path, *args)
         names |= field_names(doc)
     missing = sorted(n for n in names if f"`{n}`" not in doc_text and f'"{n}"' not in doc_text)

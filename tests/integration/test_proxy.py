@@ -240,6 +240,15 @@ def test_proxy_failures_during_the_run_are_counted_by_cause(nginx, tinyproxy, mi
             assert doc["proxy"]["connect_status"] == {"500": causes[cause]}
             assert len(p.connects()) == doc["proxy"]["tunnels"] + causes[cause] + 1
             note = f"(status 500: {causes[cause]})"
+            # volley merge adds the proxy's figures up (here, a result twice)
+            merged = str(tmp_path / "m.json")
+            assert volley("merge", "--json", merged, out, out).returncode == 0
+            with open(merged) as f:
+                whole = json.load(f)
+            assert whole["proxy"] == {"tunnels": 2 * doc["proxy"]["tunnels"],
+                                      "tunnel_mean_us": doc["proxy"]["tunnel_mean_us"],
+                                      "connect_status": {"500": 2 * causes[cause]}}
+            assert whole["options"]["proxy"] == p.url
         else:
             assert doc["proxy"]["connect_status"] == {}
             note = ""
