@@ -339,7 +339,7 @@ static void source_counts(FILE *f, const struct result *r)
         most = a->connects > most ? a->connects : most;
         failed += a->errors;
     }
-    fputs("Connections by source address:", f);
+    fputs("Note: connections by source address:", f);
     if (r->nsources > REPORT_SOURCES_LISTED) {
         fprintf(f, " %zu addresses, %s to %s, %" PRIu64 " to %" PRIu64 " each", r->nsources,
                 r->sources[0].address, r->sources[r->nsources - 1].address, least, most);
