@@ -3,11 +3,11 @@
 # and libnghttp2 (with a C compiler and the C library's headers, make and
 # pkg-config). With --test, also what the tests and `make bench` use: Python 3
 # with pytest, hdrhistogram and hpack, nginx, wrk, nghttp2's h2load and
-# nghttpd, Go >= 1.24, gnuplot, clang (libFuzzer), man, dpkg-buildflags, Lua
-# 5.1 and a few tools, make lint's clang-format, cppcheck, shellcheck and
-# pyflakes, and on Debian and Ubuntu what builds and checks the packages under
-# packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to parse the spec
-# and formula).
+# nghttpd, tinyproxy and microsocks (Debian), Go >= 1.24, gnuplot, clang
+# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
+# clang-format, cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu
+# what builds and checks the packages under packaging/ (debhelper, lintian,
+# autopkgtest, rpm and ruby to parse the spec and formula).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -45,7 +45,8 @@ if command -v apt-get >/dev/null 2>&1; then
     build="gcc libc6-dev make pkg-config libluajit-5.1-dev libev-dev libssl-dev libnghttp2-dev"
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
-           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip"
+           dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip
+           tinyproxy microsocks"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     [ "$test" = 1 ] && build="$build $tests"
