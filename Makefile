@@ -31,7 +31,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
 
-.PHONY: all check test tests bench demo clean distclean
+.PHONY: all check check-kube test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
 all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
@@ -74,6 +74,12 @@ else
 check test: tests
 	$(PYTHON) tests/run.py
 endif
+
+# volley-kube and the shipped manifest on a real one-node Kubernetes cluster
+# that the test builds (cached in /var/cache/volley-check-kube), starts on
+# 127.0.0.1 and tears down: needs root (tests/kube/cluster.py).
+check-kube: all
+	$(PYTHON) tests/run.py tests/kube/check_kube.py
 
 # A short benchmark against the in-tree test server, to see the report.
 demo: volley $(TESTD)

@@ -7,7 +7,9 @@
 # (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
 # clang-format, cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu
 # what builds and checks the packages under packaging/ (debhelper, lintian,
-# autopkgtest, rpm and ruby to parse the spec and formula).
+# autopkgtest, rpm and ruby to parse the spec and formula) and what make
+# check-kube's one-node Kubernetes cluster runs on (etcd, containerd, runc,
+# the CNI plugins, debootstrap).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -22,7 +24,7 @@ for arg in "$@"; do
     --test) test=1 ;;
     --dry-run) dry=1 ;;
     -h | --help)
-        sed -n '2,13s/^# \{0,1\}//p' "$0"
+        sed -n '2,15s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -32,8 +34,11 @@ for arg in "$@"; do
     esac
 done
 
+# Whether a command was run (or with --dry-run, would have been).
+ran=0
 run() {
     echo "+ $*"
+    ran=1
     [ "$dry" = 1 ] || "$@"
 }
 
@@ -49,6 +54,8 @@ if command -v apt-get >/dev/null 2>&1; then
            tinyproxy microsocks"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
+    # make check-kube's one-node cluster (tests/kube/cluster.py).
+    tests="$tests etcd-server containerd runc containernetworking-plugins debootstrap iptables"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
@@ -181,5 +188,14 @@ if [ "$test" = 1 ] && ! find_go >/dev/null; then
         echo "deps/install.sh: the tests need Go >= 1.24 (found: $found)." >&2
         echo "  Install golang-1.24-go or later, or Go from go.dev into /usr/local/go." >&2
         [ "$dry" = 1 ] || exit 1
+    fi
+fi
+
+# Silence would leave the user guessing whether anything was checked.
+if [ "$ran" = 0 ]; then
+    if [ "$test" = 1 ]; then
+        echo "deps/install.sh: everything volley builds and tests with is installed already"
+    else
+        echo "deps/install.sh: everything volley builds with is installed already"
     fi
 fi

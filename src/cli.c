@@ -74,7 +74,7 @@ static const char usage_text[] =
     "\n"
     "  Distributed:\n"
     "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
-    "        --start-at    <T>  Start at wall-clock time T (RFC 3339 or Unix time)\n"
+    "        --start-at    <T>  Start at wall-clock T, within 24h (RFC 3339, Unix time)\n"
     "\n"
     "  Thresholds:\n"
     "        --threshold   <E>  Exit 2 unless E holds: METRIC OP VALUE, as in\n"
@@ -94,13 +94,15 @@ static const char usage_text[] =
     "                           children (a PID, or a name for all its processes)\n"
     "\n"
     "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
-    "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n";
+    "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n"
+    "  and a fraction (1.5s, 0.25)\n";
 
 /* -m: far more than any server allows (nginx: 128), and what an HTTP/1.1
  * pipeline of that many copies of a request can hold in memory. */
 #define CLI_STREAMS_MAX 1000000
 
-static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:";
+/* -k is not an option: it is caught to answer ApacheBench's habit. */
+static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:k";
 
 /* Long options without a short form. */
 enum {
@@ -246,20 +248,40 @@ static void usage_error(const char *fmt, ...)
     point_to_help("volley");
 }
 
-static uint64_t metric_arg(const char *what, const char *arg)
+/* The value of a count or a duration outside what it may be: said in the
+ * same form as a value that is not a number at all. */
+static void check_range(const char *what, const char *arg, uint64_t v, uint64_t min, uint64_t max)
+{
+    if (v >= min && v <= max)
+        return;
+    if (max == UINT64_MAX)
+        usage_error("invalid %s: '%s' (must be at least %" PRIu64 ")", what, arg, min);
+    usage_error("invalid %s: '%s' (must be %" PRIu64 " to %" PRIu64 ")", what, arg, min, max);
+}
+
+/* A count: a whole number, with an optional SI suffix, from min to max. */
+static uint64_t count_arg(const char *what, const char *arg, uint64_t min, uint64_t max)
 {
     uint64_t v;
     if (!units_parse_metric(arg, &v))
-        usage_error("invalid %s: '%s'", what, arg);
+        usage_error("invalid %s: '%s' (a whole number, optionally with k, M, G, T or P)", what,
+                    arg);
+    check_range(what, arg, v, min, max);
     return v;
 }
 
-static uint64_t time_arg(const char *what, const char *arg)
+/* A duration of at least min_us. */
+static uint64_t time_arg(const char *what, const char *arg, uint64_t min_us)
 {
     uint64_t v;
+    char buf[UNITS_BUF];
     if (!units_parse_time(arg, &v))
-        usage_error("invalid %s: '%s'", what, arg);
-    return v;
+        usage_error("invalid %s: '%s' (a duration such as 500ms, 1.5s, 2m or 1h)", what, arg);
+    if (v >= min_us)
+        return v;
+    if (min_us == 1)
+        usage_error("invalid %s: '%s' (must be more than 0)", what, arg);
+    usage_error("invalid %s: '%s' (must be at least %s)", what, arg, units_duration(min_us, buf));
 }
 
 /* "Name: value" with optional whitespace after the colon (wrk silently drops
@@ -315,23 +337,37 @@ static void shard_arg(struct config *cfg, const char *what, const char *arg, boo
 
 /* One pod spec serves every shard of a Kubernetes Indexed Job: the count
  * comes from VOLLEY_SHARDS and the index from JOB_COMPLETION_INDEX, which
- * the Job controller sets in each pod; VOLLEY_SHARD may say either or both. */
+ * the Job controller sets in each pod; VOLLEY_SHARD may say either or both.
+ * Whatever is set must make one shard: a pod that half-says which one it is
+ * would otherwise run the whole load, multiplying it by the shards. An
+ * empty variable counts as not set (as a shell's ${VAR:-} would). */
 static void shard_env(struct config *cfg)
 {
     const char *shard = getenv("VOLLEY_SHARD"), *shards = getenv("VOLLEY_SHARDS");
     const char *index = getenv("JOB_COMPLETION_INDEX");
-    if (shard && *shard)
+    uint64_t count = 0;
+    shard = shard && *shard ? shard : NULL;
+    shards = shards && *shards ? shards : NULL;
+    if (shards && (!decimal(shards, shards + strlen(shards), &count) || count == 0))
+        usage_error("invalid VOLLEY_SHARDS '%s': expected the number of shards", shards);
+    if (shard)
         shard_arg(cfg, "VOLLEY_SHARD", shard, true);
-    else if (shards && *shards && index && *index)
+    else if (shards && index && *index)
         shard_arg(cfg, "JOB_COMPLETION_INDEX", index, true);
-    else if (shards && *shards)
+    else if (shards)
         usage_error("VOLLEY_SHARDS is set, but neither VOLLEY_SHARD nor JOB_COMPLETION_INDEX "
                     "says which shard this is");
-    if (cfg->spec.shard.count == 0 && shards && *shards) {
-        const char *end = shards + strlen(shards);
-        if (!decimal(shards, end, &cfg->spec.shard.count) || cfg->spec.shard.count == 0)
-            usage_error("invalid VOLLEY_SHARDS '%s': expected the number of shards", shards);
-    }
+    else
+        return;
+    if (cfg->spec.shard.count && count && cfg->spec.shard.count != count)
+        usage_error("VOLLEY_SHARD=%s and VOLLEY_SHARDS=%s disagree on the number of shards", shard,
+                    shards);
+    if (!cfg->spec.shard.count && !count)
+        usage_error("VOLLEY_SHARD=%s says which shard this is, but not of how many: set "
+                    "VOLLEY_SHARDS, or VOLLEY_SHARD=%s/N",
+                    shard, shard);
+    if (!cfg->spec.shard.count)
+        cfg->spec.shard.count = count;
 }
 
 /* The whole run is the one part there is unless --shard says otherwise. */
@@ -351,7 +387,7 @@ static void set_string(char **field, const char *arg)
 /* -d: 0 and "inf" mean no time limit (the run ends with Ctrl-C). */
 static void set_duration(struct config *cfg, const char *arg)
 {
-    cfg->spec.duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg);
+    cfg->spec.duration_us = strcasecmp(arg, "inf") == 0 ? 0 : time_arg("duration", arg, 0);
     cfg->duration_set = true;
 }
 
@@ -530,13 +566,13 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
     while ((c = getopt_long(argc, argv, short_options, long_options, NULL)) != -1) {
         switch (c) {
         case 'c':
-            cfg->spec.connections = metric_arg("number of connections", optarg);
+            cfg->spec.connections = count_arg("number of connections", optarg, 1, UINT64_MAX);
             break;
         case 'd':
             set_duration(cfg, optarg);
             break;
         case 't':
-            cfg->spec.threads = metric_arg("number of threads", optarg);
+            cfg->spec.threads = count_arg("number of threads", optarg, 1, UINT64_MAX);
             cfg->threads_set = true;
             break;
         case 's':
@@ -549,25 +585,19 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
             cfg->spec.latency = true;
             break;
         case 'T':
-            cfg->spec.timeout_us = time_arg("timeout", optarg);
+            cfg->spec.timeout_us = time_arg("timeout", optarg, 1);
             break;
         case 'R':
-            cfg->spec.rate = metric_arg("rate", optarg);
-            if (cfg->spec.rate == 0)
-                usage_error("rate must be at least 1 request/sec");
+            cfg->spec.rate = count_arg("rate", optarg, 1, UINT64_MAX);
             break;
         case 'U':
             cfg->spec.u_latency = true;
             break;
         case 'n':
-            cfg->spec.requests = metric_arg("number of requests", optarg);
-            if (cfg->spec.requests == 0)
-                usage_error("number of requests must be at least 1");
+            cfg->spec.requests = count_arg("number of requests", optarg, 1, UINT64_MAX);
             break;
         case 'm':
-            cfg->spec.streams = metric_arg("number of streams", optarg);
-            if (cfg->spec.streams == 0 || cfg->spec.streams > CLI_STREAMS_MAX)
-                usage_error("number of streams must be 1 to %d", CLI_STREAMS_MAX);
+            cfg->spec.streams = count_arg("number of streams", optarg, 1, CLI_STREAMS_MAX);
             break;
         case OPT_HTTP2:
             protocols_arg(cfg, "--http2", "h2");
@@ -620,7 +650,8 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
             set_string(&cfg->spec.timeline, optarg);
             break;
         case OPT_INTERVAL:
-            cfg->spec.interval_us = time_arg("interval", optarg);
+            /* Shorter intervals would cost more in writing records than they show. */
+            cfg->spec.interval_us = time_arg("interval", optarg, SPEC_INTERVAL_MIN_US);
             break;
         case OPT_HDR_LOG:
             set_string(&cfg->spec.hdr_log, optarg);
@@ -642,10 +673,10 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
             set_stages(cfg, optarg);
             break;
         case OPT_RAMP_UP:
-            cfg->spec.ramp_up_us = time_arg("ramp-up", optarg);
+            cfg->spec.ramp_up_us = time_arg("ramp-up", optarg, 0);
             break;
         case OPT_WARMUP:
-            cfg->spec.warmup_us = time_arg("warm-up", optarg);
+            cfg->spec.warmup_us = time_arg("warm-up", optarg, 0);
             break;
         case OPT_THRESHOLD:
             add_threshold(&cfg->thresholds, &cfg->nthresholds, optarg, usage_error);
@@ -654,14 +685,15 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
             abort_on_fail = true;
             break;
         case OPT_ABORT_AFTER:
-            cfg->abort_after = metric_arg("--abort-after", optarg);
-            if (cfg->abort_after == 0)
-                usage_error("--abort-after must be at least 1 interval");
+            cfg->abort_after = count_arg("--abort-after", optarg, 1, UINT64_MAX);
             abort_after_set = true;
             break;
         case OPT_LIST_FIELDS:
             stats_list_fields(stdout);
             exit(0);
+        case 'k':
+            usage_error("invalid option -- 'k': keep-alive is the default; --no-keepalive opens "
+                        "a new connection for every request");
         case 'v':
             puts(version_line());
             exit(0);
@@ -710,12 +742,6 @@ static int to_stdout(const char *path) { return path && strcmp(path, "-") == 0; 
 
 static void validate(struct config *cfg)
 {
-    if (cfg->spec.threads == 0)
-        usage_error("number of threads must be at least 1");
-    if (cfg->spec.timeout_us == 0)
-        usage_error("timeout must be greater than 0");
-    if (cfg->spec.connections == 0)
-        usage_error("number of connections must be at least 1");
     /* The default of 2 threads gives way to fewer connections (-c1 -n 1000,
      * an ab habit); an explicit -t does not. */
     if (!cfg->threads_set && cfg->spec.connections < cfg->spec.threads)
@@ -747,9 +773,6 @@ static void validate(struct config *cfg)
         add_header(cfg, "Connection: close");
     if (cfg->key && !cfg->cert)
         usage_error("--key needs --cert");
-    /* Shorter intervals would cost more in writing records than they show. */
-    if (cfg->spec.interval_us < SPEC_INTERVAL_MIN_US)
-        usage_error("interval must be at least 10ms");
     if (to_stdout(cfg->json) + to_stdout(cfg->spec.timeline) + to_stdout(cfg->spec.hdr_log) > 1)
         usage_error("only one of --json, --timeline and --hdr-log can write to stdout (-)");
     cfg->spec.time_limit_us = cfg->spec.requests && !cfg->duration_set ? 0 : cfg->spec.duration_us;
@@ -763,9 +786,11 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     const char *why;
     bool from_env = false;
     defaults(cfg);
-    shard_env(cfg);
     expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg, &from_env);
+    /* --shard wins over the environment (it sets a count of at least 1) */
+    if (!cfg->spec.shard.count)
+        shard_env(cfg);
     if (optind >= argc)
         usage_error("missing URL");
     cfg->spec.url = xstrdup(argv[optind]);

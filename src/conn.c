@@ -136,6 +136,32 @@ void conn_free(struct conn *c)
 /* Outcomes: responses, errors, closes                                        */
 /* ------------------------------------------------------------------------ */
 
+/* Recording one value n times costs what recording it once does, and a
+ * pipelined batch's responses often arrive in one read, with one time. */
+static void record(struct hist *h, uint64_t value, uint64_t n)
+{
+    if (n == 1)
+        hist_record(h, value);
+    else
+        hist_record_n(h, value, n);
+}
+
+void conn_record(const struct conn_config *cfg, struct conn_live *live)
+{
+    struct conn_tally *t = &live->tally;
+    struct stats *s = cfg->stats;
+    if (!t->n)
+        return;
+    record(s->latency, t->done_at - t->start_at, t->n);
+    record(s->ttfb, t->first_at > t->start_at ? t->first_at - t->start_at : 0, t->n);
+    /* the uncorrected figures differ from the others only under -R */
+    if (cfg->pace) {
+        record(s->u_latency, t->done_at - t->sent_at, t->n);
+        record(s->u_ttfb, t->first_at > t->sent_at ? t->first_at - t->sent_at : 0, t->n);
+    }
+    t->n = 0;
+}
+
 /* The session's sink: a final response, counted, handed to response(). */
 static bool on_response(void *arg, const struct proto_response *r)
 {
@@ -147,12 +173,15 @@ static bool on_response(void *arg, const struct proto_response *r)
     s->status[status > 0 && status < STATS_STATUS_MAX ? status : 0]++;
     if (status > 399)
         s->errors.status++;
-    hist_record(s->latency, r->done_at - r->start_at);
-    hist_record(s->ttfb, r->first_at > r->start_at ? r->first_at - r->start_at : 0);
-    if (cfg->pace) {
-        hist_record(s->u_latency, r->done_at - r->sent_at);
-        hist_record(s->u_ttfb, r->first_at > r->sent_at ? r->first_at - r->sent_at : 0);
-    }
+    struct conn_tally *t = &c->live->tally;
+    if (t->n && (t->done_at != r->done_at || t->first_at != r->first_at ||
+                 t->start_at != r->start_at || t->sent_at != r->sent_at))
+        conn_record(cfg, c->live);
+    t->start_at = r->start_at;
+    t->sent_at = r->sent_at;
+    t->first_at = r->first_at;
+    t->done_at = r->done_at;
+    t->n++;
     c->backoff_us = 0;
     c->retry_at = 0;
     c->refusals = 0;
@@ -414,10 +443,13 @@ static bool set_up_waits(struct conn *c, int rc)
 static void handshake(struct conn *c)
 {
     int rc = c->cfg->transport->handshake(&c->sock);
-    if (rc == IO_OK)
+    if (rc == IO_OK) {
         ready(c);
-    else if (!set_up_waits(c, rc))
+    } else if (!set_up_waits(c, rc)) {
+        if (c->cfg->transport->failure)
+            c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
         connect_failed(c, CAUSE_TLS_HANDSHAKE);
+    }
 }
 
 /* Through a proxy: the tunnel, before the transport's handshake. Its time
@@ -651,7 +683,7 @@ static bool pump(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     bool sent = false;
-    while (!c->live->stopping && !c->done) {
+    while (!c->live->stopping && !c->done && !c->live->held) {
         if (c->state == CONN_CONNECTING || c->state == CONN_TUNNEL || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
         if (c->state == CONN_OPEN && !c->proto->ready(c->session))
@@ -735,6 +767,7 @@ static void read_ready(struct conn *c)
             burst += (size_t)n;
             enum proto_status st =
                 c->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
+            conn_record(cfg, c->live);
             if (c->live->stopping)
                 return;
             if (st == PROTO_FAIL) {

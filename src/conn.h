@@ -88,12 +88,24 @@ struct conn_config {
     struct conn_hooks hooks;
 };
 
+/* Responses counted but not yet in the histograms, all with the same
+ * times: those of one read that took the same times (a pipelined batch
+ * answered at once) are recorded together, with their count. */
+struct conn_tally {
+    uint64_t start_at, sent_at, first_at, done_at; /* as struct proto_response's */
+    uint64_t n;                                    /* 0: none */
+};
+
 /* What changes while the run is on (on the worker's thread only). */
 struct conn_live {
-    bool stopping;            /* the run is over for this worker: do nothing more */
+    bool stopping; /* the run is over for this worker: do nothing more */
+    /* --start-at in the closed model: the connections open before the run
+     * and send nothing until it starts (then conn_kick()), as under -R. */
+    bool held;
     size_t unsettled;         /* connections not yet opened nor failed to open */
     bool delay;               /* the script defines delay(): ask it before each batch */
     struct proto_wants wants; /* what response() takes of a response */
+    struct conn_tally tally;  /* emptied after each read: see conn_record */
 };
 
 enum conn_state {
@@ -153,6 +165,10 @@ void conn_kick(struct conn *c);
 /* The schedule's call when the intended time of a connection (its turn)
  * has come. */
 void conn_turn(struct schedule_entry *turn);
+/* Records the responses tallied into cfg's statistics. Each read does it
+ * before it returns; whoever takes the statistics away (the end of an
+ * interval, of the warm-up) does it first too. */
+void conn_record(const struct conn_config *cfg, struct conn_live *live);
 /* Close and stop every watcher (end of run). Requests in flight are handed
  * back to -n's budget, to be sent by the connections that go on. */
 void conn_stop(struct conn *c);

@@ -24,6 +24,7 @@
 #include "merge.h"
 #include "net.h"
 #include "output.h"
+#include "profile.h"
 #include "progress.h"
 #include "proxy.h"
 #include "report.h"
@@ -34,14 +35,24 @@
 #include "threshold.h"
 #include "timeline.h"
 #include "tls.h"
+#include "units.h"
 #include "worker.h"
 #include "xalloc.h"
 
 /* File descriptors besides the connections: stdio, each loop's epoll and
  * async descriptors, the main loop's, and a margin for scripts. */
 #define FD_MARGIN(threads) (16 + 4 * (threads))
-/* --start-at: how late a start may be and still run. */
+/* --start-at: how late a start may be and still run, and how far ahead it
+ * may be: further is more likely a mistyped date than a wait anyone means. */
 #define START_GRACE_US 1000000
+#define START_AHEAD_MAX_US (24 * 3600 * (int64_t)1000000)
+/* --start-at: the last stretch before the instant is not one sleep (a
+ * sleeper may be woken milliseconds late on a busy machine) but short ones,
+ * which keep the thread one that the scheduler wakes promptly, and the very last
+ * microseconds are spent reading the clock. */
+#define START_NAP_FROM_US 5000
+#define START_NAP_US 100
+#define START_SPIN_US 300
 
 struct run {
     struct ev_loop *loop;
@@ -55,7 +66,12 @@ struct run {
     atomic_size_t nfinished;
     atomic_size_t nsettled;
     atomic_bool failed; /* a worker failed: the run ends without a report */
+    atomic_bool exited; /* the script called os.exit() on a worker: the run ends */
     bool over;          /* ended before the deadline: interrupted, or done */
+    int signal;         /* the signal that interrupted it, or 0 */
+    bool going;         /* the workers were told to go (after any --start-at wait) */
+    bool measuring;     /* what is measured began: the run went past any warm-up */
+    ev_timer warmed;    /* --warmup: its end */
     struct timeline *timeline;
     /* --abort-on-fail: the thresholds checked as intervals are written,
      * while watching (the run is on); aborted once one stopped it */
@@ -176,16 +192,33 @@ static void on_signal(struct ev_loop *loop, ev_signal *s, int revents)
 {
     (void)revents;
     struct run *run = s->data;
+    if (!run->signal)
+        run->signal = s->signum;
     run->over = true;
     ev_break(loop, EVBREAK_ALL);
 }
 
-/* Runs on a worker's thread, when it ended on its own or failed. */
-static void worker_finished(void *arg, bool failed)
+/* What is measured begins: the timeline's files are written from here. */
+static void begin_measuring(struct run *run)
+{
+    run->measuring = true;
+    timeline_begin(run->timeline);
+}
+
+static void on_warmed(struct ev_loop *loop, ev_timer *t, int revents)
+{
+    (void)loop, (void)revents;
+    begin_measuring(t->data);
+}
+
+/* Runs on a worker's thread, when it ended on its own, failed or exited. */
+static void worker_finished(void *arg, enum worker_end how)
 {
     struct run *run = arg;
-    if (failed)
+    if (how == WORKER_FAILED)
         atomic_store(&run->failed, true);
+    else if (how == WORKER_EXITED)
+        atomic_store(&run->exited, true);
     else
         atomic_fetch_add(&run->nfinished, 1);
     ev_async_send(run->loop, &run->finished);
@@ -218,8 +251,8 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
 {
     (void)revents;
     struct run *run = a->data;
-    if (atomic_load(&run->failed) || atomic_load(&run->nfinished) == run->nworkers ||
-        budget_done(&run->budget)) {
+    if (atomic_load(&run->failed) || atomic_load(&run->exited) ||
+        atomic_load(&run->nfinished) == run->nworkers || budget_done(&run->budget)) {
         run->over = true;
         ev_break(loop, EVBREAK_ALL);
     }
@@ -273,38 +306,96 @@ static double seconds_between(struct timeval from, struct timeval to)
     return (double)(to.tv_sec - from.tv_sec) + (double)(to.tv_usec - from.tv_usec) / 1e6;
 }
 
-/* How late it is for --start-at, in us (negative when early). A start a
- * little late (a slow pod, a loaded machine) still runs; one long past is
- * an error. */
-static int64_t start_lateness(const struct config *cfg)
+/* The wall clock, Unix time in us. */
+static int64_t realtime_us(void)
 {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    int64_t late_us = (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - cfg->start_at_us;
+    return (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000;
+}
+
+/* How late it is for --start-at, in us (negative when early). A start a
+ * little late (a slow pod, a loaded machine) still runs; one long past, or
+ * more than a day ahead, is an error. */
+static int64_t start_lateness(const struct config *cfg)
+{
+    int64_t late_us = realtime_us() - cfg->start_at_us;
     if (late_us > START_GRACE_US)
         die("start time %s is %.3f s in the past", cfg->start_at, (double)late_us / 1e6);
+    if (late_us < -START_AHEAD_MAX_US)
+        die("start time %s is %.0f hours ahead: volley waits at most 24 hours (a mistyped "
+            "date?)",
+            cfg->start_at, (double)-late_us / 3600e6);
     return late_us;
 }
 
-/* --start-at: sleep until the wall-clock instant, so that shards on
- * machines with synchronised clocks start together; Ctrl-C ends the wait
- * (and the run). Returns the instant on clock_us's clock: -R's schedule
- * starts there even if this process woke late, so the shards' send times
- * still interleave. */
-static uint64_t wait_for_start(struct run *run, const struct config *cfg)
+/* "Starting at 2026-11-23T10:30:00.000Z, in 12.345s" (or "0.250s late"),
+ * once, on stderr: the wait is not silent. */
+static void say_start(const struct config *cfg, int64_t late_us)
 {
     struct timespec at = {.tv_sec = cfg->start_at_us / 1000000,
                           .tv_nsec = cfg->start_at_us % 1000000 * 1000};
-    int64_t late_us = start_lateness(cfg);
-    uint64_t mono = clock_us();
+    char when[UNITS_BUF];
+    fflush(stdout);
+    if (late_us <= 0)
+        fprintf(stderr, "Starting at %s, in %.3fs\n", units_utc_time(&at, when),
+                (double)-late_us / 1e6);
+    else
+        fprintf(stderr, "Starting at %s, %.3fs late\n", units_utc_time(&at, when),
+                (double)late_us / 1e6);
+}
+
+/* --start-at: wait until the wall-clock instant, so that shards on machines
+ * with synchronised clocks start together: asleep (with a countdown on a
+ * terminal) until START_NAP_FROM_US before it, then in naps of
+ * START_NAP_US, then the last START_SPIN_US on the clock itself. Ctrl-C
+ * ends the wait (and the run). Notes how late the wait ended in r; returns
+ * the instant on clock_us's clock: -R's schedule
+ * starts there even if this process woke late, so the shards' send times
+ * still interleave. */
+static uint64_t wait_for_start(struct run *run, const struct config *cfg, struct result *r)
+{
+    int64_t wake_us = cfg->start_at_us - START_NAP_FROM_US;
+    bool countdown = progress_countdown_wanted(cfg);
+    say_start(cfg, start_lateness(cfg));
     /* The kernel may wake a sleeper up to its timer slack late (50 us by
      * default); ask for none. TIMER_ABSTIME on CLOCK_REALTIME follows any
      * adjustment of the clock while asleep. */
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-    /* A signal interrupts the sleep: libev's handler has noted it, and its
-     * watcher (on_signal) ends the run when the loop looks. */
-    while (!run->over && clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &at, NULL) == EINTR)
+    while (!run->over) {
+        /* On a terminal the countdown is redrawn at each whole second before
+         * the start; the last sleep ends START_NAP_FROM_US before it. */
+        int64_t until_us = wake_us;
+        int64_t left_us = cfg->start_at_us - realtime_us();
+        if (countdown && left_us > 0) {
+            progress_countdown((uint64_t)left_us);
+            int64_t step = left_us > 1000000 ? (left_us - 1) % 1000000 + 1 : left_us;
+            if (cfg->start_at_us - left_us + step < until_us)
+                until_us = cfg->start_at_us - left_us + step;
+        }
+        struct timespec until = {.tv_sec = until_us / 1000000,
+                                 .tv_nsec = until_us % 1000000 * 1000};
+        /* A signal interrupts the sleep: libev's handler has noted it, and
+         * its watcher (on_signal) ends the run when the loop looks. */
+        int rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, NULL);
+        if (rc == EINTR)
+            ev_run(run->loop, EVRUN_NOWAIT);
+        else if (until_us == wake_us)
+            break;
+    }
+    if (countdown)
+        progress_countdown(0);
+    const struct timespec nap = {.tv_nsec = START_NAP_US * 1000};
+    while (!run->over && start_lateness(cfg) < -START_SPIN_US) {
+        nanosleep(&nap, NULL);
         ev_run(run->loop, EVRUN_NOWAIT);
+    }
+    while (!run->over && start_lateness(cfg) < 0)
+        ;
+    uint64_t mono = clock_us();
+    int64_t late_us = start_lateness(cfg);
+    r->start_late_us = late_us > 0 ? (uint64_t)late_us : 0;
+    r->start_late_known = !run->over; /* not when Ctrl-C ended the wait */
     return (uint64_t)((int64_t)mono - late_us);
 }
 
@@ -323,6 +414,76 @@ static void wait_settled(struct run *run, const struct config *cfg)
         ev_run(run->loop, 0);
     ev_timer_stop(run->loop, &limit);
     ev_async_stop(run->loop, &run->settled);
+}
+
+/* A worker failed (a script error): its message, once every worker is
+ * joined; the run has no report. */
+static const char *run_failure(const struct run *run)
+{
+    struct worker_result w;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        worker_result(run->workers[i], &w);
+        if (w.failure)
+            return w.failure;
+    }
+    return NULL;
+}
+
+/* The script called os.exit() on a worker: the first worker's call (its
+ * exit_message and exit_status), once every worker is joined; false if
+ * none did. */
+static bool run_exit(const struct run *run, struct worker_result *exited)
+{
+    for (size_t i = 0; i < run->nworkers; i++) {
+        worker_result(run->workers[i], exited);
+        if (exited->exit_message)
+            return true;
+    }
+    return false;
+}
+
+/* Why the run ended, once every worker is joined. */
+static struct run_end run_end(struct run *run, const struct config *cfg)
+{
+    struct worker_result exited;
+    if (run_exit(run, &exited))
+        return (struct run_end){.reason = END_SCRIPT_EXIT, .status = exited.exit_status};
+    if (run->aborted)
+        return (struct run_end){.reason = END_ABORTED};
+    if (run->signal)
+        return (struct run_end){.reason = END_INTERRUPTED, .signal = run->signal};
+    if (cfg->spec.requests && budget_done(&run->budget))
+        return (struct run_end){.reason = END_COMPLETED};
+    if (atomic_load(&run->nfinished) == run->nworkers)
+        return (struct run_end){.reason = END_STOPPED};
+    return (struct run_end){.reason = END_COMPLETED};
+}
+
+/* Interrupted, or os.exit() called, before what is measured began (in a
+ * --start-at wait, while -R's connections opened, in the warm-up): there is
+ * no result to write. */
+static bool ended_before_measuring(const struct run *run, const struct run_end *end)
+{
+    return !run->measuring && (end->reason == END_INTERRUPTED || end->reason == END_SCRIPT_EXIT);
+}
+
+/* The run ended before what it measures began: no report, and no file
+ * written (see ended_before_measuring); says why, and returns the exit
+ * status: os.exit()'s, or 1. */
+static int not_measured(const struct run *run, const struct run_end *end)
+{
+    const char *when = run->going ? "during the warm-up" : "before the run started";
+    const char *sig = run_end_signal_name(end->signal);
+    struct worker_result exited;
+    fflush(stdout);
+    if (run_exit(run, &exited)) {
+        fprintf(stderr, "volley: %s: the run was stopped %s: nothing was measured\n",
+                exited.exit_message, when);
+        return end->status;
+    }
+    fprintf(stderr, "volley: interrupted by %s %s: nothing was measured, no result written\n",
+            sig ? sig : "a signal", when);
+    return 1;
 }
 
 /* Start the workers and wait for the end of the run; note its length,
@@ -346,21 +507,25 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_async_start(run->loop, &run->finished);
 
     struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
-    /* --start-at: in the closed model connections send as soon as they are
-     * open, so the wait comes first; with -R they are all opened first and
-     * the schedule starts at the instant. */
-    if (cfg->start_at && !cfg->spec.rate)
-        at = wait_for_start(run, cfg);
+    /* --start-at: the connections are all opened first (and TLS done), in
+     * the closed model held until the instant; with -R the schedule starts
+     * there. Only --ramp-up, which opens them in their turns once the run
+     * starts, waits first. */
+    bool held = cfg->start_at && !cfg->spec.rate && !cfg->spec.ramp_up_us;
+    if (cfg->start_at && cfg->spec.ramp_up_us)
+        at = wait_for_start(run, cfg, r);
     for (size_t i = 0; i < run->nworkers; i++) {
         if (cfg->spec.rate)
             worker_set_rate(run->workers[i]);
+        if (held)
+            worker_hold(run->workers[i]);
         worker_set_intervals(run->workers[i], intervals);
         worker_start(run->workers[i]);
     }
-    if (cfg->spec.rate)
+    if (cfg->spec.rate || held)
         wait_settled(run, cfg);
-    if (cfg->start_at && cfg->spec.rate && !run->over)
-        at = wait_for_start(run, cfg);
+    if (cfg->start_at && !cfg->spec.ramp_up_us && !run->over)
+        at = wait_for_start(run, cfg, r);
     getrusage(RUSAGE_SELF, &before);
     clock_gettime(CLOCK_REALTIME, &r->started);
     uint64_t start = clock_us();
@@ -380,14 +545,25 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         r->started.tv_nsec -= 1000000000;
     }
     timeline_start(run->timeline, begin + cfg->spec.warmup_us, &r->started);
+    if (cfg->spec.warmup_us) {
+        uint64_t now = clock_us(), end = begin + cfg->spec.warmup_us;
+        ev_timer_init(&run->warmed, on_warmed, end > now ? (double)(end - now) / 1e6 : 0., 0.);
+        run->warmed.data = run;
+        ev_timer_start(run->loop, &run->warmed);
+    } else if (!run->over) {
+        begin_measuring(run);
+    }
+    run->going = !run->over;
     for (size_t i = 0; i < run->nworkers; i++)
-        worker_go(run->workers[i], begin);
+        worker_go(run->workers[i], begin, !run->over);
     struct progress *progress =
         progress_start(run->loop, cfg, run->workers, run->nworkers, start, run->timeline);
     run->watching = run->watch != NULL;
     if (!run->over)
         ev_run(run->loop, 0);
     run->watching = false;
+    if (cfg->spec.warmup_us)
+        ev_timer_stop(run->loop, &run->warmed);
     progress_end(progress);
     /* From here a second Ctrl-C ends volley at once (libev puts the default
      * action back): a thread stuck in a script hook would never be joined. */
@@ -399,7 +575,13 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         worker_join(run->workers[i]);
     uint64_t elapsed = clock_us() - start;
     r->runtime_us = elapsed > cfg->spec.warmup_us ? elapsed - cfg->spec.warmup_us : 0;
-    timeline_finish(run->timeline, r->runtime_us);
+    r->end = run_end(run, cfg);
+    if (run_failure(run))
+        timeline_finish(run->timeline, r->runtime_us, NULL);
+    else if (ended_before_measuring(run, &r->end))
+        timeline_abandon(run->timeline);
+    else
+        timeline_finish(run->timeline, r->runtime_us, &r->end);
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
@@ -430,6 +612,25 @@ static void report_retired(const struct run *run, const struct config *cfg)
                 "volley: %s: request() returned nil on %zu connection%s, which then sent no "
                 "more requests\n",
                 cfg->spec.script, n, n == 1 ? "" : "s");
+}
+
+/* -R: what was asked of this process over the part of the run that ran: its
+ * share of -R; with --stages, of the requests their profile made due between
+ * the end of the warm-up and the end of the run, over its length. A run cut
+ * short half-way up a ramp was asked the lower half's rate, not the mean of
+ * the whole; one that ran its course, the stages' mean over the time it took
+ * (a little longer than they last, the time to stop). */
+static double rate_target(const struct run *run, const struct config *cfg, const struct result *r)
+{
+    const struct run_spec *spec = &cfg->spec;
+    struct worker_result w;
+    if (!spec->rate || !spec->nstages || !r->runtime_us)
+        return (double)spec->shard.rate;
+    worker_result(run->workers[0], &w);
+    double from = (double)spec->warmup_us, to = from + (double)r->runtime_us;
+    double due = profile_requests(w.profile, to) - profile_requests(w.profile, from);
+    double share = (double)spec->shard.connections / (double)spec->connections;
+    return due * share * 1e6 / (double)r->runtime_us;
 }
 
 /* The workers' statistics, added up into r: the run's and the warm-up's. */
@@ -476,7 +677,8 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
     if (!cfg->nthresholds)
         return true;
     r->aborted = run->aborted ? &run->abort : NULL;
-    bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats, r->runtime_us,
+    bool passed = threshold_judge(cfg->thresholds, cfg->nthresholds, &r->stats,
+                                  r->warmup ? r->warmup->connect : NULL, r->runtime_us,
                                   cfg->spec.timeout_us, r->aborted, verdicts);
     r->verdicts = verdicts;
     r->nverdicts = cfg->nthresholds;
@@ -484,17 +686,16 @@ static bool judge(struct run *run, const struct config *cfg, struct result *r,
     return passed;
 }
 
-/* A worker failed (a script error): its message, once every worker is
- * joined; the run has no report. */
-static const char *run_failure(const struct run *run)
+/* No output may write over another, over the script or over the report. */
+static void check_outputs(const struct config *cfg)
 {
-    struct worker_result w;
-    for (size_t i = 0; i < run->nworkers; i++) {
-        worker_result(run->workers[i], &w);
-        if (w.failure)
-            return w.failure;
-    }
-    return NULL;
+    const struct output_use uses[] = {
+        {"--json", cfg->json, NULL},
+        {"--timeline", cfg->spec.timeline, NULL},
+        {"--hdr-log", cfg->spec.hdr_log, NULL},
+        {"-s", cfg->spec.script, "the script"},
+    };
+    output_check_distinct(uses, sizeof uses / sizeof uses[0]);
 }
 
 static void free_run(struct run *run)
@@ -518,6 +719,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "merge") == 0)
         return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
+    check_outputs(&cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);
     if (cfg.spec.tls)
@@ -545,17 +747,25 @@ int main(int argc, char **argv)
     }
 
     report_header(stdout, &cfg.spec);
-    output_check_stdout();
+    output_check();
     run_workers(&run, &cfg, &result);
     const char *failure = run_failure(&run);
+    int early = -1;
     if (failure) {
         fflush(stdout);
         fprintf(stderr, "volley: %s\n", failure);
+        early = 1;
+    } else if (ended_before_measuring(&run, &result.end)) {
+        early = not_measured(&run, &result.end);
+    }
+    if (early >= 0) {
+        if (cfg.json)
+            output_json_abandon(&json);
         free_run(&run);
         script_free(main_script);
         tls_cleanup();
         cli_free(&cfg);
-        return 1;
+        return early;
     }
 
     struct stats warmup;
@@ -564,6 +774,7 @@ int main(int argc, char **argv)
     struct result_source *sources = gather_sources(&run, &cfg.sources);
     result.sources = sources;
     result.nsources = sources ? cfg.sources.n : 0;
+    result.rate_target = rate_target(&run, &cfg, &result);
     report_text(stdout, &result);
     bool passed = judge(&run, &cfg, &result, verdicts);
     output_flush_stdout();
@@ -571,12 +782,21 @@ int main(int argc, char **argv)
      * Transfer/sec (a done() hook's output) are not disturbed. */
     report_warnings(stderr, &result);
     report_retired(&run, &cfg);
-    if (main_script)
-        script_done(main_script, &result);
+    /* Before done(): an error or a Ctrl-C in it cannot lose the result. */
     if (cfg.json)
-        output_json_write(&json, &result);
+        output_json_write(&json, report_json, &result);
+    /* os.exit() in a hook ended the script's part: done() is not called. */
+    struct worker_result exited;
+    int status = passed ? 0 : 2;
+    if (run_exit(&run, &exited)) {
+        fflush(stdout);
+        fprintf(stderr, "volley: %s: the run was stopped\n", exited.exit_message);
+        status = exited.exit_status;
+    } else if (main_script) {
+        script_done(main_script, &result);
+    }
     timeline_check(run.timeline);
-    output_check_stdout();
+    output_check();
 
     free_run(&run);
     free(sources);
@@ -587,6 +807,7 @@ int main(int argc, char **argv)
     script_free(main_script);
     tls_cleanup();
     cli_free(&cfg);
-    /* A failed threshold is an outcome of a run that completed: 2, not 1. */
-    return passed ? 0 : 2;
+    /* A failed threshold is an outcome of a run that completed: 2, not 1;
+     * os.exit()'s status is the script's to choose. */
+    return status;
 }

@@ -94,21 +94,6 @@ static void check_same_run(const struct part *p, const struct part *first, const
         merge_bad(file, "shard %" PRIu64 " is there twice", p->spec.shard.index);
 }
 
-static void check_results(struct inputs *in)
-{
-    if (!in->nparts)
-        die("no results among the files: volley merge adds up --json results, with their "
-            "timelines");
-    struct part *first = &in->parts[0];
-    if (first->spec.shard.count)
-        in->seen = xcalloc(first->spec.shard.count, sizeof *in->seen);
-    for (size_t i = 0; i < in->nparts; i++) {
-        check_same_run(&in->parts[i], first, in->seen);
-        if (in->seen)
-            in->seen[in->parts[i].spec.shard.index] = true;
-    }
-}
-
 /* ---- timelines with their results ---------------------------------------- */
 
 /* What a check of a timeline against its result found: a figure whose
@@ -127,7 +112,7 @@ static void check_totals(const struct series *s)
 {
     static const char *const classes[6] = {"1xx responses", "2xx responses", "3xx responses",
                                            "4xx responses", "5xx responses", "other responses"};
-    const struct stats *t = &s->part->stats;
+    const struct slice *t = &s->part->totals;
     for (size_t i = 0; i < stats_ncounters; i++) {
         const struct stats_counter *c = &stats_counters[i];
         if (!c->column || ((c->flags & STATS_OPEN) && !s->open_model))
@@ -136,22 +121,15 @@ static void check_totals(const struct series *s)
         for (size_t k = 0; k < s->n; k++)
             sum += s->slices[k].counts[i];
         /* a rate in the records: the counts are the rates times the lengths, rounded */
-        if (!(c->flags & STATS_PER_SEC) && sum != stats_counter_get(t, c))
-            totals_differ(s, c->what, sum, stats_counter_get(t, c));
-    }
-    uint64_t totals[6] = {0};
-    totals[5] = t->requests;
-    for (int c = 0; c < 5; c++) {
-        for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
-            totals[c] += t->status[code];
-        totals[5] -= totals[c];
+        if (!(c->flags & STATS_PER_SEC) && sum != t->counts[i])
+            totals_differ(s, c->what, sum, t->counts[i]);
     }
     for (int c = 0; c < 6; c++) {
         unsigned __int128 sum = 0;
         for (size_t k = 0; k < s->n; k++)
             sum += s->slices[k].status[c];
-        if (sum != totals[c])
-            totals_differ(s, classes[c], sum, totals[c]);
+        if (sum != t->status[c])
+            totals_differ(s, classes[c], sum, t->status[c]);
     }
 }
 
@@ -212,6 +190,9 @@ static void check_with_result(const struct series *s)
             merge_bad(s->file, "interval %zu: server_cpu_s is %s, but its result %s has %s server",
                       k, p->server.known ? "null" : "a number", p->file,
                       p->server.known ? "a" : "no");
+    if (s->ended && p->end_known && s->end.reason != p->end.reason)
+        merge_bad(s->file, "its end record says the run ended %s, but its result %s says %s",
+                  run_end_name(s->end.reason), p->file, run_end_name(p->end.reason));
     check_totals(s);
 }
 
@@ -278,6 +259,59 @@ static void check_timelines(struct inputs *in)
 }
 
 /* ---- the whole ----------------------------------------------------------- */
+
+/* A part's counts as one slice of the whole run: the counters that have a
+ * timeline column, and its status codes by class (codes outside 100..599
+ * last): what its timeline's intervals add up to. */
+static void totals_of(struct slice *sl, const struct stats *t)
+{
+    memset(sl, 0, sizeof *sl);
+    for (size_t i = 0; i < stats_ncounters; i++)
+        if (stats_counters[i].column)
+            sl->counts[i] = stats_counter_get(t, &stats_counters[i]);
+    sl->status[5] = t->requests;
+    for (int c = 0; c < 5; c++) {
+        for (int code = 100 * (c + 1); code < 100 * (c + 2); code++)
+            sl->status[c] += t->status[code];
+        sl->status[5] -= sl->status[c];
+    }
+}
+
+/* The part just read: one run with the first part, added into the whole at
+ * once, its statistics and document let go (the first's document stays, to
+ * compare the others with): merging a thousand parts takes the memory of
+ * a few. */
+static void take_part(struct inputs *in, struct part *p)
+{
+    struct part *first = &in->parts[0];
+    if (p == first && first->spec.shard.count)
+        in->seen = xcalloc(first->spec.shard.count, sizeof *in->seen);
+    check_same_run(p, first, in->seen);
+    if (in->seen)
+        in->seen[p->spec.shard.index] = true;
+    /* stats_merge adds without checks: counts near 2^64 in a hostile file
+     * must not wrap round into small ones */
+    if (stats_merge_overflows(&in->whole, p->stats))
+        merge_bad(p->file, "counts too large to add up (past 2^64)");
+    stats_merge(&in->whole, p->stats);
+    in->missing |= stats_dists_measured(p->open_model) & ~p->measured;
+    totals_of(&p->totals, p->stats);
+    stats_free(p->stats);
+    free(p->stats);
+    p->stats = NULL;
+    if (p->warmup_connect) {
+        if (!in->warmup_connect)
+            in->warmup_connect = hist_new(STATS_LATENCY_MAX);
+        hist_merge(in->warmup_connect, p->warmup_connect);
+        hist_free(p->warmup_connect);
+        p->warmup_connect = NULL;
+    }
+    if (p != first) {
+        jdoc_free(p->doc);
+        p->doc = NULL;
+        p->options = NULL;
+    }
+}
 
 static void add_count(const struct part *p, uint64_t *total, uint64_t v, const char *what)
 {
@@ -368,26 +402,26 @@ static struct result_source *whole_sources(const struct inputs *in, size_t *n)
 }
 
 /* The run's span is from the earliest start to the latest end. */
-static void whole_result(struct result *r, const struct inputs *in, struct result_input *list)
+static void whole_result(struct result *r, struct inputs *in, struct result_input *list)
 {
     int64_t start = INT64_MAX, end = INT64_MIN;
-    stats_init(&r->stats);
+    /* added up as the parts were read: the result's now */
+    r->stats = in->whole;
+    r->missing = in->missing;
+    memset(&in->whole, 0, sizeof in->whole);
     for (size_t i = 0; i < in->nparts; i++) {
         const struct part *p = &in->parts[i];
         int64_t p_end = p->start_us + (int64_t)p->duration_us;
         start = p->start_us < start ? p->start_us : start;
         end = p_end > end ? p_end : end;
-        /* stats_merge adds without checks: counts near 2^64 in a hostile
-         * file must not wrap round into small ones */
-        if (stats_merge_overflows(&r->stats, &p->stats))
-            merge_bad(p->file, "counts too large to add up (past 2^64)");
-        stats_merge(&r->stats, &p->stats);
-        r->missing |= stats_dists_measured(p->open_model) & ~p->measured;
+        if (p->start_late_known && (!r->start_late_known || p->start_late_us > r->start_late_us))
+            r->start_late_us = p->start_late_us;
+        r->start_late_known |= p->start_late_known;
         list[i] = (struct result_input){p->file,
                                         p->series ? p->series->file : NULL,
                                         p->start_us,
                                         p->duration_us,
-                                        p->stats.requests,
+                                        p->totals.counts[STATS_COUNTER_requests],
                                         p->spec.shard.count != 0,
                                         p->spec.shard.index};
     }
@@ -403,6 +437,24 @@ static void whole_result(struct result *r, const struct inputs *in, struct resul
     r->inputs = list;
     r->ninputs = in->nparts;
     r->sources = whole_sources(in, &r->nsources);
+    r->rate_target = r->spec->shard.rate;
+    /* completed when every part did; otherwise as the first that did not */
+    for (size_t i = 0; i < in->nparts && r->end.reason == END_COMPLETED; i++)
+        r->end = in->parts[i].end;
+}
+
+/* After the report: each part whose run ended before its end. */
+static void warn_cut_short(FILE *f, const struct inputs *in)
+{
+    char how[80];
+    for (size_t i = 0; i < in->nparts; i++) {
+        const struct part *p = &in->parts[i];
+        if (p->end.reason == END_COMPLETED)
+            continue;
+        run_end_text(&p->end, how, sizeof how);
+        fprintf(f, "Warning: %s: its run %s: the merged result adds up a part cut short\n", p->file,
+                how);
+    }
 }
 
 /* ---- the server ------------------------------------------------------------ */
@@ -584,6 +636,7 @@ static struct timeline *whole_timeline(const struct result *r, struct inputs *in
         timeline_set_measured(t, measured);
         timeline_start_merged(t, &r->started, in->origin_us);
         merge_intervals(t, in, r, server);
+        timeline_end(t, &r->end, r->runtime_us);
         timeline_close(t);
     }
     return t;
@@ -617,13 +670,33 @@ static void describe(FILE *f, const struct inputs *in)
     fputc('\n', f);
 }
 
+/* No output may write over another, or over a file being merged. */
+static void check_outputs(const struct merge_config *mc)
+{
+    struct output_use *uses = xcalloc(mc->nfiles + 3, sizeof *uses);
+    uses[0] = (struct output_use){"--json", mc->json, NULL};
+    uses[1] = (struct output_use){"--timeline", mc->timeline, NULL};
+    uses[2] = (struct output_use){"--hdr-log", mc->hdr_log, NULL};
+    for (size_t i = 0; i < mc->nfiles; i++)
+        uses[3 + i] = (struct output_use){NULL, mc->files[i], "a file to merge"};
+    output_check_distinct(uses, mc->nfiles + 3);
+    free(uses);
+}
+
 static void read_inputs(struct inputs *in, const struct merge_config *mc)
 {
     in->parts = xcalloc(mc->nfiles, sizeof *in->parts);
     in->series = xcalloc(mc->nfiles, sizeof *in->series);
-    for (size_t i = 0; i < mc->nfiles; i++)
+    stats_init(&in->whole);
+    for (size_t i = 0; i < mc->nfiles; i++) {
+        size_t nparts = in->nparts;
         merge_read_file(in, mc->files[i]);
-    check_results(in);
+        if (in->nparts > nparts)
+            take_part(in, &in->parts[nparts]);
+    }
+    if (!in->nparts)
+        die("no results among the files: volley merge adds up --json results, with their "
+            "timelines");
     check_timelines(in);
     if ((mc->timeline || mc->hdr_log) && !in->nseries)
         die("%s: no timelines among the files to merge (give each part's --timeline file with "
@@ -633,8 +706,9 @@ static void read_inputs(struct inputs *in, const struct merge_config *mc)
 
 static void free_inputs(struct inputs *in)
 {
+    stats_free(&in->whole);
+    hist_free(in->warmup_connect);
     for (size_t i = 0; i < in->nparts; i++) {
-        stats_free(&in->parts[i].stats);
         spec_free(&in->parts[i].spec);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
@@ -660,6 +734,7 @@ int merge_main(int argc, char **argv)
     struct inputs in = {0};
     struct output_json json;
     cli_parse_merge(argc, argv, &mc);
+    check_outputs(&mc);
     read_inputs(&in, &mc);
     struct result_input *list = xcalloc(in.nparts, sizeof *list);
     whole_spec(&spec, &in, &mc);
@@ -674,8 +749,8 @@ int merge_main(int argc, char **argv)
     describe(stdout, &in);
     report_text(stdout, &result);
     struct threshold_verdict *verdicts = xcalloc(mc.nthresholds + 1, sizeof *verdicts);
-    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, result.runtime_us,
-                                  spec.timeout_us, NULL, verdicts);
+    bool passed = threshold_judge(mc.thresholds, mc.nthresholds, &result.stats, in.warmup_connect,
+                                  result.runtime_us, spec.timeout_us, NULL, verdicts);
     if (mc.nthresholds) {
         threshold_print(stdout, verdicts, mc.nthresholds, NULL);
         result.verdicts = verdicts;
@@ -683,10 +758,11 @@ int merge_main(int argc, char **argv)
     }
     output_flush_stdout();
     report_warnings(stderr, &result);
+    warn_cut_short(stderr, &in);
     if (mc.json)
-        output_json_write(&json, &result);
+        output_json_write(&json, report_json, &result);
     timeline_check(timeline);
-    output_check_stdout();
+    output_check();
 
     free_inputs(&in);
     free(list);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,40 @@ static uint64_t count_of(const char *file, const char *path, double n)
     return (uint64_t)llround(n);
 }
 
+/* How a run ended: the members reason, signal and exit_status of v, which
+ * prefix ("end." or "") names in messages. */
+static struct run_end read_end(const char *where, const struct jdoc *v, const char *prefix)
+{
+    struct run_end end = {0};
+    const char *reason = jdoc_string(jdoc_get(v, "reason"));
+    const struct jdoc *sig = jdoc_get(v, "signal"), *status = jdoc_get(v, "exit_status");
+    unsigned r = 0;
+    while (reason && r < END_REASONS && strcmp(run_end_name((enum end_reason)r), reason) != 0)
+        r++;
+    if (!reason || r == END_REASONS)
+        merge_bad(where, "%sreason: missing, or not how a run ends", prefix);
+    end.reason = (enum end_reason)r;
+    if (end.reason == END_INTERRUPTED) {
+        const char *name = jdoc_string(sig);
+        end.signal = name && strcmp(name, "SIGINT") == 0    ? SIGINT
+                     : name && strcmp(name, "SIGTERM") == 0 ? SIGTERM
+                                                            : 0;
+        if (!end.signal)
+            merge_bad(where, "%ssignal: missing, or not SIGINT or SIGTERM", prefix);
+    } else if (!is_null(sig)) {
+        merge_bad(where, "%ssignal: not null for a run that was not interrupted", prefix);
+    }
+    uint64_t code;
+    if (end.reason == END_SCRIPT_EXIT) {
+        if (!jdoc_u64(status, &code) || code > 255)
+            merge_bad(where, "%sexit_status: missing, or not an exit status", prefix);
+        end.status = (int)code;
+    } else if (!is_null(status)) {
+        merge_bad(where, "%sexit_status: not null for a run that os.exit() did not end", prefix);
+    }
+    return end;
+}
+
 /* ---- reading a result ------------------------------------------------------ */
 
 /* name.key, the path of a distribution's member, in buf. */
@@ -154,7 +189,7 @@ static void distribution(struct part *p, const char *name, struct hist *dst)
  * which it has. */
 static void read_distributions(struct part *p)
 {
-    struct stats *s = &p->stats;
+    struct stats *s = p->stats;
     for (size_t i = 0; i < stats_ndists; i++) {
         const struct stats_dist *d = &stats_dists[i];
         if ((d->flags & STATS_OPTIONAL) && !jdoc_get(p->doc, d->key))
@@ -188,12 +223,12 @@ static void read_status_codes(struct part *p)
         }
         if (!jdoc_u64(&m->value, &n) || total + n < total)
             merge_bad(p->file, "status_codes.%s: not a count", m->key);
-        p->stats.status[code] = n;
+        p->stats->status[code] = n;
         total += n;
     }
-    if (total != p->stats.requests)
+    if (total != p->stats->requests)
         merge_bad(p->file, "status_codes add up to %" PRIu64 ", not to requests (%" PRIu64 ")",
-                  total, p->stats.requests);
+                  total, p->stats->requests);
 }
 
 /* An optional member: absent (in results of earlier versions) or null is
@@ -208,13 +243,13 @@ static uint64_t optional_u64(const char *file, const struct jdoc *o, const char 
  * classes: they count errors that ended no request too. */
 static void read_errors(struct part *p)
 {
-    const struct errors *e = &p->stats.errors;
+    const struct errors *e = &p->stats->errors;
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
         /* results of earlier versions lack the causes added since */
-        p->stats.causes[c] = optional_u64(p->file, causes, stats_cause_name(c));
-        causes_total += p->stats.causes[c];
+        p->stats->causes[c] = optional_u64(p->file, causes, stats_cause_name(c));
+        causes_total += p->stats->causes[c];
     }
     /* The causes count errors that ended no request too. */
     if (causes_total < (unsigned __int128)e->connect + e->read + e->write + e->timeout)
@@ -224,10 +259,32 @@ static void read_errors(struct part *p)
     /* each CONNECT answered so is one error of that cause */
     unsigned __int128 statuses = 0;
     for (int code = 0; code < STATS_STATUS_MAX; code++)
-        statuses += p->stats.proxy_status[code];
-    if (statuses != p->stats.causes[CAUSE_PROXY_STATUS])
+        statuses += p->stats->proxy_status[code];
+    if (statuses != p->stats->causes[CAUSE_PROXY_STATUS])
         merge_bad(p->file, "proxy.connect_status adds up to other than error_causes.%s",
                   stats_cause_name(CAUSE_PROXY_STATUS));
+}
+
+/* Why the TLS handshakes failed, which adds up to their cause's count. A
+ * result written before the breakdown has none: its failures count as
+ * "other". */
+static void read_tls_failures(struct part *p)
+{
+    const struct jdoc *tls = need_object(p->file, p->doc, "tls", true);
+    uint64_t *f = p->stats->tls_failures, total = p->stats->causes[CAUSE_TLS_HANDSHAKE];
+    unsigned __int128 sum = 0;
+    char path[80];
+    if (!tls || !jdoc_get(tls, "handshake_failures")) {
+        f[TLS_FAIL_OTHER] = total;
+        return;
+    }
+    need_object(p->file, p->doc, "tls.handshake_failures", false);
+    for (int i = 0; i < TLS_FAIL_COUNT; i++) {
+        snprintf(path, sizeof path, "tls.handshake_failures.%s", stats_tls_failure_name(i));
+        sum += f[i] = need_u64(p->file, p->doc, path);
+    }
+    if (sum != total)
+        merge_bad(p->file, "tls.handshake_failures do not add up to error_causes.tls_handshake");
 }
 
 /* volley's own CPU time, and how busy its busiest thread was. */
@@ -255,7 +312,7 @@ static void read_resets(struct part *p, const struct jdoc *h2)
         unsigned code = 0;
         while (code < STATS_H2_CODES && strcmp(stats_h2_code_name(code), m->key) != 0)
             code++;
-        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &p->stats.h2_resets[code]))
+        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &p->stats->h2_resets[code]))
             merge_bad(p->file, "http2.rst_stream_received.%s: not an error code's count", m->key);
     }
 }
@@ -270,7 +327,7 @@ static void read_proxy_statuses(struct part *p, const struct jdoc *proxy)
         char *end;
         uint64_t code = strcmp(m->key, "other") == 0 ? 0 : strtoull(m->key, &end, 10);
         if ((code && (*end || m->key[0] < '1' || m->key[0] > '9' || code >= STATS_STATUS_MAX)) ||
-            !jdoc_u64(&m->value, &p->stats.proxy_status[code]))
+            !jdoc_u64(&m->value, &p->stats->proxy_status[code]))
             merge_bad(p->file, "proxy.connect_status.%s: not a status's count", m->key);
     }
 }
@@ -317,8 +374,8 @@ static void read_counters(struct part *p)
             const struct stats_counter *c = &stats_counters[i];
             if (c->place != place)
                 continue;
-            uint64_t per = first ? stats_counter_get(&p->stats, first) : 0;
-            *stats_counter_at(&p->stats, c) = read_counter(p, c, in, per);
+            uint64_t per = first ? stats_counter_get(p->stats, first) : 0;
+            *stats_counter_at(p->stats, c) = read_counter(p, c, in, per);
             if (!first)
                 first = c;
         }
@@ -333,12 +390,12 @@ static void read_counters(struct part *p)
  * result of an earlier version has none: its one protocol spoke on all. */
 static void read_protocol_counts(struct part *p)
 {
-    uint64_t *n = p->stats.by_protocol;
+    uint64_t *n = p->stats->by_protocol;
     unsigned __int128 total = 0;
     if (!jdoc_get(p->doc, "protocols")) {
         const char *one = spec_protocol(&p->spec);
         if (one)
-            n[protocols_index(protocols_by_name(one))] = p->stats.connects;
+            n[protocols_index(protocols_by_name(one))] = p->stats->connects;
         return;
     }
     const struct jdoc *o = need_object(p->file, p->doc, "protocols", false);
@@ -349,15 +406,15 @@ static void read_protocol_counts(struct part *p)
             merge_bad(p->file, "protocols.%s: not a count of connections of a protocol", m->key);
         total += n[protocols_index(proto)];
     }
-    if (total != p->stats.connects)
+    if (total != p->stats->connects)
         merge_bad(p->file, "protocols add up to other than connects (%" PRIu64 ")",
-                  p->stats.connects);
+                  p->stats->connects);
 }
 
 /* Counters, and what the text report needs that no counter holds. */
 static void read_totals(struct part *p)
 {
-    const struct stats *s = &p->stats;
+    const struct stats *s = p->stats;
     p->duration_us = need_u64(p->file, p->doc, "duration_us");
     read_counters(p);
     if (s->reopened > s->connects)
@@ -382,6 +439,11 @@ static void read_start(struct part *p)
     } else if (!units_parse_instant(need_string(p->file, p->doc, "start_time"), &p->start_us)) {
         merge_bad(p->file, "start_time: not an RFC 3339 time");
     }
+    /* --start-at: how late it started; null without, absent before it existed */
+    const struct jdoc *late = jdoc_get(p->doc, "start_late_us");
+    p->start_late_known = late && !is_null(late);
+    if (p->start_late_known && !jdoc_u64(late, &p->start_late_us))
+        merge_bad(p->file, "start_late_us: not a number of microseconds or null");
 }
 
 /* An optional string of options: absent or null is NULL; a copy otherwise. */
@@ -566,7 +628,8 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     uint64_t version = need_u64(file, p->doc, "schema_version");
     if (version != 1)
         merge_bad(file, "schema version %" PRIu64 "; this volley reads version 1", version);
-    stats_init(&p->stats);
+    p->stats = xcalloc(1, sizeof *p->stats);
+    stats_init(p->stats);
     read_options(p);
     read_start(p);
     read_totals(p);
@@ -574,10 +637,21 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     if (p->start_us > INT64_MAX / 2 || p->duration_us > (uint64_t)INT64_MAX / 2)
         merge_bad(file, "start_time_us or duration_us out of range");
     read_errors(p);
+    read_tls_failures(p);
     read_status_codes(p);
     read_distributions(p);
     read_sources(p);
+    /* a result written before the warm-up had connect_time has none */
+    if (jdoc_get(need_object(file, p->doc, "warmup", true), "connect_time")) {
+        p->warmup_connect = hist_new(STATS_LATENCY_MAX);
+        distribution(p, "warmup.connect_time", p->warmup_connect);
+    }
     read_server(p);
+    /* a result written before volley said how runs end: as it was taken then */
+    const struct jdoc *end = jdoc_get(p->doc, "end");
+    p->end_known = end != NULL;
+    if (end)
+        p->end = read_end(file, need_object(file, p->doc, "end", false), "end.");
     const struct jdoc *intervals = need_object(file, p->doc, "intervals", true);
     p->interval_us = intervals ? need_u64(file, intervals, "interval_us") : 0;
 }
@@ -719,7 +793,7 @@ static void read_slice(struct series *s, const char *where, const struct jdoc *r
     uint64_t index = s->n;
     const char *type = need_string(where, record, "type");
     if (strcmp(type, "interval") != 0)
-        merge_bad(where, "type: \"%s\", not \"interval\"", type);
+        merge_bad(where, "type: \"%s\", not \"interval\" or \"end\"", type);
     if (need_u64(where, record, "interval") != index)
         merge_bad(where, "interval: not %" PRIu64 ": the intervals are numbered in order from 0",
                   index);
@@ -736,6 +810,21 @@ static void read_slice(struct series *s, const char *where, const struct jdoc *r
     sl->server_s = NAN;
     if (!server || (!is_null(server) && (!jdoc_double(server, &sl->server_s) || sl->server_s < 0)))
         merge_bad(where, "server_cpu_s: missing, or not a number >= 0 or null");
+}
+
+/* The last record: how the run ended, after the intervals it counts. */
+static void read_end_record(struct series *s, const char *where, const struct jdoc *record)
+{
+    unsigned __int128 requests = 0;
+    for (size_t k = 0; k < s->n; k++)
+        requests += s->slices[k].counts[STATS_COUNTER_requests];
+    s->end = read_end(where, record, "");
+    s->ended = true;
+    need_u64(where, record, "duration_us");
+    if (need_u64(where, record, "intervals") != s->n)
+        merge_bad(where, "intervals: not the %zu intervals before it", s->n);
+    if (need_u64(where, record, "requests") != requests)
+        merge_bad(where, "requests: not those of the intervals before it");
 }
 
 /* The next line of f, without its newline; false at the end of the file. */
@@ -772,9 +861,16 @@ static void read_series(struct series *s, const char *file, const struct jdoc *r
             s->cap = s->cap ? 2 * s->cap : 64;
             s->slices = xrealloc(s->slices, s->cap * sizeof *s->slices);
         }
-        memset(&s->slices[s->n], 0, sizeof s->slices[s->n]);
-        read_slice(s, where, record, &s->slices[s->n]);
-        s->n++;
+        if (s->ended)
+            merge_bad(where, "a line after the end record");
+        const char *type = jdoc_string(jdoc_get(record, "type"));
+        if (type && strcmp(type, "end") == 0) {
+            read_end_record(s, where, record);
+        } else {
+            memset(&s->slices[s->n], 0, sizeof s->slices[s->n]);
+            read_slice(s, where, record, &s->slices[s->n]);
+            s->n++;
+        }
         jdoc_free(record);
         free(where);
     }

@@ -109,6 +109,24 @@ struct progress *progress_start(struct ev_loop *loop, const struct config *cfg,
     return p;
 }
 
+bool progress_countdown_wanted(const struct config *cfg)
+{
+    return cfg->progress && isatty(STDERR_FILENO);
+}
+
+void progress_countdown(uint64_t left_us)
+{
+    static bool drawn;
+    if (left_us) {
+        /* whole seconds, rounded up: "1s" until the start */
+        fprintf(stderr, "\rstarting in %" PRIu64 "s\033[K", (left_us + 999999) / 1000000);
+        drawn = true;
+    } else if (drawn) {
+        fputs("\r\033[K", stderr);
+        drawn = false;
+    }
+}
+
 void progress_end(struct progress *p)
 {
     if (!p)

@@ -6,6 +6,7 @@
 #define VOLLEY_PROGRESS_H
 
 #include <ev.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,5 +23,11 @@ struct progress *progress_start(struct ev_loop *loop, const struct config *cfg,
                                 const struct timeline *timeline);
 /* Stops redrawing, erases the line and frees p (NULL is fine). */
 void progress_end(struct progress *p);
+
+/* --start-at: whether the wait has a countdown (a terminal, without
+ * --no-progress); then "starting in 12s", left_us before the start, drawn
+ * in place of the line, which left_us 0 erases. */
+bool progress_countdown_wanted(const struct config *cfg);
+void progress_countdown(uint64_t left_us);
 
 #endif

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <sched.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -68,7 +69,10 @@ void report_cell(FILE *f, const char *s, int width)
 
 typedef char *(*formatter)(long double, char[UNITS_BUF]);
 
-static void stat_row(FILE *f, const char *name, const struct hist *h, formatter fmt)
+/* A row of the thread-stats table. wrk's own rows (Latency, Req/Sec) print
+ * glibc's "-nan" for an empty histogram's 0/0, as wrk does; volley's (TTFB)
+ * leave the field empty instead. */
+static void stat_row(FILE *f, const char *name, const struct hist *h, formatter fmt, bool wrks)
 {
     char buf[UNITS_BUF];
     double mean = hist_mean(h), stdev = hist_stdev(h);
@@ -77,8 +81,10 @@ static void stat_row(FILE *f, const char *name, const struct hist *h, formatter 
     report_cell(f, fmt(mean, buf), 8);
     report_cell(f, fmt(stdev, buf), 10);
     report_cell(f, fmt(hist_max(h), buf), 9);
-    /* An empty histogram prints glibc's "-nan" for 0/0, as wrk does. */
-    fprintf(f, "%8.2f%%\n", isnan(within) ? -NAN : within);
+    if (isnan(within) && !wrks)
+        fputc('\n', f);
+    else
+        fprintf(f, "%8.2f%%\n", isnan(within) ? -NAN : within);
 }
 
 static void latency_distribution(FILE *f, const struct hist *h)
@@ -144,18 +150,18 @@ void report_text(FILE *f, const struct result *r)
     long double seconds = (long double)r->runtime_us / 1e6L;
 
     fprintf(f, "  Thread Stats%6s%11s%8s%12s\n", "Avg", "Stdev", "Max", "+/- Stdev");
-    stat_row(f, "Latency", s->latency, units_time_us);
+    stat_row(f, "Latency", s->latency, units_time_us, true);
     /* Every request has a connection of its own: its set-up, which latency
      * leaves out, is a figure of the run too (ab's "Connect"). */
     if (r->spec->no_keepalive)
-        stat_row(f, "Connect", s->connect, units_time_us);
-    stat_row(f, "Req/Sec", s->rps, units_metric);
+        stat_row(f, "Connect", s->connect, units_time_us, false);
+    stat_row(f, "Req/Sec", s->rps, units_metric, true);
     /* --latency: the time to first byte too, as the table's last row, so
      * that the Latency and Req/Sec rows and the distribution below stay
      * where wrk's parsers look for them; not for a merge of results that
      * have none. */
     if (r->spec->latency && !(r->missing & (1u << STATS_DIST_ttfb)))
-        stat_row(f, "TTFB", s->ttfb, units_time_us);
+        stat_row(f, "TTFB", s->ttfb, units_time_us, false);
     if (r->spec->latency && r->spec->rate)
         hdr_distribution(f, "Recorded Latency", s->latency);
     else if (r->spec->latency)
@@ -190,8 +196,8 @@ static void rate_shortfall(FILE *f, const struct result *r)
     const struct stats *s = &r->stats;
     const struct errors *e = &s->errors;
     double seconds = (double)r->runtime_us / 1e6;
-    /* a shard's own share of -R and -c */
-    double rate = spec->shard.rate;
+    /* a shard's own share of -R and -c, over what ran of the profile */
+    double rate = r->rate_target;
     uint64_t connections = spec->shard.connections;
     if (!spec->rate || seconds <= 0)
         return;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "run_end.h"
 #include "stats.h"
 
 struct run_spec;
@@ -40,6 +41,10 @@ struct result {
     struct stats stats;      /* all workers merged */
     size_t pipeline;         /* requests per batch */
     struct timespec started; /* wall-clock start of the run, for the record */
+    /* --start-at: how long after the instant the run started; a merge's is
+     * its latest part's. Unknown without --start-at. */
+    uint64_t start_late_us;
+    bool start_late_known;
     struct {
         double user_s, system_s; /* the whole process during the run */
         double wait_s;           /* worker threads runnable but waiting for a CPU */
@@ -51,6 +56,9 @@ struct result {
      * stats_dists[i]; a result of an earlier version), which the whole has
      * none of. A run measures every one, those of -R only with it. */
     uint32_t missing;
+    /* With -R: the requests/sec asked of this process over the part of the
+     * run that ran (its share of -R, or of --stages' profile); 0 without. */
+    double rate_target;
     const struct timeline *timeline; /* intervals and server CPU, or NULL */
     /* --warmup: what it recorded, left out of everything above; or NULL */
     const struct stats *warmup;
@@ -59,6 +67,7 @@ struct result {
     const struct threshold_verdict *verdicts;
     size_t nverdicts;
     const struct threshold_abort *aborted;
+    struct run_end end;
     /* --bind: each source address's connections (after any warm-up), in
      * the order of the list; NULL without */
     const struct result_source *sources;

@@ -212,7 +212,7 @@ static void rate(struct json *j, const struct result *r, double seconds)
         return;
     }
     json_object_begin(j, "rate");
-    rate_number(j, "target", r->spec->shard.rate);
+    rate_number(j, "target", r->rate_target);
     json_double(j, "achieved", seconds > 0 ? (double)r->stats.requests / seconds : 0);
     counters(j, &r->stats, STATS_AT_RATE, seconds);
     json_object_end(j);
@@ -251,6 +251,12 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
         for (unsigned code = 0; code < STATS_H2_CODES; code++)
             if (s->h2_resets[code])
                 json_uint(j, stats_h2_code_name(code), s->h2_resets[code]);
+        json_object_end(j);
+    }
+    if (place == STATS_AT_TLS) {
+        json_object_begin(j, "handshake_failures");
+        for (int i = 0; i < TLS_FAIL_COUNT; i++)
+            json_uint(j, stats_tls_failure_name(i), s->tls_failures[i]);
         json_object_end(j);
     }
     if (place == STATS_AT_PROXY)
@@ -321,6 +327,8 @@ static void warmup(struct json *j, const struct result *r)
     json_uint(j, "bytes", s->bytes);
     json_uint(j, "connects", s->connects);
     errors(j, s);
+    /* the connections it opened, which the run goes on over */
+    distribution(j, &stats_dists[STATS_DIST_connect], s->connect, true);
     json_object_end(j);
 }
 
@@ -341,6 +349,10 @@ bool report_json(FILE *f, const struct result *r)
     /* to the microsecond, to see how closely the shards of a run started */
     json_uint(&j, "start_time_us",
               (uint64_t)r->started.tv_sec * 1000000 + (uint64_t)r->started.tv_nsec / 1000);
+    if (r->start_late_known)
+        json_uint(&j, "start_late_us", r->start_late_us);
+    else
+        json_null(&j, "start_late_us");
     spec_json(&j, r->spec, r->pipeline);
     shard(&j, r->spec);
     inputs(&j, r);
@@ -371,6 +383,9 @@ bool report_json(FILE *f, const struct result *r)
     }
     warmup(&j, r);
     threshold_json(&j, r->verdicts, r->nverdicts, r->aborted);
+    json_object_begin(&j, "end");
+    run_end_json(&j, &r->end);
+    json_object_end(&j);
     json_object_end(&j);
     return json_finish(&j);
 }

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "buf.h"
 #include "cli.h"
@@ -28,10 +27,10 @@
 #include "proto.h"
 #include "report.h"
 #include "request.h"
+#include "script_wrk.h"
 #include "wrk_lua.h"
 #include "xalloc.h"
 
-#define ADDR_TYPE "volley.addr"
 #define THREAD_TYPE "volley.thread"
 #define STATS_TYPE "volley.stats"
 /* Stack slots every state keeps below whatever a call pushes: the error
@@ -57,11 +56,41 @@ struct script {
     const void *seen[HOOKS];      /* the value then (kept in HOOK_SEEN, so never reused) */
     bool response_head, response_body;
     struct buf scratch; /* wrk.format's output */
+    const char *hook;   /* what runs now ("in init()"), for os.exit's message */
+    bool exiting;       /* os.exit() stopped the worker: no more of the script runs */
 };
+
+/* What the state runs, as os.exit's message says it. */
+static const char AT_TOP[] = "at the top level", IN_SETUP[] = "in setup()", IN_INIT[] = "in init()",
+                  IN_REQUEST[] = "in request()", IN_RESPONSE[] = "in response()",
+                  IN_DELAY[] = "in delay()", IN_DONE[] = "in done()";
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                     */
 /* ------------------------------------------------------------------------ */
+
+/* The string at idx, whole: a NUL in it is written \0 rather than
+ * ending the message there. Free it. */
+static char *whole_string(lua_State *L, int idx)
+{
+    size_t len, nuls = 0;
+    const char *msg = lua_tolstring(L, idx, &len);
+    if (!msg)
+        return xstrdup("(error object is not a string)");
+    for (size_t i = 0; i < len; i++)
+        nuls += msg[i] == '\0';
+    char *out = xmalloc(len + nuls + 1), *o = out;
+    for (size_t i = 0; i < len; i++) {
+        if (msg[i] == '\0') {
+            *o++ = '\\';
+            *o++ = '0';
+        } else {
+            *o++ = msg[i];
+        }
+    }
+    *o = '\0';
+    return out;
+}
 
 /* The error message on top of the stack ends volley: at once on the main
  * thread (no worker runs then: setup, init and done run before the workers
@@ -69,246 +98,117 @@ struct script {
  * and main reports it once every worker has stopped (its fail()). */
 static void failed(struct script *s)
 {
-    const char *msg = lua_tostring(s->L, -1);
-    if (!msg)
-        msg = "(error object is not a string)";
+    char *msg = whole_string(s->L, -1);
     if (!s->thread || !*s->thread->running)
         die("%s", msg);
     s->thread->fail(s->thread->arg, msg);
+    free(msg);
     lua_pop(s->L, 1);
 }
 
+/* "file:line: " of the innermost Lua function on the stack (the one that
+ * raised an error, or called os.exit), or "" when there is none. */
+static void push_where(lua_State *L)
+{
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+            return;
+        }
+    }
+    lua_pushliteral(L, "");
+}
+
+/* An error object that is not a string: what its __tostring makes of it (as
+ * Lua's own interpreter prints it), or its type, after where it was raised,
+ * which error() adds only to strings. */
+static void describe_error_object(lua_State *L)
+{
+    push_where(L);
+    if (luaL_getmetafield(L, 1, "__tostring")) {
+        lua_pushvalue(L, 1);
+        if (lua_pcall(L, 1, 1, 0) == 0 && lua_type(L, -1) == LUA_TSTRING) {
+            lua_concat(L, 2);
+            return;
+        }
+        lua_pop(L, 1);
+        lua_pushfstring(L, "(error object is a %s value; its __tostring failed)",
+                        luaL_typename(L, 1));
+    } else {
+        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    lua_concat(L, 2);
+}
+
 /* The message handler: the error plus a traceback of where it happened,
- * from the debug.traceback saved before the script ran (upvalue 1). */
+ * from the debug.traceback saved before the script ran (upvalue 1). The
+ * traceback is asked for without the message (LuaJIT's would cut it at a
+ * NUL) and joined to it after. */
 static int on_error(lua_State *L)
 {
     if (!lua_isstring(L, 1))
-        lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+        describe_error_object(L);
     else
         lua_pushvalue(L, 1);
     if (lua_isfunction(L, lua_upvalueindex(1))) {
         lua_pushvalue(L, lua_upvalueindex(1));
-        lua_pushvalue(L, -2);
+        lua_pushliteral(L, "");
         lua_pushinteger(L, 2);
         lua_call(L, 2, 1);
+        lua_concat(L, 2);
     }
     return 1;
+}
+
+/* os.exit(status, close) in every state. LuaJIT's calls exit() on the thread
+ * that runs the script, and its atexit clean-up of OpenSSL crashes the other
+ * workers when they are inside OpenSSL. Before the run (the top level,
+ * setup, init, the first request()) and in done() no worker runs: volley
+ * says so and ends with status at once. On a running worker the worker
+ * stops (its exit()), main ends the run in order, with its report, and
+ * exits with status; the error raised here unwinds the hook, and no more of
+ * the script runs on that thread, even if a pcall in it caught the error.
+ * As in LuaJIT, true is EXIT_SUCCESS and false EXIT_FAILURE; close is
+ * ignored (the state is closed anyway). */
+static int os_exit(lua_State *L)
+{
+    struct script *s = lua_touserdata(L, lua_upvalueindex(1));
+    int status = lua_isboolean(L, 1) ? (lua_toboolean(L, 1) ? EXIT_SUCCESS : EXIT_FAILURE)
+                                     : (int)luaL_optinteger(L, 1, EXIT_SUCCESS);
+    push_where(L);
+    lua_pushfstring(L, "os.exit(%d) %s", status, s->hook ? s->hook : AT_TOP);
+    lua_concat(L, 2);
+    char *msg = whole_string(L, -1);
+    if (!s->thread || !*s->thread->running) {
+        if (s->hook == IN_DONE)
+            die_status(status, "%s", msg);
+        die_status(status, "%s: the run did not start", msg);
+    }
+    s->exiting = true;
+    s->thread->exit(s->thread->arg, status, msg);
+    free(msg);
+    return lua_error(L);
 }
 
 /* Calls the function below its nargs arguments. Returns false after an
- * error (reported by failed()), with nresults nils in place of results. */
+ * error (reported by failed()) or os.exit(), with nresults nils in place of
+ * results. */
 static bool call(struct script *s, int nargs, int nresults)
 {
-    if (lua_pcall(s->L, nargs, nresults, HANDLER) == 0)
+    lua_State *L = s->L;
+    int base = lua_gettop(L) - nargs - 1;
+    int rc = s->exiting ? LUA_ERRRUN : lua_pcall(L, nargs, nresults, HANDLER);
+    /* os.exit() sets exiting during the call, even under the script's pcall */
+    if (s->exiting)
+        lua_settop(L, base);
+    else if (rc == 0)
         return true;
-    failed(s);
+    else
+        failed(s);
     for (int i = 0; i < nresults; i++)
-        lua_pushnil(s->L);
-    return false;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Server addresses: wrk.lookup, wrk.connect, thread.addr                     */
-/* ------------------------------------------------------------------------ */
-
-static void push_addr(lua_State *L, const struct net_addr *a)
-{
-    struct net_addr *u = lua_newuserdata(L, sizeof *u);
-    *u = *a;
-    luaL_getmetatable(L, ADDR_TYPE);
-    lua_setmetatable(L, -2);
-}
-
-static int addr_tostring(lua_State *L)
-{
-    char *s = net_addr_str(luaL_checkudata(L, 1, ADDR_TYPE));
-    lua_pushstring(L, s);
-    free(s);
-    return 1;
-}
-
-/* wrk.lookup(host, service): every address getaddrinfo returns. */
-static int wrk_lookup(lua_State *L)
-{
-    const char *host = luaL_checkstring(L, 1), *service = luaL_optstring(L, 2, "http");
-    const char *why;
-    struct net_addr *addrs;
-    size_t n;
-    /* Not every system has /etc/services for the scheme names. */
-    const char *port = strcasecmp(service, "http") == 0    ? "80"
-                       : strcasecmp(service, "https") == 0 ? "443"
-                                                           : service;
-    if (!net_lookup(host, port, &addrs, &n, &why))
-        return luaL_error(L, "unable to resolve %s:%s: %s", host, service, why);
-    lua_createtable(L, (int)n, 0);
-    for (size_t i = 0; i < n; i++) {
-        push_addr(L, &addrs[i]);
-        lua_rawseti(L, -2, (int)i + 1);
-    }
-    free(addrs);
-    return 1;
-}
-
-/* wrk.connect(addr): whether a connection to addr can be opened. */
-static int wrk_connect(lua_State *L)
-{
-    struct net_addr *a = luaL_checkudata(L, 1, ADDR_TYPE);
-    lua_getfield(L, LUA_REGISTRYINDEX, "volley.timeout_ms");
-    int timeout_ms = (int)lua_tointeger(L, -1);
-    lua_pushboolean(L, net_probe(a, timeout_ms > 0 ? timeout_ms : 2000) == 0);
-    return 1;
-}
-
-/* ------------------------------------------------------------------------ */
-/* wrk.format                                                                 */
-/* ------------------------------------------------------------------------ */
-
-/* The first key of table t equal to name ignoring case, pushed; or nothing
- * pushed and false. */
-static bool find_key(lua_State *L, int t, const char *name)
-{
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* Remove every key equal to name ignoring case. */
-static void remove_keys(lua_State *L, int t, const char *name)
-{
-    while (find_key(L, t, name)) {
         lua_pushnil(L);
-        lua_rawset(L, t);
-    }
-}
-
-/* Of the keys of table t equal to name ignoring case, keeps one and
- * removes the others; pushes the one kept (nil if there was none). One the
- * script spelled itself is kept rather than the spelling name has (the one
- * wrk.init adds): a "host" a script set in init() wins over the default. */
-static void keep_one_key(lua_State *L, int t, const char *name)
-{
-    int kept = lua_gettop(L) + 1;
-    lua_pushnil(L);
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
-            (lua_isnil(L, kept) || strcmp(lua_tostring(L, kept), name) == 0)) {
-            lua_pushvalue(L, -1);
-            lua_replace(L, kept);
-        }
-    }
-    /* Clearing fields during a traversal is allowed. */
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        lua_pop(L, 1);
-        if (lua_type(L, -1) == LUA_TSTRING && strcasecmp(lua_tostring(L, -1), name) == 0 &&
-            !lua_rawequal(L, -1, kept)) {
-            lua_pushvalue(L, -1);
-            lua_pushnil(L);
-            lua_rawset(L, t);
-        }
-    }
-}
-
-static bool name_is(const char *name, size_t len, const char *want, size_t want_len)
-{
-    return len == want_len && strncasecmp(name, want, len) == 0;
-}
-
-/* Appends "name: value\r\n" for every field of the table at index t,
- * counting the Host and Content-Length fields (in any case) among them. */
-static void write_fields(lua_State *L, int t, struct buf *out, int *host, int *length)
-{
-    *host = *length = 0;
-    lua_pushnil(L);
-    while (lua_next(L, t)) {
-        size_t name_len, value_len;
-        lua_pushvalue(L, -2); /* converting the key itself would upset lua_next */
-        const char *name = lua_tolstring(L, -1, &name_len);
-        const char *value = lua_tolstring(L, -2, &value_len);
-        if (!name || !value)
-            luaL_error(L, "header names and values must be strings or numbers");
-        *host += name_is(name, name_len, "Host", 4);
-        *length += name_is(name, name_len, "Content-Length", 14);
-        buf_append(out, name, name_len);
-        buf_append(out, ": ", 2);
-        buf_append(out, value, value_len);
-        buf_append(out, "\r\n", 2);
-        lua_pop(L, 2);
-    }
-}
-
-/* wrk.format(method, path, headers, body) with wrk's side effects on the
- * headers table: Host is added from wrk.headers when missing, Content-Length
- * is set to the body's length, or removed when there is no body. Header
- * names match ignoring case, so "host" or "content-length" set by a script
- * are not sent twice, even beside "Host" or "Content-Length" in the same
- * table (one of them is kept). Written in C: dynamic scripts call it per request, and
- * the common call (a table with Host, no body) takes one pass over the
- * headers. The bytes are assembled in the state's scratch buffer (upvalue 1),
- * which an error cannot leak; upvalue 2 is the wrk module, as the upvalue
- * wrk's own Lua version reads its defaults from. */
-static int wrk_format(lua_State *L)
-{
-    struct buf *out = lua_touserdata(L, lua_upvalueindex(1));
-    static const char *const fields[] = {"method", "path", "headers", "body"};
-    lua_settop(L, 4);
-    lua_pushvalue(L, lua_upvalueindex(2)); /* 5 */
-    for (int i = 0; i < 4; i++)
-        if (lua_isnil(L, i + 1)) {
-            lua_getfield(L, 5, fields[i]);
-            lua_replace(L, i + 1);
-        }
-    size_t method_len, path_len, body_len = 0;
-    const char *method = luaL_checklstring(L, 1, &method_len);
-    const char *path = luaL_checklstring(L, 2, &path_len);
-    luaL_checktype(L, 3, LUA_TTABLE);
-    const char *body = lua_isnil(L, 4) ? NULL : luaL_checklstring(L, 4, &body_len);
-
-    buf_clear(out);
-    buf_append(out, method, method_len);
-    buf_append(out, " ", 1);
-    buf_append(out, path, path_len);
-    buf_append(out, " HTTP/1.1\r\n", 11);
-    size_t fields_at = out->len;
-    int host, length;
-    write_fields(L, 3, out, &host, &length);
-    if (host != 1 || body || length) {
-        if (host > 1) {
-            keep_one_key(L, 3, "Host");
-            lua_settop(L, 5);
-        } else if (!host) {
-            lua_getfield(L, 5, "headers");
-            if (lua_istable(L, -1) && find_key(L, lua_gettop(L), "Host")) {
-                lua_gettable(L, -2);
-                lua_setfield(L, 3, "Host");
-            }
-            lua_settop(L, 5);
-        }
-        if (body) {
-            keep_one_key(L, 3, "Content-Length");
-            if (lua_isnil(L, -1)) {
-                lua_pop(L, 1);
-                lua_pushliteral(L, "Content-Length");
-            }
-            lua_pushinteger(L, (lua_Integer)body_len);
-            lua_rawset(L, 3);
-        } else {
-            remove_keys(L, 3, "Content-Length");
-        }
-        out->len = fields_at;
-        write_fields(L, 3, out, &host, &length);
-    }
-    buf_append(out, "\r\n", 2);
-    if (body)
-        buf_append(out, body, body_len);
-    lua_pushlstring(L, out->data, out->len);
-    return 1;
+    return false;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -456,7 +356,7 @@ static int thread_index(lua_State *L)
     struct script_thread *t = check_thread(L);
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "addr") == 0)
-        push_addr(L, t->addr);
+        script_push_addr(L, t->addr);
     else if (strcmp(key, "get") == 0)
         lua_pushcfunction(L, thread_get);
     else if (strcmp(key, "set") == 0)
@@ -474,7 +374,7 @@ static int thread_newindex(lua_State *L)
     const char *key = luaL_checkstring(L, 2);
     if (strcmp(key, "addr") != 0)
         return luaL_error(L, "cannot set '%s' on a thread (only addr can be set)", key);
-    *t->addr = *(struct net_addr *)luaL_checkudata(L, 3, ADDR_TYPE);
+    *t->addr = *script_check_addr(L, 3);
     return 0;
 }
 
@@ -553,9 +453,6 @@ static void push_stats(lua_State *L, const struct hist *h)
 
 static void register_types(lua_State *L)
 {
-    luaL_newmetatable(L, ADDR_TYPE);
-    lua_pushcfunction(L, addr_tostring);
-    lua_setfield(L, -2, "__tostring");
     luaL_newmetatable(L, THREAD_TYPE);
     lua_pushcfunction(L, thread_index);
     lua_setfield(L, -2, "__index");
@@ -568,7 +465,7 @@ static void register_types(lua_State *L)
     lua_setfield(L, -2, "__len");
     lua_pushcfunction(L, stats_call);
     lua_setfield(L, -2, "__call");
-    lua_pop(L, 3);
+    lua_pop(L, 2);
 }
 
 /* wrk's fields from the command line, on the module table at the top. */
@@ -596,11 +493,7 @@ static void set_fields(lua_State *L, const struct config *cfg)
 /* Errors while a state is made (the script failing to load or at its top
  * level) happen on the main thread, before any worker runs. */
 static void fatal(lua_State *L) __attribute__((noreturn));
-static void fatal(lua_State *L)
-{
-    const char *msg = lua_tostring(L, -1);
-    die("%s", msg ? msg : "(error object is not a string)");
-}
+static void fatal(lua_State *L) { die("%s", whole_string(L, -1)); }
 
 /* Pushes debug[name] as the standard library made it. */
 static void push_debug(lua_State *L, const char *name)
@@ -636,24 +529,20 @@ static struct script *state_new(const struct config *cfg, struct script_thread *
     if (!L)
         die("unable to create a Lua state");
     luaL_openlibs(L);
+    lua_getglobal(L, "os");
+    lua_pushlightuserdata(L, s);
+    lua_pushcclosure(L, os_exit, 1);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
     push_debug(L, "traceback");
     lua_pushcclosure(L, on_error, 1); /* HANDLER */
     push_debug(L, "getinfo");         /* GETINFO */
     register_types(L);
-    lua_pushinteger(L, (lua_Integer)(cfg->spec.timeout_us / 1000));
-    lua_setfield(L, LUA_REGISTRYINDEX, "volley.timeout_ms");
 
     if (luaL_loadbuffer(L, wrk_lua, sizeof wrk_lua - 1, "@wrk.lua") != 0)
         fatal(L);
     call(s, 0, 1); /* MODULE */
-    lua_pushlightuserdata(L, &s->scratch);
-    lua_pushvalue(L, MODULE);
-    lua_pushcclosure(L, wrk_format, 2);
-    lua_setfield(L, MODULE, "format");
-    lua_pushcfunction(L, wrk_lookup);
-    lua_setfield(L, MODULE, "lookup");
-    lua_pushcfunction(L, wrk_connect);
-    lua_setfield(L, MODULE, "connect");
+    script_wrk_install(L, MODULE, &s->scratch, cfg->spec.timeout_us / 1000);
     set_fields(L, cfg);
     lua_getglobal(L, "package");
     lua_getfield(L, -1, "loaded");
@@ -669,6 +558,7 @@ static struct script *state_new(const struct config *cfg, struct script_thread *
 
     if (luaL_loadfile(L, cfg->spec.script) != 0)
         fatal(L);
+    s->hook = AT_TOP;
     call(s, 0, 0);
     check_module(s);
     return s;
@@ -701,6 +591,7 @@ void script_setup(struct script *main, struct script_thread *thread)
 {
     push_module_field(main->L, "setup");
     push_thread(main->L, thread);
+    main->hook = IN_SETUP;
     call(main, 1, 0);
 }
 
@@ -792,6 +683,7 @@ void script_init(struct script *s, struct request *r)
     lua_rawset(L, MODULE);
     push_module_field(L, "init");
     push_args(L, s->cfg);
+    s->hook = IN_INIT;
     call(s, 1, 1);
     check_module(s);
     size_t len = 0;
@@ -812,6 +704,7 @@ static enum script_call call_request(struct script *s, const char **data, size_t
     lua_State *L = s->L;
     if (!look(s, HOOK_REQUEST))
         return SCRIPT_NONE;
+    s->hook = IN_REQUEST;
     if (!call(s, 0, 1)) {
         lua_pop(L, 1);
         return SCRIPT_FAILED;
@@ -905,6 +798,7 @@ enum script_call script_delay(struct script *s, double *ms)
     lua_State *L = s->L;
     if (!look(s, HOOK_DELAY))
         return SCRIPT_NONE;
+    s->hook = IN_DELAY;
     bool ok = call(s, 0, 1);
     double v = lua_tonumber(L, -1);
     lua_pop(L, 1);
@@ -959,6 +853,7 @@ enum script_call script_response(struct script *s, const struct proto_response *
         lua_pushlstring(L, r->body ? r->body : "", r->body_len);
         n++;
     }
+    s->hook = IN_RESPONSE;
     return call(s, n, 0) ? SCRIPT_DONE : SCRIPT_FAILED;
 }
 
@@ -991,6 +886,7 @@ void script_done(struct script *main, const struct result *r)
     lua_setfield(L, -2, "errors");
     push_stats(L, st->latency);
     push_stats(L, st->rps);
+    main->hook = IN_DONE;
     call(main, 3, 0);
     fflush(stdout);
 }

@@ -27,6 +27,9 @@ struct script_thread {
     /* An error in a hook on the running thread: it stops, and main reports
      * message once every thread is joined. */
     void (*fail)(void *arg, const char *message);
+    /* os.exit(status) on the running thread: it stops, and main ends the
+     * run in order, then says message and exits with status. */
+    void (*exit)(void *arg, int status, const char *message);
     const bool *running; /* the thread has started (read on that thread) */
     void *arg;
     struct script *script; /* its Lua state, for thread:get and thread:set */

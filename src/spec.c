@@ -6,7 +6,6 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,17 +212,6 @@ bool spec_set_protocols(struct run_spec *spec, const char *const *list, size_t n
     return true;
 }
 
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
 /* Share i of n of total: total / n each, the first total % n one more. */
 static uint64_t share(uint64_t total, uint64_t n, uint64_t i)
 {
@@ -235,17 +223,17 @@ bool spec_shard_shares(struct run_spec *spec, char *err, size_t errlen)
     struct shard *s = &spec->shard;
     uint64_t n = s->count ? s->count : 1, i = s->index;
     if (s->count && i >= n)
-        return fail(err, errlen,
-                    "invalid shard %" PRIu64 "/%" PRIu64 ": shards count from 0 to %" PRIu64, i, n,
-                    n - 1);
+        return xfail(err, errlen,
+                     "invalid shard %" PRIu64 "/%" PRIu64 ": shards count from 0 to %" PRIu64, i, n,
+                     n - 1);
     if (n > spec->connections)
-        return fail(err, errlen,
-                    "%" PRIu64 " shards need at least as many connections (-c %" PRIu64 ")", n,
-                    spec->connections);
+        return xfail(err, errlen,
+                     "%" PRIu64 " shards need at least as many connections (-c %" PRIu64 ")", n,
+                     spec->connections);
     if (spec->requests && n > spec->requests)
-        return fail(err, errlen,
-                    "%" PRIu64 " shards need at least as many requests (-n %" PRIu64 ")", n,
-                    spec->requests);
+        return xfail(err, errlen,
+                     "%" PRIu64 " shards need at least as many requests (-n %" PRIu64 ")", n,
+                     spec->requests);
     s->connections = share(spec->connections, n, i);
     s->first_conn =
         i * (spec->connections / n) + (i < spec->connections % n ? i : spec->connections % n);
@@ -266,7 +254,7 @@ bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen)
     for (size_t i = 0; i < spec->nstages; i++) {
         if (spec->stages[i].duration_us > UINT64_MAX - total_us) {
             profile_free(&p);
-            return fail(err, errlen, "--stages: too long");
+            return xfail(err, errlen, "--stages: too long");
         }
         total_us += spec->stages[i].duration_us;
         profile_add(&p, (double)spec->stages[i].duration_us, (double)spec->stages[i].rate);
@@ -274,9 +262,9 @@ bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen)
     double requests = profile_requests(&p, (double)total_us);
     profile_free(&p);
     if (total_us == 0)
-        return fail(err, errlen, "--stages: the stages last no time");
+        return xfail(err, errlen, "--stages: the stages last no time");
     if (requests < 1)
-        return fail(err, errlen, "--stages: the stages send no request");
+        return xfail(err, errlen, "--stages: the stages send no request");
     spec->stages_from = spec->rate;
     spec->rate = (uint64_t)llround(requests * 1e6 / (double)total_us);
     if (spec->rate == 0)

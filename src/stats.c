@@ -48,6 +48,19 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_SOCKS_ADDRESS_TYPE] = "socks_address_type_not_supported",
 };
 
+static const char *const tls_failure_names[TLS_FAIL_COUNT] = {
+    [TLS_FAIL_PROTOCOL_VERSION] = "protocol_version",
+    [TLS_FAIL_NOT_TLS] = "not_tls",
+    [TLS_FAIL_HANDSHAKE] = "handshake_failure",
+    [TLS_FAIL_CERT_REQUIRED] = "certificate_required",
+    [TLS_FAIL_CERT_REFUSED] = "certificate_refused",
+    [TLS_FAIL_CERT_VERIFY] = "certificate_verify",
+    [TLS_FAIL_NO_ALPN] = "no_application_protocol",
+    [TLS_FAIL_OTHER_ALERT] = "other_alert",
+    [TLS_FAIL_CLOSED] = "closed",
+    [TLS_FAIL_OTHER] = "other",
+};
+
 static const char *const h2_code_names[STATS_H2_CODES] = {
     "NO_ERROR",
     "PROTOCOL_ERROR",
@@ -130,6 +143,9 @@ void stats_list_fields(FILE *f)
                 : c->flags & STATS_MEAN  ? "mean"
                                          : "count");
     }
+#define STATS_BREAKDOWN_LINE(field, n, path) fprintf(f, "breakdown %s - sum\n", path);
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_LINE)
+#undef STATS_BREAKDOWN_LINE
     for (size_t i = 0; i < stats_ndists; i++)
         fprintf(f, "distribution %s %s histogram\n", stats_dists[i].key,
                 stats_dists[i].column ? stats_dists[i].column : "-");
@@ -173,16 +189,11 @@ void stats_merge(struct stats *dst, const struct stats *src)
         else if (v < *d)
             *d = v;
     }
-    for (int i = 0; i < CAUSE_COUNT; i++)
-        dst->causes[i] += src->causes[i];
-    for (int i = 0; i < STATS_STATUS_MAX; i++)
-        dst->status[i] += src->status[i];
-    for (int i = 0; i < STATS_H2_CODES; i++)
-        dst->h2_resets[i] += src->h2_resets[i];
-    for (int i = 0; i < STATS_PROTOCOLS; i++)
-        dst->by_protocol[i] += src->by_protocol[i];
-    for (int i = 0; i < STATS_STATUS_MAX; i++)
-        dst->proxy_status[i] += src->proxy_status[i];
+#define STATS_BREAKDOWN_ADD(field, n, path)                                                        \
+    for (size_t i = 0; i < (n); i++)                                                               \
+        dst->field[i] += src->field[i];
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_ADD)
+#undef STATS_BREAKDOWN_ADD
     for (size_t i = 0; i < stats_ndists; i++)
         hist_merge(stats_dist_get(dst, &stats_dists[i]), stats_dist_get(src, &stats_dists[i]));
 }
@@ -198,18 +209,12 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
             return true;
     }
-    /* Status codes add up to the responses, protocols to the connects:
-     * bounded by those. Causes also count errors that ended no request,
-     * and so do a proxy's statuses. */
-    for (int i = 0; i < STATS_STATUS_MAX; i++)
-        if (sum_overflows(dst->proxy_status[i], src->proxy_status[i]))
+#define STATS_BREAKDOWN_OVERFLOWS(field, n, path)                                                  \
+    for (size_t i = 0; i < (n); i++)                                                               \
+        if (sum_overflows(dst->field[i], src->field[i]))                                           \
             return true;
-    for (int i = 0; i < STATS_H2_CODES; i++)
-        if (sum_overflows(dst->h2_resets[i], src->h2_resets[i]))
-            return true;
-    for (int i = 0; i < CAUSE_COUNT; i++)
-        if (sum_overflows(dst->causes[i], src->causes[i]))
-            return true;
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_OVERFLOWS)
+#undef STATS_BREAKDOWN_OVERFLOWS
     for (size_t i = 0; i < stats_ndists; i++)
         if (sum_overflows(hist_count(stats_dist_get(dst, &stats_dists[i])),
                           hist_count(stats_dist_get(src, &stats_dists[i]))))
@@ -239,6 +244,8 @@ uint64_t stats_errors(const struct stats *s)
 }
 
 const char *stats_cause_name(enum cause c) { return cause_names[c]; }
+
+const char *stats_tls_failure_name(enum tls_failure f) { return tls_failure_names[f]; }
 
 const char *stats_h2_code_name(unsigned code)
 {

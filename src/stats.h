@@ -69,6 +69,21 @@ enum cause {
     CAUSE_COUNT
 };
 
+/* Why a TLS handshake failed: the tls_handshake cause in detail. */
+enum tls_failure {
+    TLS_FAIL_PROTOCOL_VERSION, /* no version in common: the server's is older than TLS 1.2 */
+    TLS_FAIL_NOT_TLS,          /* the server answered, but not in TLS (a plain HTTP port) */
+    TLS_FAIL_HANDSHAKE,        /* alert handshake_failure: no cipher suite, group or signature */
+    TLS_FAIL_CERT_REQUIRED,    /* alert certificate_required: give a client certificate */
+    TLS_FAIL_CERT_REFUSED,     /* an alert refusing the client certificate given */
+    TLS_FAIL_CERT_VERIFY,      /* --verify: the server's certificate did not verify */
+    TLS_FAIL_NO_ALPN,          /* alert no_application_protocol */
+    TLS_FAIL_OTHER_ALERT,      /* another alert from the server */
+    TLS_FAIL_CLOSED,           /* closed or reset without an alert */
+    TLS_FAIL_OTHER,
+    TLS_FAIL_COUNT
+};
+
 /* How volley merge adds up a counter of the parts of a run. */
 enum stats_rule {
     STATS_SUM, /* the parts' add up */
@@ -183,18 +198,35 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
 /* Room for the protocols a connection may speak (protocols.h's PROTOCOLS_COUNT). */
 #define STATS_PROTOCOLS 4
 
+/* The counts broken down by a name, one line each: the field of struct
+ * stats, how many names it counts by, and where it sits in the --json
+ * document (an object of counts by name). volley merge adds them up name
+ * by name; each has a writer and a reader of its own, for the names are
+ * written differently (all of them, or only those counted, or the status
+ * code itself). */
+#define STATS_BREAKDOWNS(X)                                                                        \
+    /* errors by why (enum cause): these count errors that ended no request too */                 \
+    X(causes, CAUSE_COUNT, "error_causes")                                                         \
+    /* causes[CAUSE_TLS_HANDSHAKE] by why the handshake failed (enum tls_failure) */               \
+    X(tls_failures, TLS_FAIL_COUNT, "tls.handshake_failures")                                      \
+    /* responses by status code; other codes go to [0] */                                          \
+    X(status, STATS_STATUS_MAX, "status_codes")                                                    \
+    /* HTTP/2: RST_STREAM received, by error code */                                               \
+    X(h2_resets, STATS_H2_CODES, "http2.rst_stream_received")                                      \
+    /* connections by the protocol they spoke (protocols_all order) */                             \
+    X(by_protocol, STATS_PROTOCOLS, "protocols")                                                   \
+    /* through an HTTP proxy: CONNECTs answered with another status than 2xx, by status; other     \
+     * codes go to [0] */                                                                          \
+    X(proxy_status, STATS_STATUS_MAX, "proxy.connect_status")
+
 struct stats {
 #define STATS_COUNTER_MEMBER(field, place, key, column, rule, flags) uint64_t field;
     STATS_COUNTERS(STATS_COUNTER_MEMBER)
 #undef STATS_COUNTER_MEMBER
     struct errors errors;
-    uint64_t causes[CAUSE_COUNT];
-    uint64_t status[STATS_STATUS_MAX];     /* per status code; other codes go to [0] */
-    uint64_t h2_resets[STATS_H2_CODES];    /* HTTP/2: RST_STREAM received, by error code */
-    uint64_t by_protocol[STATS_PROTOCOLS]; /* connections that spoke each (protocols_all order) */
-    /* Through an HTTP proxy: CONNECTs answered with another status than
-     * 2xx, by status; other codes go to [0] */
-    uint64_t proxy_status[STATS_STATUS_MAX];
+#define STATS_BREAKDOWN_MEMBER(field, n, path) uint64_t field[n];
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_MEMBER)
+#undef STATS_BREAKDOWN_MEMBER
 #define STATS_DIST_MEMBER(field, key, column, highest, flags) struct hist *field;
     STATS_DISTRIBUTIONS(STATS_DIST_MEMBER)
 #undef STATS_DIST_MEMBER
@@ -265,11 +297,11 @@ const char *stats_place_object(enum stats_place place);
 /* The distributions (bit i for stats_dists[i]) a run measures: those with
  * STATS_OPEN only with -R. */
 uint32_t stats_dists_measured(bool open_model);
-/* The table, one line per figure written: "counter PATH COLUMN RULE FORM"
+/* The tables, one line per figure written: "counter PATH COLUMN RULE FORM"
  * (PATH in the document, COLUMN in a timeline record or "-", RULE sum or
- * min, FORM count, per_sec or mean) and "distribution KEY COLUMN
- * histogram", for the tests that check the docs and volley merge against
- * it (volley --list-fields). */
+ * min, FORM count, per_sec or mean), "breakdown PATH - sum" and
+ * "distribution KEY COLUMN histogram", for the tests that check the docs
+ * and volley merge against them (volley --list-fields). */
 void stats_list_fields(FILE *f);
 
 void stats_init(struct stats *s);
@@ -286,6 +318,8 @@ void stats_reset(struct stats *s);
 uint64_t stats_errors(const struct stats *s);
 /* The JSON/diagnostic name of a cause ("refused", "reset", ...). */
 const char *stats_cause_name(enum cause c);
+/* The JSON name of why a TLS handshake failed ("certificate_required"). */
+const char *stats_tls_failure_name(enum tls_failure f);
 /* An HTTP/2 error code's name ("CANCEL"), "OTHER" past the known ones. */
 const char *stats_h2_code_name(unsigned code);
 

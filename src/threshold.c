@@ -8,7 +8,6 @@
 #include <ctype.h>
 #include <inttypes.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -29,17 +28,6 @@ enum kind {
     KIND_NUMBER_OR_PERCENT, /* 10, or 0.1% */
     KIND_PERCENT,           /* 99.9% */
 };
-
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bool fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return false;
-}
 
 /* "5xx" or "503". */
 static bool status_class(const char *s, struct threshold *t)
@@ -64,7 +52,7 @@ static bool percentile(const char *name, struct threshold *t, char *err, size_t 
     const char *digits = name + 1;
     if (!isdigit((unsigned char)*digits) || !units_parse_real_metric(digits, &p) ||
         strspn(digits, "0123456789.") != strlen(digits) || p <= 0 || p > 100)
-        return fail(err, errlen, "invalid percentile '%s': from p0.001 to p100", name);
+        return xfail(err, errlen, "invalid percentile '%s': from p0.001 to p100", name);
     t->metric = THRESHOLD_PERCENTILE;
     t->percentile = p;
     return true;
@@ -93,8 +81,8 @@ static bool metric(const char *name, struct threshold *t, enum kind *kind, char 
                        strcmp(stat, "mean") == 0 || strcmp(stat, "max") == 0 ||
                        strcmp(stat, "stdev") == 0;
         if (!latency)
-            return fail(err, errlen, "unknown metric '%s' (after %.*s: pN, mean, max or stdev)",
-                        name, (int)(space - name), name);
+            return xfail(err, errlen, "unknown metric '%s' (after %.*s: pN, mean, max or stdev)",
+                         name, (int)(space - name), name);
         name = stat;
     }
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -106,10 +94,10 @@ static bool metric(const char *name, struct threshold *t, enum kind *kind, char 
     }
     if (strncmp(name, "status:", 7) == 0) {
         if (!status_class(name + 7, t))
-            return fail(err, errlen,
-                        "invalid status '%s': a code (status:503) or a class "
-                        "(status:5xx)",
-                        name + 7);
+            return xfail(err, errlen,
+                         "invalid status '%s': a code (status:503) or a class "
+                         "(status:5xx)",
+                         name + 7);
         t->metric = THRESHOLD_STATUS;
         *kind = KIND_NUMBER_OR_PERCENT;
         return true;
@@ -118,7 +106,7 @@ static bool metric(const char *name, struct threshold *t, enum kind *kind, char 
         *kind = KIND_TIME;
         return percentile(name, t, err, errlen);
     }
-    return fail(err, errlen, "unknown metric '%s' (%s)", name, METRICS);
+    return xfail(err, errlen, "unknown metric '%s' (%s)", name, METRICS);
 }
 
 /* The limit, in the metric's unit. */
@@ -133,27 +121,27 @@ static bool limit(const char *value, const char *name, enum kind kind, struct th
                   units_parse_real_metric(number, &t->limit);
         free(number);
         if (kind == KIND_TIME || kind == KIND_NUMBER)
-            return fail(err, errlen, "%s is not a percentage: '%s'", name, value);
+            return xfail(err, errlen, "%s is not a percentage: '%s'", name, value);
         if (!ok)
-            return fail(err, errlen, "invalid percentage '%s'", value);
+            return xfail(err, errlen, "invalid percentage '%s'", value);
         if (t->limit > 100)
-            return fail(err, errlen, "invalid percentage '%s': at most 100%%", value);
+            return xfail(err, errlen, "invalid percentage '%s': at most 100%%", value);
         t->percent = true;
         return true;
     }
     switch (kind) {
     case KIND_TIME:
         if (!units_parse_real_time(value, &t->limit))
-            return fail(err, errlen, "invalid latency '%s': expected a time such as 200ms", value);
+            return xfail(err, errlen, "invalid latency '%s': expected a time such as 200ms", value);
         /* A bare number would be seconds, as for -d: never what "p99 < 200" means. */
         if (!isalpha((unsigned char)value[len - 1]))
-            return fail(err, errlen, "a latency needs a unit: '%sms' or '%ss'", value, value);
+            return xfail(err, errlen, "a latency needs a unit: '%sms' or '%ss'", value, value);
         return true;
     case KIND_PERCENT:
-        return fail(err, errlen, "%s is a percentage: '%s%%'", name, value);
+        return xfail(err, errlen, "%s is a percentage: '%s%%'", name, value);
     default:
         if (!units_parse_real_metric(value, &t->limit))
-            return fail(err, errlen, "invalid number '%s'", value);
+            return xfail(err, errlen, "invalid number '%s'", value);
         return true;
     }
 }
@@ -212,7 +200,7 @@ static bool split(const char *expr, struct threshold *t, char **name, char **val
     const char *s = skip_space(expr), *after;
     *name = word(s, &after);
     if (after == s)
-        return fail(err, errlen, "expected METRIC OP VALUE, as in 'p99 < 200ms'");
+        return xfail(err, errlen, "expected METRIC OP VALUE, as in 'p99 < 200ms'");
     s = skip_space(after);
     int dist = distribution(*name);
     t->dist = STATS_DIST_latency;
@@ -225,13 +213,13 @@ static bool split(const char *expr, struct threshold *t, char **name, char **val
         s = skip_space(after);
     }
     if (!op(&s, &t->op))
-        return fail(err, errlen, "expected <, <=, > or >= after '%s'", *name);
+        return xfail(err, errlen, "expected <, <=, > or >= after '%s'", *name);
     s = skip_space(s);
     size_t len = strlen(s);
     while (len && isspace((unsigned char)s[len - 1]))
         len--;
     if (!len)
-        return fail(err, errlen, "missing the value after '%s %s'", *name, op_names[t->op]);
+        return xfail(err, errlen, "missing the value after '%s %s'", *name, op_names[t->op]);
     *value = xstrndup(s, len);
     return true;
 }
@@ -360,16 +348,25 @@ bool threshold_holds(const struct threshold *t, const struct threshold_value *v)
 /* ---- verdicts -------------------------------------------------------------- */
 
 bool threshold_judge(const struct threshold *ts, size_t n, const struct stats *s,
-                     uint64_t runtime_us, uint64_t timeout_us, const struct threshold_abort *abort,
-                     struct threshold_verdict *out)
+                     const struct hist *warmup_connect, uint64_t runtime_us, uint64_t timeout_us,
+                     const struct threshold_abort *abort, struct threshold_verdict *out)
 {
     bool all = true;
+    /* the run's statistics, with the warm-up's connections among its own */
+    struct stats view = *s;
+    if (warmup_connect) {
+        view.connect = hist_new(hist_highest(s->connect));
+        hist_merge(view.connect, s->connect);
+        hist_merge(view.connect, warmup_connect);
+    }
     for (size_t i = 0; i < n; i++) {
         out[i].t = &ts[i];
-        out[i].v = threshold_measure(&ts[i], s, runtime_us, timeout_us);
+        out[i].v = threshold_measure(&ts[i], &view, runtime_us, timeout_us);
         out[i].passed = threshold_holds(&ts[i], &out[i].v) && !(abort && abort->threshold == i);
         all &= out[i].passed;
     }
+    if (warmup_connect)
+        hist_free(view.connect);
     return all;
 }
 

@@ -77,10 +77,13 @@ struct threshold_value threshold_measure(const struct threshold *t, const struct
 bool threshold_holds(const struct threshold *t, const struct threshold_value *v);
 
 /* The verdicts of n thresholds over a whole run, into out[n]; the one an
- * abort names failed whatever its value. Returns whether all passed. */
+ * abort names failed whatever its value. warmup_connect (or NULL): the
+ * connect times of a --warmup, which connect counts with the run's, as
+ * keep-alive connections opened in the warm-up are the run's too. Returns
+ * whether all passed. */
 bool threshold_judge(const struct threshold *ts, size_t n, const struct stats *s,
-                     uint64_t runtime_us, uint64_t timeout_us, const struct threshold_abort *abort,
-                     struct threshold_verdict *out);
+                     const struct hist *warmup_connect, uint64_t runtime_us, uint64_t timeout_us,
+                     const struct threshold_abort *abort, struct threshold_verdict *out);
 /* "Threshold p99 < 200ms: passed (p99 = 12.31ms)", one line each, and a
  * line saying why the run stopped early. */
 void threshold_print(FILE *f, const struct threshold_verdict *v, size_t n,

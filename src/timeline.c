@@ -31,6 +31,7 @@ struct timeline {
     struct timeline_files files; /* --timeline, --hdr-log */
     struct server_cpu *server;
     struct server_times server_start, server_last;
+    ev_timer server_sample;
     /* called with each interval written (--abort-on-fail) */
     void (*on_interval)(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
                         uint64_t length_us);
@@ -76,6 +77,7 @@ static double cpu_between(double from, double to) { return round((to - from) * 1
 /* Writes the record to the files and notes it for the summary. */
 static void write_record(struct timeline *t, const struct timeline_record *r)
 {
+    timeline_begin(t);
     timeline_files_write(&t->files, r);
     timeline_summary_add(&t->summary, r, t->spec->interval_us);
 }
@@ -150,6 +152,17 @@ void timeline_on_interval(struct timeline *t,
     t->on_interval_arg = arg;
 }
 
+/* A server process that exits and is not waited for by one measured counts
+ * with what it used when last read: read them often, not only at the end of
+ * each interval. */
+#define SERVER_SAMPLE_S 0.1
+
+static void on_server_sample(struct ev_loop *loop, ev_timer *w, int revents)
+{
+    (void)loop, (void)revents;
+    server_cpu_sample(((struct timeline *)w->data)->server);
+}
+
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started)
 {
     struct timespec now;
@@ -161,42 +174,67 @@ void timeline_start(struct timeline *t, uint64_t start, const struct timespec *s
     /* (start is ahead of now by a --warmup) */
     t->origin_us =
         (int64_t)now.tv_sec * 1000000 + now.tv_nsec / 1000 - ((int64_t)clock_us() - (int64_t)start);
+}
+
+void timeline_begin(struct timeline *t)
+{
+    if (t->files.begun)
+        return;
+    /* the server's CPU time counts from here, as the intervals do: a
+     * warm-up's is left out with everything else it did */
     if (t->server) {
         server_cpu_read(t->server, &t->server_start);
         t->server_last = t->server_start;
+        ev_timer_init(&t->server_sample, on_server_sample, SERVER_SAMPLE_S, SERVER_SAMPLE_S);
+        t->server_sample.data = t;
+        ev_timer_start(t->loop, &t->server_sample);
     }
-    timeline_files_header(&t->files, &t->started, t->origin_us);
+    timeline_files_begin(&t->files, &t->started, t->origin_us);
 }
 
 void timeline_start_merged(struct timeline *t, const struct timespec *started, int64_t origin_us)
 {
     t->started = *started;
     t->origin_us = origin_us;
-    timeline_files_header(&t->files, &t->started, t->origin_us);
+    timeline_begin(t);
 }
 
-void timeline_check(const struct timeline *t)
-{
-    const char *failed = t->files.failed;
-    if (failed)
-        die("cannot write %s: %s", strcmp(failed, "-") == 0 ? "to stdout" : failed,
-            strerror(t->files.failed_errno));
-}
+void timeline_check(const struct timeline *t) { timeline_files_check(&t->files); }
 
 void timeline_close(struct timeline *t) { timeline_files_close(&t->files); }
 
 void timeline_set_measured(struct timeline *t, uint32_t measured) { t->files.measured = measured; }
 
-void timeline_finish(struct timeline *t, uint64_t runtime_us)
+void timeline_end(struct timeline *t, const struct run_end *end, uint64_t duration_us)
+{
+    timeline_begin(t);
+    timeline_files_end(&t->files, end, duration_us);
+}
+
+void timeline_finish(struct timeline *t, uint64_t runtime_us, const struct run_end *end)
 {
     ev_async_stop(t->loop, &t->ready);
+    if (t->server && t->files.begun)
+        ev_timer_stop(t->loop, &t->server_sample);
     drain(t);
     if (t->held) {
         uint64_t start = t->held_index * t->spec->interval_us;
         emit(t, t->held, t->held_index, runtime_us > start ? runtime_us - start : 0);
         t->held = NULL;
     }
+    if (end)
+        timeline_end(t, end, runtime_us);
     timeline_close(t);
+}
+
+void timeline_abandon(struct timeline *t)
+{
+    if (t->files.begun) {
+        timeline_finish(t, 0, NULL);
+        return;
+    }
+    ev_async_stop(t->loop, &t->ready);
+    timeline_files_abandon(&t->files);
 }
 
 bool timeline_last(const struct timeline *t, double *rate, uint64_t *p99, bool *has_p99)

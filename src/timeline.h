@@ -20,11 +20,13 @@
 struct run_spec;
 struct intervals;
 struct json;
+struct run_end;
 struct stats;
 
 /* Opens the output files spec names and finds the server's processes
  * (--server-pid), so that a bad path or PID is an error before the run
- * starts (dies with a one-line message). */
+ * starts (dies with a one-line message). The files are not truncated yet
+ * (see timeline_begin). */
 struct timeline *timeline_new(const struct run_spec *spec, char *const *server_pids,
                               size_t nserver_pids);
 void timeline_free(struct timeline *t);
@@ -41,11 +43,24 @@ void timeline_on_interval(struct timeline *t,
                           void *arg);
 /* The run starts at started (wall clock); its intervals count from start
  * (clock_us), which is earlier with -R and --start-at when the process woke
- * late. */
+ * late, and later by a --warmup. */
 void timeline_start(struct timeline *t, uint64_t start, const struct timespec *started);
+/* What is measured starts (after any warm-up): the files are truncated and
+ * get their first lines, and the server's CPU time counts from here. Once;
+ * the first interval written begins them if nothing did before. */
+void timeline_begin(struct timeline *t);
 /* After the workers are joined: writes the intervals left, the last one
- * ending at runtime_us, and closes the files. */
-void timeline_finish(struct timeline *t, uint64_t runtime_us);
+ * ending at runtime_us, then the end record saying how the run ended (none
+ * when end is NULL: the run failed), and closes the files. */
+void timeline_finish(struct timeline *t, uint64_t runtime_us, const struct run_end *end);
+/* Instead of timeline_finish, for a run that ended before what it measures
+ * began: the files are left as they were before it (a file it made is
+ * removed). */
+void timeline_abandon(struct timeline *t);
+/* The end record, after the last interval (timeline_finish writes it; volley
+ * merge, before timeline_close): how the run ended, its duration, and the
+ * intervals and responses written. */
+void timeline_end(struct timeline *t, const struct run_end *end, uint64_t duration_us);
 
 /* volley merge, instead of attaching and starting: the run started at
  * started, its intervals at origin_us (Unix time in us); then
@@ -63,7 +78,8 @@ void timeline_set_measured(struct timeline *t, uint32_t measured);
  * instead of measuring it (pids ascending). */
 void timeline_set_server(struct timeline *t, const pid_t *pids, size_t n,
                          const struct server_times *cpu);
-/* After the report: dies with a one-line message if writing a file failed. */
+/* After the report: says in one line each file that could not be written
+ * (output_failed: output_check then exits 1). */
 void timeline_check(const struct timeline *t);
 
 /* The last interval written: its requests per second and, when it had a

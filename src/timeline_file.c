@@ -12,24 +12,27 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "json.h"
+#include "output.h"
+#include "run_end.h"
 #include "spec.h"
 #include "units.h"
 #include "version.h"
 #include "xalloc.h"
 
-/* "-": the records take stdout to themselves and descriptor 1 becomes
- * stderr, so the text report goes there, as with --json -. */
-static FILE *open_output(const char *path)
+/* Opened before the run but not truncated (timeline_files_begin does it);
+ * *created says there was no file. "-": the records take stdout to
+ * themselves and descriptor 1 becomes stderr, so the text report goes
+ * there, as with --json -. */
+static FILE *open_output(const char *option, const char *path, bool *created)
 {
     FILE *f;
-    if (strcmp(path, "-") != 0) {
-        if (!(f = fopen(path, "w")))
-            die("cannot open %s: %s", path, strerror(errno));
-        return f;
-    }
+    *created = false;
+    if (strcmp(path, "-") != 0)
+        return output_open(option, path, created);
     int fd = dup(STDOUT_FILENO);
     if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 || !(f = fdopen(fd, "w")))
         die("cannot write to stdout: %s", strerror(errno));
@@ -48,34 +51,50 @@ void timeline_files_open(struct timeline_files *f, const struct run_spec *spec)
     f->spec = spec;
     f->measured = stats_dists_measured(spec->rate != 0);
     if (spec->timeline) {
-        f->out = open_output(spec->timeline);
+        f->out = open_output("--timeline", spec->timeline, &f->out_created);
         f->csv = is_csv(spec->timeline);
     }
     if (spec->hdr_log)
-        f->hlog = open_output(spec->hdr_log);
+        f->hlog = open_output("--hdr-log", spec->hdr_log, &f->hlog_created);
 }
 
-static void check(struct timeline_files *f, FILE *file, const char *path)
+/* Notes in *err why writing file first failed. */
+static void check(FILE *file, int *err)
 {
-    if ((fflush(file) != 0 || ferror(file)) && !f->failed) {
-        f->failed = path;
-        f->failed_errno = errno;
-    }
+    if ((fflush(file) != 0 || ferror(file)) && !*err)
+        *err = errno ? errno : EIO;
 }
 
-static void close_output(struct timeline_files *f, FILE *file, const char *path)
+static void close_output(FILE *file, int *err)
 {
-    if (file && fclose(file) != 0 && !f->failed) {
-        f->failed = path;
-        f->failed_errno = errno;
-    }
+    if (file && fclose(file) != 0 && !*err)
+        *err = errno ? errno : EIO;
 }
 
 void timeline_files_close(struct timeline_files *f)
 {
-    close_output(f, f->out, f->spec->timeline);
-    close_output(f, f->hlog, f->spec->hdr_log);
+    close_output(f->out, &f->out_errno);
+    close_output(f->hlog, &f->hlog_errno);
     f->out = f->hlog = NULL;
+}
+
+void timeline_files_abandon(struct timeline_files *f)
+{
+    timeline_files_close(f);
+    if (f->begun)
+        return;
+    if (f->out_created)
+        unlink(f->spec->timeline);
+    if (f->hlog_created)
+        unlink(f->spec->hdr_log);
+}
+
+void timeline_files_check(const struct timeline_files *f)
+{
+    if (f->out_errno)
+        output_failed("--timeline", f->spec->timeline, f->out_errno);
+    if (f->hlog_errno)
+        output_failed("--hdr-log", f->spec->hdr_log, f->hlog_errno);
 }
 
 /* ---- the columns of a record --------------------------------------------- */
@@ -378,19 +397,33 @@ static void hlog_header(struct timeline_files *f, const struct timespec *started
                  "\"Interval_Compressed_Histogram\"\n");
 }
 
-void timeline_files_header(struct timeline_files *f, const struct timespec *started,
-                           int64_t origin_us)
+/* A file written from its start: what it held before goes now. */
+static void truncate_output(FILE *file, int *err)
 {
+    struct stat st;
+    if (file && fstat(fileno(file), &st) == 0 && S_ISREG(st.st_mode) &&
+        ftruncate(fileno(file), 0) != 0 && !*err)
+        *err = errno;
+}
+
+void timeline_files_begin(struct timeline_files *f, const struct timespec *started,
+                          int64_t origin_us)
+{
+    if (f->begun)
+        return;
+    f->begun = true;
+    truncate_output(f->out, &f->out_errno);
+    truncate_output(f->hlog, &f->hlog_errno);
     if (f->out) {
         if (f->csv)
             csv_header(f, started, origin_us);
         else
             json_run(f, started, origin_us);
-        check(f, f->out, f->spec->timeline);
+        check(f->out, &f->out_errno);
     }
     if (f->hlog) {
         hlog_header(f, started, origin_us);
-        check(f, f->hlog, f->spec->hdr_log);
+        check(f->hlog, &f->hlog_errno);
     }
 }
 
@@ -414,11 +447,48 @@ void timeline_files_write(struct timeline_files *f, const struct timeline_record
         json_finish(&line.j);
     }
     if (f->out)
-        check(f, f->out, f->spec->timeline);
+        check(f->out, &f->out_errno);
     if (f->hlog) {
         fprintf(f->hlog, "%.3f,%.3f,%.3f,%s\n", (double)r->start_us / 1e6,
                 (double)r->length_us / 1e6, (double)hist_max(r->s->latency) / 1e3, latency);
-        check(f, f->hlog, f->spec->hdr_log);
+        check(f->hlog, &f->hlog_errno);
     }
     free(latency);
+    f->count++;
+    f->requests += r->s->requests;
+}
+
+void timeline_files_end(struct timeline_files *f, const struct run_end *end, uint64_t duration_us)
+{
+    const char *sig = end->reason == END_INTERRUPTED ? run_end_signal_name(end->signal) : NULL;
+    char status[16] = "";
+    if (end->reason == END_SCRIPT_EXIT)
+        snprintf(status, sizeof status, "%u", (unsigned)end->status & 0xff);
+    if (f->out && f->csv) {
+        fprintf(f->out,
+                "# end: reason=%s signal=%s exit_status=%s duration_us=%" PRIu64
+                " intervals=%" PRIu64 " requests=%" PRIu64 "\n",
+                run_end_name(end->reason), sig ? sig : "", status, duration_us, f->count,
+                f->requests);
+    } else if (f->out) {
+        struct json j;
+        json_init_line(&j, f->out);
+        json_object_begin(&j, NULL);
+        json_string(&j, "type", "end");
+        run_end_json(&j, end);
+        json_uint(&j, "duration_us", duration_us);
+        json_uint(&j, "intervals", f->count);
+        json_uint(&j, "requests", f->requests);
+        json_object_end(&j);
+        json_finish(&j);
+    }
+    if (f->out)
+        check(f->out, &f->out_errno);
+    if (f->hlog) {
+        fprintf(f->hlog,
+                "#[volley end: reason=%s signal=%s exit_status=%s duration_us=%" PRIu64
+                " intervals=%" PRIu64 "]\n",
+                run_end_name(end->reason), sig ? sig : "", status, duration_us, f->count);
+        check(f->hlog, &f->hlog_errno);
+    }
 }

@@ -13,6 +13,7 @@
 
 #include "stats.h"
 
+struct run_end;
 struct run_spec;
 
 /* One interval as written. */
@@ -27,21 +28,38 @@ struct timeline_files {
     uint32_t measured; /* the distributions written (bit i for stats_dists[i]) */
     FILE *out;         /* --timeline */
     bool csv;
-    FILE *hlog;         /* --hdr-log */
-    const char *failed; /* the first file a write to failed */
-    int failed_errno;
+    FILE *hlog;     /* --hdr-log */
+    int out_errno;  /* why writing --timeline first failed, or 0: said after the report */
+    int hlog_errno; /* the same for --hdr-log */
+    /* each file was made by this run (there was none before), and the
+     * files have been truncated and their first lines written */
+    bool out_created, hlog_created, begun;
+    uint64_t count, requests; /* the intervals written, and the responses in them */
 };
 
 /* Opens the files spec names ("-": standard output, and descriptor 1
  * becomes standard error); dies with a one-line message when one cannot
- * be opened. */
+ * be opened. They are not truncated yet: that waits for the start of what
+ * is measured (timeline_files_begin), so that a run interrupted before it
+ * leaves an earlier file as it was. */
 void timeline_files_open(struct timeline_files *f, const struct run_spec *spec);
-/* The first lines: the run's parameters; the run started at started (wall
+/* Once, when what is measured starts: truncates the files and writes the
+ * first lines, the run's parameters; the run started at started (wall
  * clock), its intervals at origin_us (Unix time in us). */
-void timeline_files_header(struct timeline_files *f, const struct timespec *started,
-                           int64_t origin_us);
+void timeline_files_begin(struct timeline_files *f, const struct timespec *started,
+                          int64_t origin_us);
 void timeline_files_write(struct timeline_files *f, const struct timeline_record *r);
+/* The last record: how the run ended, its duration, and the intervals and
+ * responses written. A file without it was cut short (the process was
+ * killed, or is still running). */
+void timeline_files_end(struct timeline_files *f, const struct run_end *end, uint64_t duration_us);
 /* Closes them; a failure is noted as a write's is. */
 void timeline_files_close(struct timeline_files *f);
+/* Instead of closing them after a run that ended before what it measures
+ * began: a file this run made is removed (one there before was left as it
+ * was, never truncated). */
+void timeline_files_abandon(struct timeline_files *f);
+/* Says in one line each file that could not be written (output_failed). */
+void timeline_files_check(const struct timeline_files *f);
 
 #endif

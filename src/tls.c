@@ -24,6 +24,7 @@
 #include "h1.h"
 #include "net.h"
 #include "route.h"
+#include "stats.h"
 #include "xalloc.h"
 
 /* Set up once by tls_setup before the workers start, only read after. */
@@ -37,6 +38,7 @@ struct tls_conn {
     SSL *ssl;             /* the current TCP connection's, or NULL */
     SSL_SESSION *session; /* the newest session the server gave, to resume */
     bool failed;          /* a fatal error: no close_notify may follow */
+    enum tls_failure why; /* why the last handshake failed */
 };
 
 /* The reason OpenSSL gives for its last error, for one-line messages. */
@@ -55,6 +57,55 @@ static void before_call(void)
     errno = 0;
 }
 
+/* Why a handshake failed, from SSL_get_error's err and the error queue:
+ * an alert the server sent (its reason codes are the alert's, offset), or
+ * what OpenSSL found wrong in what the server sent. */
+static enum tls_failure why_failed(int err)
+{
+    if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN)
+        return TLS_FAIL_CLOSED;
+    unsigned long e = ERR_peek_last_error();
+    if (err != SSL_ERROR_SSL || ERR_GET_LIB(e) != ERR_LIB_SSL)
+        return TLS_FAIL_OTHER;
+    int reason = ERR_GET_REASON(e);
+    switch (reason - SSL_AD_REASON_OFFSET) {
+    case SSL_AD_PROTOCOL_VERSION:
+        return TLS_FAIL_PROTOCOL_VERSION;
+    case SSL_AD_HANDSHAKE_FAILURE:
+    case SSL_AD_INSUFFICIENT_SECURITY:
+        return TLS_FAIL_HANDSHAKE;
+    case SSL_AD_CERTIFICATE_REQUIRED:
+        return TLS_FAIL_CERT_REQUIRED;
+    case SSL_AD_BAD_CERTIFICATE:
+    case SSL_AD_UNSUPPORTED_CERTIFICATE:
+    case SSL_AD_CERTIFICATE_REVOKED:
+    case SSL_AD_CERTIFICATE_EXPIRED:
+    case SSL_AD_CERTIFICATE_UNKNOWN:
+    case SSL_AD_UNKNOWN_CA:
+    case SSL_AD_ACCESS_DENIED:
+        return TLS_FAIL_CERT_REFUSED;
+    case SSL_AD_NO_APPLICATION_PROTOCOL:
+        return TLS_FAIL_NO_ALPN;
+    default:
+        if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256)
+            return TLS_FAIL_OTHER_ALERT;
+    }
+    switch (reason) {
+    case SSL_R_UNSUPPORTED_PROTOCOL:
+    case SSL_R_VERSION_TOO_LOW:
+    case SSL_R_NO_PROTOCOLS_AVAILABLE:
+        return TLS_FAIL_PROTOCOL_VERSION;
+    case SSL_R_WRONG_VERSION_NUMBER:
+    case SSL_R_PACKET_LENGTH_TOO_LONG:
+    case SSL_R_HTTP_REQUEST:
+        return TLS_FAIL_NOT_TLS;
+    case SSL_R_CERTIFICATE_VERIFY_FAILED:
+        return TLS_FAIL_CERT_VERIFY;
+    default:
+        return TLS_FAIL_OTHER;
+    }
+}
+
 static bool is_ip_literal(const char *host)
 {
     unsigned char addr[sizeof(struct in6_addr)];
@@ -71,8 +122,6 @@ static bool is_ip_literal(const char *host)
 static int on_new_session(SSL *ssl, SSL_SESSION *session)
 {
     struct tls_conn *t = SSL_get_app_data(ssl);
-    if (!t)
-        return 0; /* the start-up check keeps nothing */
     SSL_SESSION_free(t->session);
     t->session = session;
     return 1; /* the reference is ours */
@@ -235,19 +284,90 @@ static void check_alpn(const struct config *cfg, SSL *ssl, const char *host, con
         service, spec_protocols_text(&cfg->spec, false, " or ", names, sizeof names));
 }
 
+/* What the start-up check adds to OpenSSL's reason, for the failures a
+ * user can act on. */
+static const char *hint(enum tls_failure why)
+{
+    switch (why) {
+    case TLS_FAIL_PROTOCOL_VERSION:
+        return " (volley speaks TLS 1.2 and 1.3)";
+    case TLS_FAIL_NOT_TLS:
+        return " (the server did not answer in TLS: is the port an HTTPS one?)";
+    case TLS_FAIL_CERT_REQUIRED:
+        return " (the server wants a client certificate: --cert)";
+    case TLS_FAIL_CERT_REFUSED:
+        return " (the server refused the client certificate)";
+    default:
+        return "";
+    }
+}
+
+/* asked: the server asked for a client certificate, which TLS 1.2 servers
+ * that require one and got none refuse with a plain handshake_failure. */
+static void handshake_failed(SSL *ssl, const char *host, const char *service, int err, int saved,
+                             bool asked) __attribute__((noreturn));
+static void handshake_failed(SSL *ssl, const char *host, const char *service, int err, int saved,
+                             bool asked)
+{
+    enum tls_failure why = why_failed(err);
+    /* (without --verify the result is kept, though nothing checks it) */
+    long verify = SSL_get_verify_result(ssl);
+    if (SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE && verify != X509_V_OK)
+        die("certificate verification failed for %s:%s: %s", host, service,
+            X509_verify_cert_error_string(verify));
+    die("TLS handshake with %s:%s failed: %s%s", host, service,
+        err == SSL_ERROR_SSL ? ssl_reason()
+        : saved              ? strerror(saved)
+                             : "the server closed the connection",
+        hint(why == TLS_FAIL_HANDSHAKE && asked ? TLS_FAIL_CERT_REQUIRED : why));
+}
+
+/* The server asked for a client certificate (a CertificateRequest). */
+static int on_certificate_request(SSL *ssl, void *arg)
+{
+    (void)ssl;
+    *(bool *)arg = true;
+    return 1; /* the certificate configured, if any, goes as it is */
+}
+
+/* Under TLS 1.3 the client's handshake is over before the server has read
+ * its certificate (RFC 8446 §4.4.2): a server that requires one and got
+ * none, or refuses it, says so after, with an alert. Its session tickets
+ * say it accepted; a server that sends none and stays silent until the
+ * deadline is taken to have accepted too. */
+static void await_verdict(SSL *ssl, int fd, const struct tls_conn *t, uint64_t deadline,
+                          const char *host, const char *service, bool without_cert)
+{
+    char byte;
+    for (;;) {
+        before_call();
+        int rc = SSL_peek(ssl, &byte, 1);
+        /* reading took in the tickets, or the server spoke first */
+        if (rc > 0 || t->session)
+            return;
+        int err = SSL_get_error(ssl, rc), saved = errno;
+        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+            if (!net_wait(fd, err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline))
+                return;
+            continue;
+        }
+        handshake_failed(ssl, host, service, err, saved, without_cert);
+    }
+}
+
 void tls_check(const struct config *cfg, const struct route *route)
 {
     const char *host = cfg->url.host, *service = cfg->url.service;
     char names[128], ids[128], why[256];
-    /* Nothing to check: the certificate is not verified, and any server
-     * speaks HTTP/1.1 when it chooses no protocol. */
-    if (!cfg->verify && (!cfg->protocol_option || spec_offers(&cfg->spec, &proto_h1)))
-        return;
     uint64_t deadline = clock_us() + cfg->spec.timeout_us;
+    struct tls_conn probe = {0};
+    bool asked = false;
     int fd = route_dial(route, deadline, why, sizeof why);
     if (fd < 0)
         die("unable to connect to %s:%s: %s", host, service, why);
     SSL *ssl = new_ssl(fd);
+    SSL_set_app_data(ssl, &probe);
+    SSL_set_cert_cb(ssl, on_certificate_request, &asked);
     int rc;
     while (before_call(), (rc = SSL_connect(ssl)) != 1) {
         int err = SSL_get_error(ssl, rc), saved = errno;
@@ -256,23 +376,19 @@ void tls_check(const struct config *cfg, const struct route *route)
                 continue;
             die("TLS handshake with %s:%s failed: timed out", host, service);
         }
-        long verify = SSL_get_verify_result(ssl);
-        if (verify != X509_V_OK)
-            die("certificate verification failed for %s:%s: %s", host, service,
-                X509_verify_cert_error_string(verify));
         if (cfg->protocol_option && err == SSL_ERROR_SSL &&
             ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_TLSV1_ALERT_NO_APPLICATION_PROTOCOL)
             die("%s: %s:%s does not speak %s (it refused ALPN %s)", cfg->protocol_option, host,
                 service, spec_protocols_text(&cfg->spec, false, " or ", names, sizeof names),
                 spec_protocols_text(&cfg->spec, true, ",", ids, sizeof ids));
-        die("TLS handshake with %s:%s failed: %s", host, service,
-            err == SSL_ERROR_SSL ? ssl_reason()
-            : saved              ? strerror(saved)
-                                 : "the server closed the connection");
+        handshake_failed(ssl, host, service, err, saved, asked && !cfg->cert);
     }
+    if (asked && SSL_version(ssl) >= TLS1_3_VERSION)
+        await_verdict(ssl, fd, &probe, deadline, host, service, !cfg->cert);
     check_alpn(cfg, ssl, host, service);
     SSL_shutdown(ssl);
     SSL_free(ssl);
+    SSL_SESSION_free(probe.session);
     close(fd);
     ERR_clear_error();
 }
@@ -322,7 +438,17 @@ static int tls_handshake(struct sock *s)
     }
     before_call();
     int rc = SSL_connect(t->ssl);
-    return rc == 1 ? IO_OK : failure(t, SSL_get_error(t->ssl, rc));
+    if (rc == 1)
+        return IO_OK;
+    int err = SSL_get_error(t->ssl, rc);
+    t->why = why_failed(err);
+    return failure(t, err);
+}
+
+static int tls_failure(struct sock *s)
+{
+    const struct tls_conn *t = s->state;
+    return t ? (int)t->why : TLS_FAIL_OTHER;
 }
 
 static bool tls_resumed(struct sock *s)
@@ -413,6 +539,7 @@ const struct transport transport_tls = {
     .handshake = tls_handshake,
     .resumed = tls_resumed,
     .alpn = tls_alpn,
+    .failure = tls_failure,
     .read = tls_read,
     .write = tls_write,
     .pending = tls_pending,

@@ -35,6 +35,9 @@ struct transport {
      * bytes, or NULL when none was (plain sockets, or a TLS server that
      * chose none). */
     const char *(*alpn)(struct sock *s, size_t *len);
+    /* After handshake() failed: why (an enum tls_failure), or NULL for a
+     * transport whose handshake cannot fail. */
+    int (*failure)(struct sock *s);
     /* > 0 bytes read, 0 at end of stream, or an io_result. IO_WANT_WRITE: the
      * read can go on only once the socket is writable (TLS). */
     ssize_t (*read)(struct sock *s, char *buf, size_t len);

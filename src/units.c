@@ -21,27 +21,50 @@ static const struct ladder time_s = {60, "s", {"m", "h", NULL}};
 static const struct ladder metric = {1000, "", {"k", "M", "G", "T", "P", NULL}};
 static const struct ladder binary = {1024, "", {"K", "M", "G", "T", "P", NULL}};
 
-/* Splits "<digits><spaces><suffix>" into the number and the suffix. Leading
- * spaces are allowed as wrk's sscanf allows them; signs are not (wrk would
- * wrap "-1" round to 2^64 - 1). */
-static bool split_number(const char *s, uint64_t *n, const char **suffix)
+/* Splits "<digits>[.<digits>]<spaces><suffix>" into its whole part, a
+ * fraction frac / denom and the suffix, apart so that a duration is computed
+ * in integers: 0.1s is exactly 100000 us, which the double 0.1 times 1e6
+ * only nearly is. Digits past the 18th cannot change a duration's
+ * microseconds and are skipped. Leading spaces are allowed as wrk's sscanf
+ * allows them; signs are not (wrk would wrap "-1" round to 2^64 - 1). */
+static bool split_fixed(const char *s, uint64_t *whole, uint64_t *frac, uint64_t *denom,
+                        const char **suffix)
 {
+    uint64_t v = 0;
     while (isspace((unsigned char)*s))
         s++;
     if (!isdigit((unsigned char)*s))
         return false;
-    uint64_t v = 0;
     for (; isdigit((unsigned char)*s); s++) {
         unsigned d = (unsigned)(*s - '0');
         if (v > (UINT64_MAX - d) / 10)
             return false;
         v = v * 10 + d;
     }
+    *whole = v;
+    *frac = 0;
+    *denom = 1;
+    if (*s == '.') {
+        if (!isdigit((unsigned char)*++s))
+            return false;
+        for (; isdigit((unsigned char)*s); s++) {
+            if (*denom < 1000000000000000000ULL) {
+                *frac = *frac * 10 + (uint64_t)(*s - '0');
+                *denom *= 10;
+            }
+        }
+    }
     while (isspace((unsigned char)*s))
         s++;
-    *n = v;
     *suffix = s;
     return true;
+}
+
+/* "<digits><spaces><suffix>": a whole number. */
+static bool split_number(const char *s, uint64_t *n, const char **suffix)
+{
+    uint64_t frac, denom;
+    return split_fixed(s, n, &frac, &denom, suffix) && denom == 1;
 }
 
 /* "<digits>[.<digits>]<spaces><suffix>", as split_number does for whole
@@ -220,13 +243,20 @@ bool units_parse_time(const char *s, uint64_t *us)
     } suffixes[] = {
         {"", 1000000}, {"s", 1000000}, {"ms", 1000}, {"m", 60000000}, {"h", 3600000000},
     };
-    uint64_t n;
+    uint64_t whole, frac, denom, n;
     const char *suffix;
-    if (!split_number(s, &n, &suffix))
+    if (!split_fixed(s, &whole, &frac, &denom, &suffix))
         return false;
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++)
-        if (strcasecmp(suffix, suffixes[i].name) == 0)
-            return scale(n, suffixes[i].us, us);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        if (strcasecmp(suffix, suffixes[i].name) != 0)
+            continue;
+        /* the fraction, to the nearest microsecond (half up) */
+        unsigned __int128 part = ((unsigned __int128)frac * suffixes[i].us + denom / 2) / denom;
+        if (!scale(whole, suffixes[i].us, &n) || part > UINT64_MAX - n)
+            return false;
+        *us = n + (uint64_t)part;
+        return true;
+    }
     return false;
 }
 
@@ -289,6 +319,10 @@ char *units_binary(long double n, char buf[UNITS_BUF]) { return format(n, &binar
 
 char *units_duration(uint64_t us, char buf[UNITS_BUF])
 {
+    if (us % 1000 != 0) {
+        snprintf(buf, UNITS_BUF, "%lluus", (unsigned long long)us);
+        return buf;
+    }
     if (us % 1000000 != 0) {
         snprintf(buf, UNITS_BUF, "%llums", (unsigned long long)(us / 1000));
         return buf;

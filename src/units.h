@@ -15,8 +15,9 @@
 /* "10", "1k", "2M" (k M G T P, any case, powers of 1000) -> value. False on
  * anything else: a sign, a fraction, an unknown suffix, trailing text, overflow. */
 bool units_parse_metric(const char *s, uint64_t *value);
-/* "30", "30s", "2m", "1h", "500ms" (any case) -> microseconds. Bare numbers
- * are seconds. False on anything else. */
+/* "30", "30s", "2m", "1h", "500ms", "1.5s", "0.25" (any case) ->
+ * microseconds, exactly (a fraction to the nearest microsecond). Bare
+ * numbers are seconds. False on anything else. */
 bool units_parse_time(const char *s, uint64_t *us);
 /* The same with a fraction ("1.5k", "0.25", "12.5ms"), for limits rather
  * than counts (--threshold): digits, optionally a point and more digits,
@@ -36,7 +37,8 @@ char *units_time_us(long double us, char buf[UNITS_BUF]); /* 635.91us 1.62ms 2.0
 char *units_metric(long double n, char buf[UNITS_BUF]);   /* 239.17 56.20k 0.85M */
 char *units_binary(long double n, char buf[UNITS_BUF]);   /* 125.00 0.85K 1.77G (append B) */
 /* A duration for "Running <D> test": whole seconds as wrk prints them
- * (10s, 1m, 60m), and "500ms" for one that is not a whole number of seconds. */
+ * (10s, 1m, 60m), "1500ms" for one that is not a whole number of seconds and
+ * "1500us" for one that is not a whole number of milliseconds. */
 char *units_duration(uint64_t us, char buf[UNITS_BUF]);
 /* A wall-clock time in UTC, ISO 8601 with milliseconds: "2024-05-01T12:00:00.123Z". */
 char *units_utc_time(const struct timespec *t, char buf[UNITS_BUF]);

@@ -73,7 +73,8 @@ struct worker {
     ev_async stop_watcher;
     ev_async start_watcher; /* the run starts at start_at */
     _Atomic uint64_t start_at;
-    ev_timer sample_timer; /* Req/Sec, every 100 ms as in wrk */
+    atomic_bool start_sends; /* false: the run was over before it started */
+    ev_timer sample_timer;   /* Req/Sec, every 100 ms as in wrk */
     uint64_t sample_at, sample_requests;
     /* Copies of the request count and of the error count (socket errors and
      * status >= 400), published at every sample tick for main's progress
@@ -84,7 +85,9 @@ struct worker {
     bool running;         /* its thread has started (set and read on that thread) */
     bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
     char *failure;        /* a fatal error on its thread (a script error), or NULL */
-    size_t retired;       /* connections that stopped sending: request() returned nil */
+    char *exit_message;   /* the script called os.exit(exit_status) on its thread, or NULL */
+    int exit_status;
+    size_t retired;              /* connections that stopped sending: request() returned nil */
     struct worker_events events; /* what it tells main */
 };
 
@@ -119,6 +122,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
 /* Hands the interval recorded so far to main and starts the next one. */
 static void cut(struct worker *w)
 {
+    conn_record(&w->conn, &w->live);
     if (w->intervals)
         intervals_deliver(w->intervals, w->index, &w->stats);
     stats_merge(&w->total, &w->stats);
@@ -129,6 +133,7 @@ static void cut(struct worker *w)
  * first interval starts. The Req/Sec sampling starts over with it. */
 static void end_warmup(struct worker *w, uint64_t now)
 {
+    conn_record(&w->conn, &w->live);
     stats_merge(&w->warmup, &w->stats);
     stats_reset(&w->stats);
     if (w->by_source)
@@ -212,12 +217,19 @@ static void on_start(struct ev_loop *loop, ev_async *a, int revents)
     w->warming = w->cfg->spec.warmup_us > 0;
     w->next_cut = w->warming ? w->run_start : w->run_start + w->cfg->spec.interval_us;
     ev_now_update(loop);
-    arm_cut(w, clock_us());
+    /* Req/Sec is sampled from the start, not from the connections' opening */
+    w->sample_at = clock_us();
+    arm_cut(w, w->sample_at);
     if (w->cfg->spec.ramp_up_us)
         ramp_up(w, start);
-    if (!w->conn.pace)
+    /* Connections opened first send from now, unless the run was over
+     * before it started (Ctrl-C during a --start-at wait). */
+    if ((!w->conn.pace && !w->live.held) ||
+        !atomic_load_explicit(&w->start_sends, memory_order_relaxed))
         return;
-    w->pace.start = start;
+    w->live.held = false;
+    if (w->conn.pace)
+        w->pace.start = start;
     for (size_t i = 0; i < w->nconns && !w->live.stopping; i++)
         conn_kick(&w->conns[i]);
 }
@@ -240,6 +252,20 @@ static void fail(void *arg, const char *message)
     struct worker *w = arg;
     if (!w->failure)
         w->failure = xstrdup(message);
+    w->live.stopping = true;
+    ev_break(w->loop, EVBREAK_ALL);
+}
+
+/* On the worker's thread: the script called os.exit(status). The worker
+ * stops as on a failure, but the run ends in order, with its report; main
+ * then prints message and exits with status. */
+static void exit_run(void *arg, int status, const char *message)
+{
+    struct worker *w = arg;
+    if (!w->exit_message) {
+        w->exit_message = xstrdup(message);
+        w->exit_status = status;
+    }
     w->live.stopping = true;
     ev_break(w->loop, EVBREAK_ALL);
 }
@@ -459,7 +485,13 @@ void worker_script(struct worker *w, struct script *main_script, size_t *pipelin
 {
     struct request r = {0};
     w->view = (struct script_thread){
-        .addr = &w->route.addr, .stop = finish, .fail = fail, .running = &w->running, .arg = w};
+        .addr = &w->route.addr,
+        .stop = finish,
+        .fail = fail,
+        .exit = exit_run,
+        .running = &w->running,
+        .arg = w,
+    };
     w->script = script_thread_new(w->cfg, &w->view);
     script_setup(main_script, &w->view);
     script_init(w->script, &r);
@@ -506,8 +538,11 @@ void worker_set_rate(struct worker *w)
 
 void worker_set_intervals(struct worker *w, struct intervals *iv) { w->intervals = iv; }
 
-void worker_go(struct worker *w, uint64_t start)
+void worker_hold(struct worker *w) { w->live.held = true; }
+
+void worker_go(struct worker *w, uint64_t start, bool sends)
 {
+    atomic_store_explicit(&w->start_sends, sends, memory_order_relaxed);
     atomic_store_explicit(&w->start_at, start, memory_order_release);
     ev_async_send(w->loop, &w->start_watcher);
 }
@@ -564,10 +599,11 @@ static void *run(void *arg)
     if (w->cfg->spec.rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
     /* In the closed model each connection sends as soon as it is open (or,
-     * with --ramp-up, opens in its turn once the run starts); with -R they
-     * are all opened first, and the run starts once they are. */
+     * with --ramp-up, opens in its turn once the run starts); with -R, and
+     * held for --start-at, they are all opened first, and the run starts
+     * once they are. */
     for (size_t i = 0; i < w->nconns && !w->live.stopping && !w->cfg->spec.ramp_up_us; i++)
-        conn_start(&w->conns[i], !w->conn.pace);
+        conn_start(&w->conns[i], !w->conn.pace && !w->live.held);
     if (!w->live.stopping)
         ev_run(w->loop, 0);
     cpu_thread_now(&end);
@@ -582,8 +618,10 @@ static void *run(void *arg)
         cut(w); /* the last interval ends with the run */
     if (w->intervals)
         intervals_end(w->intervals, w->index);
-    if ((w->finished || w->failure) && w->events.finished)
-        w->events.finished(w->events.arg, w->failure != NULL);
+    if ((w->finished || w->failure || w->exit_message) && w->events.finished)
+        w->events.finished(w->events.arg, w->failure        ? WORKER_FAILED
+                                          : w->exit_message ? WORKER_EXITED
+                                                            : WORKER_FINISHED);
     return NULL;
 }
 
@@ -605,8 +643,17 @@ void worker_join(struct worker *w) { pthread_join(w->thread, NULL); }
 
 void worker_result(const struct worker *w, struct worker_result *out)
 {
-    *out = (struct worker_result){&w->total,  &w->warmup, w->load,
-                                  w->retired, w->failure, w->by_source};
+    *out = (struct worker_result){
+        .total = &w->total,
+        .warmup = &w->warmup,
+        .load = w->load,
+        .retired = w->retired,
+        .failure = w->failure,
+        .exit_message = w->exit_message,
+        .exit_status = w->exit_status,
+        .profile = w->conn.pace ? &w->pace.profile : NULL,
+        .by_source = w->by_source,
+    };
 }
 
 void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors)
@@ -630,6 +677,7 @@ void worker_free(struct worker *w)
     profile_free(&w->pace.profile);
     script_free(w->script);
     free(w->failure);
+    free(w->exit_message);
     stats_free(&w->stats);
     stats_free(&w->total);
     stats_free(&w->warmup); /* nothing without --warmup */

@@ -16,6 +16,7 @@
 struct budget;
 struct config;
 struct intervals;
+struct profile;
 struct request;
 struct route;
 struct sources_count;
@@ -24,11 +25,19 @@ struct script;
 /* A worker, opaque: main sees it through the functions below. */
 struct worker;
 
+/* How a worker's run ended before main stopped it. */
+enum worker_end {
+    WORKER_FINISHED, /* on its own: thread:stop(), or no connection sends any more */
+    WORKER_FAILED,   /* a script error */
+    WORKER_EXITED,   /* the script called os.exit() */
+};
+
 /* What a worker tells main, on the worker's thread. */
 struct worker_events {
     /* It ended on its own (thread:stop(), or no connection sends any
-     * more), or failed (a script error: worker_result says what). */
-    void (*finished)(void *arg, bool failed);
+     * more), failed (a script error) or exited (the script called
+     * os.exit()): worker_result says which. */
+    void (*finished)(void *arg, enum worker_end how);
     /* Each of its connections has been opened, or has failed to open, for
      * the first time (with -R the run starts after that). */
     void (*settled)(void *arg);
@@ -45,6 +54,11 @@ struct worker_result {
     /* --bind: what its connections did from each source address, after
      * any warm-up; NULL without */
     const struct sources_count *by_source;
+    /* The script called os.exit(exit_status) on its thread: what volley
+     * says of it, or NULL. */
+    const char *exit_message;
+    int exit_status;
+    const struct profile *profile; /* -R: its schedule (the whole run's), else NULL */
 };
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
@@ -62,11 +76,16 @@ void worker_set_budget(struct worker *w, struct budget *budget);
 /* Start the thread: it connects and, in the closed model, runs until stopped. */
 void worker_start(struct worker *w);
 /* From another thread: the run starts at start (clock_us), and so do its
- * intervals; with -R the first requests are due then. */
-void worker_go(struct worker *w, uint64_t start);
+ * intervals; with -R the first requests are due then, and connections held
+ * for --start-at send from then, unless not sends (the run was over before
+ * it started). */
+void worker_go(struct worker *w, uint64_t start, bool sends);
 /* Before worker_start: where the worker hands each interval of
  * cfg->interval_us. */
 void worker_set_intervals(struct worker *w, struct intervals *iv);
+/* --start-at in the closed model: open the connections when the thread
+ * starts, but send nothing until worker_go(). */
+void worker_hold(struct worker *w);
 /* From another thread: end the run. */
 void worker_stop(struct worker *w);
 void worker_join(struct worker *w);

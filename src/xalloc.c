@@ -43,22 +43,45 @@ char *xasprintf(const char *fmt, ...)
     return s;
 }
 
+bool xfail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
 /* die() may be called on any thread. exit() would run the atexit handlers,
  * OpenSSL's clean-up among them, while other threads may still be inside
  * OpenSSL (a crash, not an exit status); so the streams are flushed here and
  * the process ends with _exit(). A second thread dying meanwhile waits on the
  * lock until the process is gone, so one message is printed. */
-void die(const char *fmt, ...)
+static void say(const char *fmt, va_list ap)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    va_list ap;
-    pthread_mutex_lock(&lock);
+    pthread_mutex_lock(&lock); /* for good: the process ends */
     fflush(stdout);
     fputs("volley: ", stderr);
-    va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
-    va_end(ap);
     fputc('\n', stderr);
     fflush(NULL);
+}
+
+void die(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(fmt, ap);
+    va_end(ap);
     _exit(1);
+}
+
+void die_status(int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    say(fmt, ap);
+    va_end(ap);
+    _exit(status);
 }

@@ -99,6 +99,20 @@ def run_json(tmp_path, *args, **kw):
         return run, json.load(f)
 
 
+def read_timeline(path, reason="completed"):
+    """A JSON Lines timeline: (its run line, its intervals), after checking
+    its last line, the end record: how the run ended (reason), and the
+    intervals and responses before it."""
+    with open(path) as f:
+        lines = [json.loads(line) for line in f]
+    run, intervals, end = lines[0], lines[1:-1], lines[-1]
+    assert run["type"] == "run" and all(r["type"] == "interval" for r in intervals), lines
+    assert end["type"] == "end" and end["reason"] == reason, end
+    assert end["intervals"] == len(intervals), end
+    assert end["requests"] == sum(r["requests"] for r in intervals), end
+    return run, intervals
+
+
 def ok(run):
     """A clean run: exit 0, no errors, nothing on stderr but volley's own
     warnings and notes (a CPU-bound generator on a busy machine, say, or
@@ -159,6 +173,26 @@ def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     check_sanitizer("volley", run.stderr)
     return run
 
+
+def volley_signalled(*args, sig=signal.SIGINT, after=1.0, cwd=None, timeout=30):
+    """Run volley and send it sig after `after` seconds (as a terminal's
+    Ctrl-C finds it); returns a Run."""
+    start, cpu = time.monotonic(), children_cpu()
+    proc = subprocess.Popen([VOLLEY] + [str(a) for a in args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            errors="replace", cwd=cwd, preexec_fn=sigint_default)
+    time.sleep(after)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=timeout)
+    run = Run(subprocess.CompletedProcess(proc.args, proc.returncode, out, err),
+              time.monotonic() - start, children_cpu() - cpu)
+    check_sanitizer("volley", run.stderr)
+    return run
+
+
+# What a usage error adds to a count or a duration it cannot read.
+COUNT_FORM = " (a whole number, optionally with k, M, G, T or P)"
+TIME_FORM = " (a duration such as 500ms, 1.5s, 2m or 1h)"
 
 UNITS_US = {"us": 1, "ms": 1e3, "s": 1e6, "m": 60e6, "h": 3600e6}
 UNITS_METRIC = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}

@@ -1,7 +1,7 @@
 /* Fuzz target for the command line's number and duration parsers
  * (src/units.c), checked against a plain reference reading of the same
- * grammar (optional leading space, decimal digits, optional space, one
- * suffix); for the instants of --start-at; and for the report's unit
+ * grammar (optional leading space, decimal digits, for durations a fraction,
+ * optional space, one suffix); for the instants of --start-at; and for the report's unit
  * formatters, which must always write a short terminated string whatever
  * the value; for the fractional readings of thresholds, which agree with
  * the whole ones where both read; and for --threshold expressions, which
@@ -17,23 +17,31 @@
 #include "units.h"
 
 /* The reference: "<space>*<digits><space>*<suffix>" where suffix is one of
- * names (matched ignoring case), each worth scale[i]; false on overflow. */
+ * names (matched ignoring case), each worth scale[i]; with fraction, also
+ * "<digits>.<digits>", worth its value times scale[i] to the nearest unit
+ * (half up; digits past the 18th do not count). False on overflow. */
 static bool reference(const char *s, const char *const *names, const uint64_t *scale, size_t n,
-                      uint64_t *out)
+                      bool fraction, uint64_t *out)
 {
     while (isspace((unsigned char)*s))
         s++;
     if (!isdigit((unsigned char)*s))
         return false;
-    unsigned __int128 v = 0;
+    unsigned __int128 v = 0, num = 0, den = 1;
     for (; isdigit((unsigned char)*s); s++)
         if ((v = v * 10 + (unsigned)(*s - '0')) > UINT64_MAX)
             return false;
+    if (fraction && *s == '.' && isdigit((unsigned char)s[1]))
+        for (s++; isdigit((unsigned char)*s); s++)
+            if (den < 1000000000000000000ULL) {
+                num = num * 10 + (unsigned)(*s - '0');
+                den *= 10;
+            }
     while (isspace((unsigned char)*s))
         s++;
     for (size_t i = 0; i < n; i++)
         if (strcasecmp(s, names[i]) == 0) {
-            v *= scale[i];
+            v = v * scale[i] + (num * scale[i] + den / 2) / den;
             if (v > UINT64_MAX)
                 return false;
             *out = (uint64_t)v;
@@ -53,8 +61,10 @@ static void check_real(const char *s)
         FUZZ_CHECK(real >= (double)whole * (1 - 1e-15) && real <= (double)whole * (1 + 1e-15));
     }
     if (units_parse_time(s, &whole)) {
+        /* (a duration is read to the microsecond: 0.5 us either way) */
         FUZZ_CHECK(units_parse_real_time(s, &real));
-        FUZZ_CHECK(real >= (double)whole * (1 - 1e-15) && real <= (double)whole * (1 + 1e-15));
+        FUZZ_CHECK(real >= (double)whole * (1 - 1e-15) - 0.5 &&
+                   real <= (double)whole * (1 + 1e-15) + 0.5);
     }
     if (units_parse_real_metric(s, &real))
         FUZZ_CHECK(real >= 0 && real == real);
@@ -106,13 +116,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     uint64_t got, want;
     bool ok = units_parse_metric(s, &got);
-    FUZZ_CHECK(ok == reference(s, metric_names, metric_scale, 6, &want));
+    FUZZ_CHECK(ok == reference(s, metric_names, metric_scale, 6, false, &want));
     FUZZ_CHECK(!ok || got == want);
     if (ok)
         format_all((long double)got);
 
     ok = units_parse_time(s, &got);
-    FUZZ_CHECK(ok == reference(s, time_names, time_scale, 5, &want));
+    FUZZ_CHECK(ok == reference(s, time_names, time_scale, 5, true, &want));
     FUZZ_CHECK(!ok || got == want);
     if (ok) {
         char buf[UNITS_BUF];

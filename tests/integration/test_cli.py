@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import VOLLEY, volley, free_port
+from conftest import COUNT_FORM, TIME_FORM, VOLLEY, free_port, read_timeline, volley
 
 
 def first_error_line(run):
@@ -41,21 +41,33 @@ def test_version_names_libraries_and_exits_0():
 
 @pytest.mark.parametrize("args,message", [
     ([], "volley: missing URL"),
-    (["-t", "0", "http://127.0.0.1:1/"], "volley: number of threads must be at least 1"),
-    (["--timeout", "0", "http://127.0.0.1:1/"], "volley: timeout must be greater than 0"),
-    (["-c", "0", "http://127.0.0.1:1/"], "volley: number of connections must be at least 1"),
+    (["-t", "0", "http://127.0.0.1:1/"],
+     "volley: invalid number of threads: '0' (must be at least 1)"),
+    (["--timeout", "0", "http://127.0.0.1:1/"],
+     "volley: invalid timeout: '0' (must be more than 0)"),
+    (["-c", "0", "http://127.0.0.1:1/"],
+     "volley: invalid number of connections: '0' (must be at least 1)"),
     (["-t", "4", "-c", "2", "http://127.0.0.1:1/"],
      "volley: number of connections must be >= threads"),
-    (["-c", "abc", "http://h/"], "volley: invalid number of connections: 'abc'"),
-    (["-c", "-1", "http://h/"], "volley: invalid number of connections: '-1'"),
-    (["-c", "1.5k", "http://h/"], "volley: invalid number of connections: '1.5k'"),
-    (["-t", "1kb", "http://h/"], "volley: invalid number of threads: '1kb'"),
+    (["-c", "abc", "http://h/"], "volley: invalid number of connections: 'abc'" + COUNT_FORM),
+    (["-c", "-1", "http://h/"], "volley: invalid number of connections: '-1'" + COUNT_FORM),
+    (["-c", "1.5k", "http://h/"], "volley: invalid number of connections: '1.5k'" + COUNT_FORM),
+    (["-t", "1kb", "http://h/"], "volley: invalid number of threads: '1kb'" + COUNT_FORM),
     (["-c", "99999999999999999999", "http://h/"],
-     "volley: invalid number of connections: '99999999999999999999'"),
-    (["-d", "10sec", "http://h/"], "volley: invalid duration: '10sec'"),
-    (["-d", "-5", "http://h/"], "volley: invalid duration: '-5'"),
-    (["-d", "1.5s", "http://h/"], "volley: invalid duration: '1.5s'"),
-    (["--timeout", "x", "http://h/"], "volley: invalid timeout: 'x'"),
+     "volley: invalid number of connections: '99999999999999999999'" + COUNT_FORM),
+    (["-d", "10sec", "http://h/"], "volley: invalid duration: '10sec'" + TIME_FORM),
+    (["-d", "-5", "http://h/"], "volley: invalid duration: '-5'" + TIME_FORM),
+    (["-d", "1.s", "http://h/"], "volley: invalid duration: '1.s'" + TIME_FORM),
+    (["-d", ".5s", "http://h/"], "volley: invalid duration: '.5s'" + TIME_FORM),
+    (["-d", "1e3", "http://h/"], "volley: invalid duration: '1e3'" + TIME_FORM),
+    # the same form for a value out of range as for one that is not a number
+    (["-m", "1e9", "http://h/"],
+     "volley: invalid number of streams: '1e9'" + COUNT_FORM),
+    (["-m", "1G", "http://h/"], "volley: invalid number of streams: '1G' (must be 1 to 1000000)"),
+    (["-m", "0", "http://h/"], "volley: invalid number of streams: '0' (must be 1 to 1000000)"),
+    (["-k", "http://h/"], "volley: invalid option -- 'k': keep-alive is the default; "
+                          "--no-keepalive opens a new connection for every request"),
+    (["--timeout", "x", "http://h/"], "volley: invalid timeout: 'x'" + TIME_FORM),
     (["-H", "NoColon", "http://h/"],
      "volley: invalid header 'NoColon': expected \"Name: value\""),
     (["-H", ": value", "http://h/"], "volley: invalid header ': value': expected \"Name: value\""),
@@ -77,17 +89,21 @@ def test_version_names_libraries_and_exits_0():
     (["http://h/", "extra"], "volley: unexpected argument 'extra' after the URL "
                              "(script arguments need -s)"),
     # Empty, negative, fractional and overflowing numbers and durations.
-    (["-c", "", "http://h/"], "volley: invalid number of connections: ''"),
-    (["-t", "-1", "http://h/"], "volley: invalid number of threads: '-1'"),
-    (["-d", "", "http://h/"], "volley: invalid duration: ''"),
-    (["-d", "99999999999999999h", "http://h/"], "volley: invalid duration: '99999999999999999h'"),
-    (["--timeout", "-1", "http://h/"], "volley: invalid timeout: '-1'"),
-    (["--timeout", "0ms", "http://h/"], "volley: timeout must be greater than 0"),
-    (["-R", "-5", "http://h/"], "volley: invalid rate: '-5'"),
-    (["-R", "1.5", "http://h/"], "volley: invalid rate: '1.5'"),
-    (["-R", "abc", "http://h/"], "volley: invalid rate: 'abc'"),
-    (["-R", "99999999999999999999", "http://h/"], "volley: invalid rate: '99999999999999999999'"),
-    (["-n", "-1", "http://h/"], "volley: invalid number of requests: '-1'"),
+    (["-c", "", "http://h/"], "volley: invalid number of connections: ''" + COUNT_FORM),
+    (["-t", "-1", "http://h/"], "volley: invalid number of threads: '-1'" + COUNT_FORM),
+    (["-d", "", "http://h/"], "volley: invalid duration: ''" + TIME_FORM),
+    (["-d", "99999999999999999h", "http://h/"],
+     "volley: invalid duration: '99999999999999999h'" + TIME_FORM),
+    (["--timeout", "-1", "http://h/"], "volley: invalid timeout: '-1'" + TIME_FORM),
+    (["--timeout", "0ms", "http://h/"], "volley: invalid timeout: '0ms' (must be more than 0)"),
+    (["--timeout", "0.0000004s", "http://h/"],
+     "volley: invalid timeout: '0.0000004s' (must be more than 0)"),
+    (["-R", "-5", "http://h/"], "volley: invalid rate: '-5'" + COUNT_FORM),
+    (["-R", "1.5", "http://h/"], "volley: invalid rate: '1.5'" + COUNT_FORM),
+    (["-R", "abc", "http://h/"], "volley: invalid rate: 'abc'" + COUNT_FORM),
+    (["-R", "99999999999999999999", "http://h/"],
+     "volley: invalid rate: '99999999999999999999'" + COUNT_FORM),
+    (["-n", "-1", "http://h/"], "volley: invalid number of requests: '-1'" + COUNT_FORM),
     (["-H", "", "http://h/"], "volley: invalid header '': expected \"Name: value\""),
     # Malformed URLs and ports.
     (["http://h:0/"], "volley: invalid URL 'http://h:0/': invalid port"),
@@ -241,3 +257,36 @@ def test_bad_input_sends_nothing(testd):
     volley("-t", "0", srv.url)
     stats = srv.stop()
     assert stats["connections"] == 0 and stats["requests"] == 0
+
+
+def test_fractional_durations_everywhere_to_the_microsecond(testd, tmp_path):
+    # Every option that takes a duration reads a fraction, exactly: 0.1s is
+    # 100000 us (as a double, 0.1 * 1e6 is 100000.00000000001).
+    srv = testd()
+    out, timeline = os.path.join(tmp_path, "r.json"), os.path.join(tmp_path, "t.jsonl")
+    run = volley("-t1", "-c2", "-d", "1.5s", "-T", "0.5", "--interval", "0.25s", "--warmup",
+                 "0.1", "--ramp-up", "0.05s", "--json", out, "--timeline", timeline, srv.url)
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    assert run.stdout.startswith(f"Running 1500ms test @ {srv.url}\n"), run
+    assert "  100ms warm-up first, left out of the results\n" in run.stdout, run
+    with open(out) as f:
+        doc = json.load(f)
+    o = doc["options"]
+    assert (o["duration_us"], o["timeout_us"], o["warmup_us"], o["ramp_up_us"]) == \
+        (1500000, 500000, 100000, 50000)
+    assert doc["intervals"]["interval_us"] == 250000
+    head, intervals = read_timeline(timeline)
+    assert head["interval_us"] == 250000
+    assert [r["start_us"] for r in intervals] == [250000 * k for k in range(len(intervals))]
+    seen = doc["requests"] + doc["warmup"]["requests"]
+    run = volley("-t1", "-c2", "-R", "200", "--stages", "0.5:100,0.25s:0", "--json", out,
+                 srv.url)
+    assert run.returncode == 0, run
+    assert run.stdout.startswith(f"Running 750ms test @ {srv.url}\n"), run
+    with open(out) as f:
+        doc = json.load(f)
+    assert doc["options"]["stages"] == [{"duration_us": 500000, "rate": 100},
+                                        {"duration_us": 250000, "rate": 0}]
+    assert doc["options"]["duration_us"] == 750000
+    # the server saw the first run's warm-up and run, and the second run
+    assert srv.stats()["responses"] >= seen + doc["requests"] > seen

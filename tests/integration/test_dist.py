@@ -181,7 +181,7 @@ def test_json_doc_describes_every_error_cause(testd, tmp_path):
 
 
 def test_json_doc_describes_every_figure_of_the_table():
-    """Every counter and distribution of src/stats.h's table (volley
+    """Every counter, breakdown and distribution of src/stats.h's tables (volley
     --list-fields) is described in docs/json.md: its key in the document
     (and the object it sits in) among the fields of --json, its timeline
     key among those of a timeline record, and how volley merge adds it up."""
@@ -201,6 +201,22 @@ def test_json_doc_describes_every_figure_of_the_table():
         # a distribution, or a counter written as a count, is named in the
         # merged result's table by its key (or its object's)
         assert any(f"`{name}" in merged for name in objects + [key]), path
+
+
+def test_json_doc_describes_every_tls_handshake_failure(nginx, certs, tmp_path):
+    server = nginx(tls=True, server=f"""
+        ssl_certificate {certs["server.pem"]};
+        ssl_certificate_key {certs["server.key"]};
+        location / {{ return 200 "ok\\n"; }}
+    """)
+    out = tmp_path / "r.json"
+    run = volley("-t1", "-c1", "-d100ms", "--json", out, f"https://127.0.0.1:{server.port}/")
+    assert run.returncode == 0, run
+    with open(out) as f:
+        reasons = json.load(f)["tls"]["handshake_failures"]
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        table = f.read().split("| Reason | Meaning |", 1)[1].split("\n\n", 1)[0]
+    assert sorted(re.findall(r"^\| `([a-z_]+)` \|", table, re.M)) == sorted(reasons)
 
 
 def test_man_page_names_no_option_volley_lacks():
@@ -301,7 +317,7 @@ def test_plot_man_page_documents_exactly_the_options_of_its_help():
 
 def test_kube_man_page_documents_exactly_the_options_of_its_help():
     groups = man_groups(KUBE_MAN_SOURCE)
-    assert len(groups["Kubernetes"]) == 12, groups
+    assert len(groups["Kubernetes"]) == 13, groups
     assert groups == {"Kubernetes": sweep_help_options(source=KUBE_SOURCE)}
 
 

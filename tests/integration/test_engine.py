@@ -258,6 +258,30 @@ def test_broken_responses_are_read_errors(testd, kind):
     assert broken <= stats["connections"] - 1 <= broken + 2, (run, stats)
 
 
+def test_a_run_without_responses_keeps_wrks_nan_only_in_wrks_rows(testd, tmp_path):
+    # wrk prints -nan% in the +/- Stdev column of a row without samples, and
+    # parsers of its report meet it there; everything volley adds says
+    # nothing was measured in its own way (null, an empty field).
+    srv = testd("--never")
+    out, csv = tmp_path / "r.json", tmp_path / "t.csv"
+    run = volley("-t1", "-c2", "-d1s", "-R", "10", "-U", "--latency", "--timeout", "300ms",
+                 "--json", out, "--timeline", csv, "--threshold", "p99 < 1s", srv.url)
+    assert run.returncode == 2 and run.report["requests"] == 0, run
+    rows = [l for l in run.stdout.splitlines() if "nan" in l]
+    assert rows == ["    Latency     0.00us    0.00us   0.00us    -nan%",
+                    "    Req/Sec     0.00      0.00     0.00      -nan%"], run
+    # volley's own row of the table leaves the field empty
+    assert "    TTFB        0.00us    0.00us   0.00us" in run.stdout.splitlines(), run
+    assert "Threshold p99 < 1s: FAILED (p99 >= 300.00ms: requests timed out)" in run.stdout
+    assert "nan" not in run.stderr.lower() and "nan" not in csv.read_text().lower()
+
+    def refuse(constant):
+        raise AssertionError(f"{constant} in the JSON document")
+    doc = json.loads(out.read_text(), parse_constant=refuse)
+    assert doc["latency"]["within_stdev"] is None and doc["latency"]["count"] == 0
+    srv.stop()
+
+
 def test_never_answered_requests_time_out_and_the_run_ends_on_time(testd):
     srv = testd("--never")
     run = volley("-t1", "-c3", "-d2s", "--timeout", "1s", srv.url)

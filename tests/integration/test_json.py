@@ -8,11 +8,13 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 
 from hdrh.histogram import HdrHistogram
 
-from conftest import VOLLEY, free_port, parse_metric, parse_report, parse_time_us, run_json, volley
+from conftest import (VOLLEY, free_port, parse_metric, parse_report, parse_time_us,
+                      read_timeline, run_json, sigint_default, volley)
 
 PERCENTILES = ["50", "75", "90", "99", "99.9", "99.99", "99.999", "100"]
 PROGRESS = re.compile(r"\r(\d+\.\d)s elapsed, (\d+\.\d)s left: (\d+) requests, (\S+) req/s, "
@@ -215,6 +217,34 @@ def test_a_failed_start_keeps_an_earlier_result(tmp_path):
     assert os.listdir(tmp_path) == ["keep.json"]
 
 
+def test_done_failing_keeps_the_result_of_the_run(testd, tmp_path):
+    # The document and the timeline are written before done() runs: an error
+    # in it, or a Ctrl-C while it runs, cannot lose a run that completed.
+    (tmp_path / "err.lua").write_text('function done(s) error("boom in done") end\n')
+    (tmp_path / "slow.lua").write_text("function done(s)\n  print('in done'); io.stdout:flush()\n"
+                                       "  local t = os.clock()\n"
+                                       "  while os.clock() - t < 20 do end\nend\n")
+    srv = testd()
+    args = ["-t1", "-c2", "-d500ms", "--json", "r.json", "--timeline", "t.jsonl", srv.url]
+    run = volley("-s", "err.lua", *args, cwd=tmp_path)
+    assert run.returncode == 1 and "boom in done" in run.stderr, run
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["requests"] == run.report["requests"] > 0
+    timeline = [json.loads(line) for line in open(tmp_path / "t.jsonl")]
+    assert sum(r["requests"] for r in timeline if r["type"] == "interval") == doc["requests"]
+    (tmp_path / "r.json").write_text('{"earlier": "result"}\n')
+    proc = subprocess.Popen([VOLLEY, "-s", "slow.lua", *args], cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=sigint_default)
+    for line in proc.stdout:  # the report, then done() spins
+        if line == "in done\n":
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGINT, (out, err)
+    assert json.loads((tmp_path / "r.json").read_text())["requests"] > 0
+
+
 def test_a_finished_run_replaces_the_file_and_what_a_link_points_to(testd, tmp_path):
     srv = testd()
     out = tmp_path / "out"
@@ -238,7 +268,8 @@ def test_json_to_a_device_or_a_pipe_is_written_in_place(testd, tmp_path):
     assert proc.returncode == 0, proc
     assert '"requests": ' in proc.stdout and "Requests/sec:" in proc.stdout
     run = volley("--json", "/dev/full", "-t1", "-c1", "-d300ms", srv.url)
-    assert run.returncode == 1 and run.stderr.startswith("volley: cannot write /dev/full: "), run
+    assert run.returncode == 1, run
+    assert run.stderr == "volley: cannot write /dev/full (--json): No space left on device\n", run
 
 
 # --------------------------------------------------------------------------
@@ -340,8 +371,7 @@ def test_progress_shows_the_last_intervals_rate_and_p99(testd, tmp_path):
     out = on_terminal("-t", "1", "-c", "4", "-d", "1500ms", "--interval", "400ms",
                       "--timeline", timeline, srv.url)
     lines = PROGRESS.findall(out)
-    with open(timeline) as f:
-        records = [json.loads(line) for line in f][1:]
+    records = read_timeline(timeline)[1]
     figures = [(rate, p99) for *_, rate, p99, _ in lines]
     # Until the first interval ends there is no p99; then each line shows the
     # rate and p99 of an interval (as the report rounds them).

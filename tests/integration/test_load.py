@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import parse_time_us, volley
+from conftest import COUNT_FORM, parse_time_us, volley
 
 
 def hdr_block(out, title):
@@ -239,9 +239,9 @@ def test_millisecond_duration(testd):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["-R", "0"], "volley: rate must be at least 1 request/sec"),
-    (["-R", "fast"], "volley: invalid rate: 'fast'"),
-    (["-n", "0"], "volley: number of requests must be at least 1"),
+    (["-R", "0"], "volley: invalid rate: '0' (must be at least 1)"),
+    (["-R", "fast"], "volley: invalid rate: 'fast'" + COUNT_FORM),
+    (["-n", "0"], "volley: invalid number of requests: '0' (must be at least 1)"),
     (["-U"], "volley: -U/--u_latency needs -R/--rate"),
     (["--unix-socket", ""], "volley: invalid Unix socket path: empty"),
     (["--proxy", "ftp://p:1"],

@@ -6,6 +6,7 @@ requests, absurd delays, endless loops. Each ends in one clear
 never in a crash (conftest's volley() also fails any sanitizer report).
 SPDX-License-Identifier: MIT
 """
+import json
 import signal
 import subprocess
 import time
@@ -24,12 +25,27 @@ def script(tmp_path, text, name="s.lua"):
     return name
 
 
-def test_error_object_that_is_not_a_string(testd, tmp_path):
-    path = script(tmp_path, "function init(args) error({}) end\n")
+@pytest.mark.parametrize("hook", ["init", "response"])
+@pytest.mark.parametrize("raise_,message", [
+    ("error({code = 1})", "s.lua:1: (error object is a table value)"),
+    ("error(nil)", "s.lua:1: (error object is a nil value)"),
+    ("error(setmetatable({}, {__tostring = function() return 'custom msg' end}))",
+     "s.lua:1: custom msg"),
+    ("error(setmetatable({}, {__tostring = function() error('inner') end}))",
+     "s.lua:1: (error object is a table value; its __tostring failed)"),
+    ('error("before \\0 after")', "s.lua:1: before \\0 after"),
+])
+def test_error_objects_keep_where_they_were_raised(testd, tmp_path, hook, raise_, message):
+    # On the main thread (init) and on a worker (response): the message as
+    # Lua's interpreter would print it, after the file and line error()
+    # adds only to strings; a NUL does not cut the message short.
+    args = "args" if hook == "init" else "s"
+    path = script(tmp_path, f"function {hook}({args}) {raise_} end\n")
     run = volley(*ARGS, "-s", path, testd().url, cwd=tmp_path)
     assert run.returncode == 1, run
-    assert run.stderr.splitlines()[0] == "volley: (error object is a table value)", run
-    assert f"{path}:1: in function 'init'" in run.stderr, run
+    lines = run.stderr.splitlines()
+    assert lines[0] == f"volley: {message}" and lines[1] == "stack traceback:", run
+    assert f"{path}:1: in function" in run.stderr, run
 
 
 def test_request_returning_nil_during_the_run_stops_that_connection(testd, tmp_path):
@@ -255,3 +271,126 @@ def test_replacing_the_wrk_table_is_a_clear_error(testd, tmp_path, text, what):
     assert run.stderr == f"volley: {path}: the script replaced the global wrk (with {what}): " \
                          'set its fields instead, as in wrk.method = "POST"\n', run
     assert srv.stop()["requests"] == 0
+
+
+# --------------------------------------------------------------------------
+# os.exit()
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("where,text", [
+    ("at the top level", "os.exit({code})\n"),
+    ("in setup()", "function setup(t) os.exit({code}) end\n"),
+    ("in init()", "function init(args) os.exit({code}) end\n"),
+    ("in request()", "function request() os.exit({code}) end\n"),  # the start-up call
+])
+@pytest.mark.parametrize("code,status", [("9", 9), ("0", 0), ("", 0), ("true", 0),
+                                         ("false", 1), ("'5', true", 5)])
+def test_os_exit_before_the_run(testd, tmp_path, where, text, code, status):
+    # Nothing ran: no report, the script's status, and a line that says
+    # what happened (os.exit(0) is not mistaken for a run that passed);
+    # an earlier result is left as it was.
+    path = script(tmp_path, text.format(code=code))
+    (tmp_path / "r.json").write_text('{"earlier": "result"}\n')
+    srv = testd()
+    run = volley(*ARGS, "-s", path, "--json", "r.json", srv.url, cwd=tmp_path)
+    assert run.returncode == status and run.stdout == "", run
+    assert run.stderr == f"volley: {path}:1: os.exit({status}) {where}: the run did not start\n"
+    assert (tmp_path / "r.json").read_text() == '{"earlier": "result"}\n'
+    assert srv.stop()["requests"] == 0
+
+
+def test_os_exit_in_done(testd, tmp_path):
+    path = script(tmp_path, "function done(summary, latency, requests)\n"
+                            "  print('requests', summary.requests)\n  os.exit(7)\nend\n")
+    srv = testd()
+    run = volley(*ARGS, "-s", path, "--json", "r.json", srv.url, cwd=tmp_path)
+    assert run.returncode == 7, run
+    assert run.stdout.splitlines()[-1] == f"requests\t{run.report['requests']}", run
+    assert run.stderr.splitlines()[-1] == f"volley: {path}:3: os.exit(7) in done()", run
+    # The result was written before done() ran.
+    assert json.loads((tmp_path / "r.json").read_text())["requests"] == run.report["requests"]
+    assert srv.stop()["requests"] >= run.report["requests"] > 0
+
+
+EXIT_HOOKS = {
+    "request": ("function request()", "  return wrk.format()\n", 4),
+    "response": ("function response(status)", "", 3),
+    "delay": ("function delay()", "  return 0\n", 6),
+}
+
+
+def exit_script(tmp_path, hook):
+    """A script whose hook calls os.exit on every thread after 20 calls."""
+    head, tail, code = EXIT_HOOKS[hook]
+    return script(tmp_path, f"n = 0\n{head}\n  n = n + 1\n  if n > 20 then os.exit({code}) end\n"
+                            f"{tail}end\n"), code
+
+
+@pytest.fixture
+def exit_server(nginx, nginx_h2, server_cert):
+    """Factory: nginx over HTTP/1.1, HTTPS, h2c or HTTP/2 over TLS; returns
+    it and the options volley needs for it."""
+    def start(kind):
+        if kind in ("h2c", "h2-tls"):
+            return nginx_h2(tls=kind == "h2-tls"), ["--http2"]
+        tls = kind == "https"
+        certs = f"ssl_certificate {server_cert['cert']};\n" \
+                f"ssl_certificate_key {server_cert['key']};\n" if tls else ""
+        return nginx(tls=tls, server=certs + 'location / { return 200 "hello\\n"; }'), []
+    return start
+
+
+def check_exit_run(run, path, hook, code, tmp_path):
+    """A run os.exit() stopped in a hook: the script's status, never a
+    signal, and what an interrupted run writes: the report, then the line."""
+    assert run.returncode == code, run
+    assert run.report["requests"] > 0 and run.stdout.count("requests in") == 1, run
+    assert run.stderr.splitlines()[-1] == \
+        f"volley: {path}:4: os.exit({code}) in {hook}(): the run was stopped", run
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["requests"] == run.report["requests"], run
+    assert doc["end"] == {"reason": "script_exit", "signal": None, "exit_status": code}, doc
+    return run.report["requests"]
+
+
+@pytest.mark.parametrize("threads", [1, 4])
+@pytest.mark.parametrize("kind", ["http", "https", "h2c", "h2-tls"])
+@pytest.mark.parametrize("hook", list(EXIT_HOOKS))
+def test_os_exit_during_the_run_ends_it_in_order(exit_server, tmp_path, hook, kind, threads):
+    # os.exit() on worker threads while others may be inside OpenSSL: the
+    # run stops as a Ctrl-C stops it, never with a crash from a worker's
+    # exit() (the process exits once every worker is joined).
+    path, code = exit_script(tmp_path, hook)
+    srv, extra = exit_server(kind)
+    conns, runs, responses = 4 * threads, 3, 0
+    for _ in range(runs):
+        run = volley(*extra, f"-t{threads}", f"-c{conns}", "-d5s", "-s", path, "--json",
+                     "r.json", srv.url + "/", cwd=tmp_path)
+        responses += check_exit_run(run, path, hook, code, tmp_path)
+    # What was in flight when a run stopped may have been answered too.
+    assert responses <= len(srv.log()) <= responses + runs * conns
+
+
+@pytest.mark.parametrize("kind", ["https", "h2-tls"])
+def test_os_exit_while_other_threads_handshake(exit_server, tmp_path, kind):
+    # The case that crashed one run in eight: a new TLS handshake per
+    # request on every other thread while one calls os.exit().
+    path, code = exit_script(tmp_path, "response")
+    srv, extra = exit_server(kind)
+    for _ in range(30):
+        run = volley(*extra, "--no-keepalive", "-t4", "-c16", "-d5s", "-s", path, "--json",
+                     "r.json", srv.url + "/", cwd=tmp_path)
+        check_exit_run(run, path, "response", code, tmp_path)
+
+
+def test_os_exit_caught_by_pcall_still_ends_the_run(testd, tmp_path):
+    # os.exit() cannot be caught: the hook goes no further on that thread.
+    path = script(tmp_path, "n = 0\nfunction response(s)\n  n = n + 1\n"
+                            "  if n > 20 then pcall(os.exit, 3); error('went on') end\nend\n")
+    srv = testd()
+    run = volley(*ARGS, "-s", path, "--json", "r.json", srv.url, cwd=tmp_path)
+    assert run.returncode == 3, run
+    assert "went on" not in run.stderr, run
+    assert run.stderr.splitlines()[-1] == \
+        f"volley: {path}:4: os.exit(3) in response(): the run was stopped", run
+    assert srv.stop()["requests"] >= run.report["requests"] > 20

@@ -5,11 +5,13 @@ ends with exactly N outcomes; reconnects are lazy, backed off and reported.
 Checked in what the servers saw as well as in volley's report and JSON.
 SPDX-License-Identifier: MIT
 """
+import ssl
 import subprocess
 
 import pytest
 
 from conftest import run_json, tls_front
+from test_tls import TlsServer, tls_context
 
 POST_4M = 'wrk.method = "POST"\nwrk.body = string.rep("x", 4 * 1024 * 1024)\n'
 BODY = 4 * 1024 * 1024
@@ -90,15 +92,19 @@ def test_pipelined_batches_lost_to_resets_count_one_error_per_request(testd, tmp
     assert doc["errors"]["read"] + doc["errors"]["write"] > 0
 
 
-def test_requests_against_a_tls_port_that_cannot_handshake_end_the_run(nginx, tmp_path):
-    # https to nginx's plain-HTTP port: every handshake fails (nginx answers
-    # 400 to the ClientHello), each a counted outcome, so -n ends instead of
+def test_requests_against_a_tls_port_that_cannot_handshake_end_the_run(certs, tmp_path):
+    # After the check before the run, a server that speaks only TLS 1.1:
+    # every handshake fails, each a counted outcome, so -n ends instead of
     # hanging.
-    srv = nginx(server="location / { return 200 'ok'; }")
-    url = srv.url.replace("http://", "https://")
-    run, doc = run_json(tmp_path, "-t1", "-c2", "-n", 200, url, timeout=30)
+    srv = TlsServer(lambda n: tls_context(certs, None if n == 0 else ssl.TLSVersion.TLSv1_1))
+    try:
+        run, doc = run_json(tmp_path, "-t1", "-c2", "-n", 200, f"https://127.0.0.1:{srv.port}/",
+                            timeout=30)
+    finally:
+        srv.close()
     assert doc["errors"]["connect"] == 200 and doc["requests"] == 0, doc
     assert doc["error_causes"]["tls_handshake"] == 200
+    assert doc["tls"]["handshake_failures"]["protocol_version"] == 200
     assert run.report["errors"]["connect"] == 200
     assert run.elapsed < 10, run
 

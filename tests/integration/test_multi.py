@@ -5,10 +5,12 @@ hdrhistogram package's own sum of the histograms.
 SPDX-License-Identifier: MIT
 """
 import base64
+import datetime
 import functools
 import json
 import os
 import re
+import shlex
 import signal
 import statistics
 import subprocess
@@ -20,14 +22,16 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import VOLLEY, check_sanitizer, parse_report, sigint_default, tls_front, volley
+from conftest import (VOLLEY, check_sanitizer, parse_report, read_timeline, sigint_default,
+                      tls_front, volley, volley_signalled)
 
 
-def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0):
+def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
     """n volley processes, shard i of n each, all starting at one instant
-    start_in seconds ahead (or shard i apart * i seconds after it), each with
-    extra(i) options too; returns their JSON documents (and the files)."""
-    at = time.time() + start_in
+    (at, or start_in seconds ahead; or shard i apart * i seconds after it),
+    each with extra(i) options too; returns their JSON documents (and the
+    files)."""
+    at = at or time.time() + start_in
     procs, files = [], []
     for i in range(n):
         path = os.path.join(tmp_path, f"shard{i}.json")
@@ -192,6 +196,49 @@ def test_merged_results_merge_again(testd, tmp_path):
         assert da[key] == db[key]
 
 
+def merge_peak_rss(files, out, tmp_path):
+    """volley merge of files into out (--json); returns its peak RSS in KB,
+    as GNU time measures it (a child forked from this process would count
+    this process's own). The sanitizer build's quarantine keeps freed memory
+    on purpose: off."""
+    env = dict(os.environ)
+    env["ASAN_OPTIONS"] = env.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=0"
+    rss = os.path.join(tmp_path, "rss")
+    proc = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", rss, VOLLEY, "merge", "--json",
+                           out, *files], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, env=env, timeout=120)
+    check_sanitizer("volley merge", proc.stderr)
+    assert proc.returncode == 0, proc.stderr
+    with open(rss) as f:
+        return int(f.read())
+
+
+def test_merging_many_parts_takes_the_memory_of_a_few(testd, tmp_path):
+    # Each part is added into the whole as it is read: 400 shards merge in
+    # about the memory of one (each part's histograms took 750 KB before).
+    srv = testd()
+    n = 400
+    base = os.path.join(tmp_path, "base.json")
+    run = volley("--shard", f"0/{n}", "-c", n, "-t1", "-d300ms", "--json", base, srv.url)
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    with open(base) as f:
+        doc = json.load(f)
+    files = []
+    for i in range(n):
+        doc["shard"]["index"] = i
+        files.append(os.path.join(tmp_path, f"s{i}.json"))
+        with open(files[-1], "w") as f:
+            json.dump(doc, f)
+    one = merge_peak_rss(files[:1], os.path.join(tmp_path, "one.json"), tmp_path)
+    many = merge_peak_rss(files, os.path.join(tmp_path, "many.json"), tmp_path)
+    assert many < one + 16 * 1024, (one, many)
+    with open(os.path.join(tmp_path, "many.json")) as f:
+        merged = json.load(f)
+    assert merged["requests"] == n * doc["requests"]
+    assert merged["latency"]["count"] == n * doc["latency"]["count"]
+    assert len(merged["inputs"]) == n
+
+
 def stored(h):
     """h encoded as volley does (a zlib stream of stored blocks) instead of
     hdrh's deflate, so that a histogram with other settings reaches the check."""
@@ -338,14 +385,7 @@ def with_timelines(n, args, url, tmp_path, **kw):
     more = kw.pop("extra", lambda i: [])
     docs, files = shards(n, args, url, tmp_path,
                          extra=lambda i: ["--timeline", timelines[i]] + more(i), **kw)
-    return docs, files, timelines, [read_jsonl(t)[1] for t in timelines]
-
-
-def read_jsonl(path):
-    with open(path) as f:
-        lines = [json.loads(line) for line in f]
-    assert lines[0]["type"] == "run" and all(r["type"] == "interval" for r in lines[1:])
-    return lines[0], lines[1:]
+    return docs, files, timelines, [read_timeline(t)[1] for t in timelines]
 
 
 def hist_sum(texts, highest=DAY_US):
@@ -358,7 +398,7 @@ def hist_sum(texts, highest=DAY_US):
 def offsets(timelines, interval_us):
     """Where each part's first interval goes: where its intervals start
     after the earliest part's, in intervals, rounded."""
-    starts = [read_jsonl(t)[0]["intervals_start_us"] for t in timelines]
+    starts = [read_timeline(t)[0]["intervals_start_us"] for t in timelines]
     return [(s - min(starts) + interval_us // 2) // interval_us for s in starts]
 
 
@@ -369,13 +409,13 @@ def span(doc, head):
 
 def timeline_counts():
     """The counters of the table a timeline record has as counts, at its top level."""
-    counters, _ = figures()
+    counters, _, _ = figures()
     return [c for c, _, form in counters.values() if c and form == "count" and "." not in c]
 
 
 def timeline_dists():
     """The distributions of the table a timeline record has."""
-    return [c for c in figures()[1].values() if c]
+    return [c for c in figures()[2].values() if c]
 
 
 def check_merged_intervals(merged, parts, places, interval_us, span_us):
@@ -406,7 +446,8 @@ def check_merged_intervals(merged, parts, places, interval_us, span_us):
                 for p in (50, 90, 99):
                     assert lat[f"p{p}"] == total.get_value_at_percentile(p)
                 assert lat["max"] == max(r[kind]["max"] for r in here if r[kind]["count"])
-                mean = sum(r[kind]["mean"] * r[kind]["count"] for r in here) / lat["count"]
+                mean = sum(r[kind]["mean"] * r[kind]["count"] for r in here
+                           if r[kind]["count"]) / lat["count"]
                 assert lat["mean"] == pytest.approx(mean, rel=1e-9)
             else:
                 assert lat["p99"] is None and lat["max"] is None
@@ -447,7 +488,7 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
     merge("--json", out, "--timeline", tl, "--hdr-log", hlog, *files, *timelines)
     with open(out) as f:
         m = json.load(f)
-    head, merged = read_jsonl(tl)
+    head, merged = read_timeline(tl)
     assert srv.stats()["responses"] >= m["requests"] > 0
 
     assert head["start_time_us"] == m["start_time_us"] == min(d["start_time_us"] for d in docs)
@@ -458,7 +499,7 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
     # woke more than half an interval late on a busy machine)
     places = offsets(timelines, 250000)
     assert places.count(0) >= 2, [d["start_time_us"] for d in docs]
-    assert head["intervals_start_us"] == min(read_jsonl(t)[0]["intervals_start_us"]
+    assert head["intervals_start_us"] == min(read_timeline(t)[0]["intervals_start_us"]
                                              for t in timelines)
     check_merged_intervals(merged, parts, places, 250000, span(m, head))
     assert sum(m["status"]["5xx"] for m in merged) > 0
@@ -489,7 +530,7 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
             f.write(text.replace(old_start, str(docs[1]["start_time_us"] + 130000), 1))
     again = os.path.join(tmp_path, "late.jsonl")
     merge("--timeline", again, files[0], late[0], files[2], timelines[0], late[1], timelines[2])
-    _, placed = read_jsonl(again)
+    _, placed = read_timeline(again)
     # the same but for the length of the last, which ends with the later end
     assert placed[:-1] == merged[:-1] and len(placed) == len(merged)
     assert placed[-1]["latency"] == merged[-1]["latency"]
@@ -497,7 +538,7 @@ def test_timelines_merge_interval_by_interval(testd, tmp_path):
     # Merged again, alone, the merged result and timeline are what they were.
     again = os.path.join(tmp_path, "again.jsonl")
     merge("--timeline", again, out, tl)
-    assert read_jsonl(again) == (head, merged)
+    assert read_timeline(again) == (head, merged)
 
 
 def test_a_timeline_without_ttfb_merges_into_intervals_without_it(testd, tmp_path):
@@ -513,19 +554,21 @@ def test_a_timeline_without_ttfb_merges_into_intervals_without_it(testd, tmp_pat
     with open(timelines[1]) as f, open(old_tl, "w") as out:
         for n, line in enumerate(f):
             record = json.loads(line)
+            if record["type"] == "end":  # which timelines of then did not have
+                continue
             out.write(json.dumps(without_ttfb(record) if n else record) + "\n")
     tl, csv = os.path.join(tmp_path, "m.jsonl"), os.path.join(tmp_path, "m.csv")
     merge("--timeline", tl, files[0], old_json, timelines[0], old_tl)
     merge("--timeline", csv, files[0], old_json, timelines[0], old_tl)
-    _, merged = read_jsonl(tl)
+    _, merged = read_timeline(tl)
     assert merged and all(r["ttfb"] is None for r in merged)
     assert sum(r["requests"] for r in merged) == docs[0]["requests"] + docs[1]["requests"]
     with open(csv) as f:
-        rows = [line.rstrip("\n").split(",") for line in f][1:]
+        rows = [line.rstrip("\n").split(",") for line in f if not line.startswith("#")]
     cells = [dict(zip(rows[0], row)) for row in rows[1:]]
-    assert all(c["ttfb_count"] == "" and c["latency_count"] != "" for c in cells)
+    assert cells and all(c["ttfb_count"] == "" and c["latency_count"] != "" for c in cells)
     merge("--timeline", tl, *files, *timelines)
-    _, merged = read_jsonl(tl)
+    _, merged = read_timeline(tl)
     places = offsets(timelines, 200000)
     for j, r in enumerate(merged):
         here = [p[j - o] for p, o in zip(parts, places) if 0 <= j - o < len(p)]
@@ -546,7 +589,7 @@ def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, t
     merge("--json", out, "--timeline", tl, *files, *timelines)
     with open(out) as f:
         m = json.load(f)
-    head, merged = read_jsonl(tl)
+    head, merged = read_timeline(tl)
     check_merged_intervals(merged, parts, places, 500000, span(m, head))
     check_totals(m, merged)
     check_summary(m["intervals"], merged, 500000)
@@ -555,19 +598,22 @@ def test_shards_started_apart_go_into_the_intervals_nearest_their_start(testd, t
 
 @functools.lru_cache(maxsize=None)
 def figures():
-    """The table of figures (src/stats.h, through volley --list-fields):
+    """The tables of figures (src/stats.h, through volley --list-fields):
     {document path: (timeline column or None, rule, form)} for the counters,
-    and {key: timeline column or None} for the distributions."""
-    counters, dists = {}, {}
+    the document paths of the counts broken down by name, and {key:
+    timeline column or None} for the distributions."""
+    counters, breakdowns, dists = {}, [], {}
     for line in volley("--list-fields").stdout.splitlines():
         kind, path, column, *rest = line.split()
         column = None if column == "-" else column
         if kind == "counter":
             counters[path] = (column, *rest)
+        elif kind == "breakdown":
+            breakdowns.append(path)
         else:
             dists[path] = column
-    assert "requests" in counters and "latency" in dists
-    return counters, dists
+    assert "requests" in counters and "latency" in dists and "error_causes" in breakdowns
+    return counters, breakdowns, dists
 
 
 def leaves(doc, prefix=""):
@@ -634,7 +680,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
     merge("--timeline", csv, *files, *timelines)
     with open(out) as f:
         m = json.load(f)
-    run_line, merged = read_jsonl(tl)
+    run_line, merged = read_timeline(tl)
     places = offsets(timelines, 250000)
     assert srv.stats()["requests"] >= m["requests"] > 0
     seconds = m["duration_us"] / 1e6
@@ -650,7 +696,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             check()
             checked.add(head)
 
-    counters, dists = figures()
+    counters, breakdowns, dists = figures()
 
     def counter(path):
         """A counter of the table: by its rule and the form it is written in."""
@@ -677,7 +723,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         if path in counters:
             counter(path)
         elif path in ("success.ok", "success.attempts", "cpu.cpus", "options.threads") or \
-                head in ("error_causes", "status_codes", "protocols"):
+                any(path.startswith(b + ".") for b in breakdowns):
             assert flat[path] == total(path), path
         elif head in dists:
             once(head, lambda: check_distribution(head, m[head], docs))
@@ -693,6 +739,9 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         elif path == "cpu.utilisation":
             cpu = m["cpu"]["user_s"] + m["cpu"]["system_s"]
             assert flat[path] == pytest.approx(cpu / seconds / m["options"]["threads"])
+        elif path == "start_late_us":
+            lates = [d["start_late_us"] for d in docs if d["start_late_us"] is not None]
+            assert flat.get(path) == (max(lates) if lates else None), path
         elif path in ("start_time_us", "start_time"):
             assert m["start_time_us"] == start
             assert m["start_time"] == min(docs, key=lambda d: d["start_time_us"])["start_time"]
@@ -724,6 +773,9 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             # none: test_proxy.py and test_bind.py merge runs through a proxy
             # and from source addresses
             assert m[head] is None and all(d[head] is None for d in docs), head
+        elif head == "end":  # the first part's cut short, or completed
+            assert m["end"] == next((d["end"] for d in docs if d["end"]["reason"] != "completed"),
+                                    docs[0]["end"]), path
         elif head in ("warmup", "thresholds", "aborted"):
             # a part's warm-up and verdicts stay its own: merge judges the
             # whole with its own --threshold
@@ -751,6 +803,9 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
                                        f"start_time_us={m['start_time_us']} shard= threads=3 ")
         rows = [line.rstrip("\n").split(",") for line in f]
     header = rows.pop(0)
+    assert rows.pop() == [f"# end: reason=completed signal= exit_status= "
+                          f"duration_us={m['duration_us']} intervals={len(merged)} "
+                          f"requests={m['requests']}"]
     assert len(rows) == len(merged)
     for row, r in zip(rows, merged):
         cells = dict(zip(header, row))
@@ -868,6 +923,80 @@ def test_timelines_that_cannot_be_merged_are_refused_with_one_line(testd, tmp_pa
                    f"volley: {late}: it starts ")
 
 
+def test_merge_says_when_a_part_was_cut_short(testd, tmp_path):
+    # Shard 1 is interrupted: the merged result and its timeline end as
+    # that part did, and a warning names it.
+    srv = testd()
+    at = f"{time.time() + 0.5:.6f}"
+    files = [os.path.join(tmp_path, f"shard{i}.json") for i in range(2)]
+    timelines = [os.path.join(tmp_path, f"shard{i}.jsonl") for i in range(2)]
+
+    def args(i):
+        return ["--shard", f"{i}/2", "--start-at", at, "-t1", "-c2", "-d1500ms", "--interval",
+                "200ms", "--json", files[i], "--timeline", timelines[i], srv.url]
+    first = subprocess.Popen([VOLLEY] + args(0), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    assert volley_signalled(*args(1), after=1.3).returncode == 0
+    _, err = first.communicate(timeout=30)
+    check_sanitizer("volley shard", err)
+    assert first.returncode == 0, err
+    docs = []
+    for path in files:
+        with open(path) as f:
+            docs.append(json.load(f))
+    assert [d["end"]["reason"] for d in docs] == ["completed", "interrupted"]
+    out, tl = tmp_path / "m.json", tmp_path / "m.jsonl"
+    run = merge("--json", out, "--timeline", tl, *files, *timelines)
+    assert run.stderr.splitlines() == [
+        f"Warning: {files[1]}: its run was interrupted by SIGINT: the merged result adds up a "
+        "part cut short"], run
+    assert json.loads(out.read_text())["end"] == docs[1]["end"]
+    read_timeline(tl, reason="interrupted")
+
+    # Files of a volley that wrote no end: taken as completed.
+    old = []
+    for path in files + timelines:
+        with open(path) as f:
+            text = f.read()
+        if path.endswith(".json"):
+            doc = json.loads(text)
+            del doc["end"]
+            text = json.dumps(doc)
+        else:
+            text = "".join(text.splitlines(keepends=True)[:-1])
+        old.append(os.path.join(tmp_path, "old-" + os.path.basename(path)))
+        with open(old[-1], "w") as f:
+            f.write(text)
+    run = merge("--json", out, "--timeline", tl, *old)
+    assert run.stderr == "" and json.loads(out.read_text())["end"]["reason"] == "completed"
+    read_timeline(tl)
+
+    # End records that do not fit.
+    with open(timelines[0]) as f:
+        lines = f.readlines()
+    end = json.loads(lines[-1])
+
+    def variant(name, new_lines):
+        path = os.path.join(tmp_path, name)
+        with open(path, "w") as f:
+            f.writelines(new_lines)
+        return path
+    for name, new_lines, message in (
+            ("after.jsonl", lines + [lines[1]], f"line {len(lines) + 1}: a line after the end "
+                                                "record"),
+            ("count.jsonl", lines[:-1] + [json.dumps(dict(end, intervals=99)) + "\n"],
+             f"line {len(lines)}: intervals: not the {len(lines) - 2} intervals before it"),
+            ("how.jsonl", lines[:-1] + [json.dumps(dict(end, reason="finished")) + "\n"],
+             f"line {len(lines)}: reason: missing, or not how a run ends"),
+            ("signal.jsonl", lines[:-1] + [json.dumps(dict(end, reason="interrupted")) + "\n"],
+             f"line {len(lines)}: signal: missing, or not SIGINT or SIGTERM"),
+            ("other.jsonl", lines[:-1] + [json.dumps(dict(end, reason="aborted")) + "\n"],
+             f"its end record says the run ended aborted, but its result {files[0]} says "
+             "completed")):
+        path = variant(name, new_lines)
+        one_line_error(volley("merge", *files, path, timelines[1]), f"volley: {path}: {message}")
+
+
 # --------------------------------------------------------------------------
 # --shard and --start-at
 # --------------------------------------------------------------------------
@@ -930,6 +1059,32 @@ def test_shards_start_together_and_record_when(testd, tmp_path):
     assert max(starts) - min(starts) <= 100000, starts
 
 
+def test_the_connections_open_before_the_start_and_the_requests_go_at_it(nginx, tmp_path):
+    """--start-at in the closed model, as under -R: the connections are
+    opened before the instant and held, so that the requests go at it; each
+    shard's start_late_us says how long after it the run started (the
+    merged result's, the latest), null without --start-at."""
+    srv = nginx(server='location / { return 200 "ok"; }',
+                log_format="$msec $connection_time")
+    at = time.time() + 2
+    docs, files = shards(2, ["-t1", "-c4", "-n", "400"], srv.url, tmp_path, at=at)
+    for d in docs:
+        assert 0 <= d["start_late_us"] <= d["start_time_us"] - at * 1e6, d["start_late_us"]
+    out = os.path.join(tmp_path, "merged.json")
+    merge("--json", out, *files)
+    with open(out) as f:
+        assert json.load(f)["start_late_us"] == max(d["start_late_us"] for d in docs)
+    log = [tuple(map(float, line.split())) for line in srv.log()]
+    assert len(log) == 400
+    # $msec when the response was logged, $connection_time since its
+    # connection was accepted (both to the millisecond)
+    assert all(done - open_for < at for done, open_for in log), log[:5]
+    assert all(done >= at - 0.001 for done, _ in log), log[:5]
+    plain = nginx(server='location / { return 200 "ok"; }')
+    run = volley("-t1", "-c1", "-n", "10", "--json", "-", plain.url)
+    assert json.loads(run.stdout)["start_late_us"] is None
+
+
 def test_start_at_long_past_is_an_error(testd):
     srv = testd()
     run = volley("--start-at", "2020-01-01T00:00:00Z", "-d1s", srv.url)
@@ -940,6 +1095,43 @@ def test_start_at_long_past_is_an_error(testd):
     assert run.returncode == 0 and run.report["requests"] > 0, run
     # the first never connected: only the second's probe and connection
     assert srv.stats()["connections"] == 2
+
+
+def test_start_at_says_when_it_starts_and_counts_down_on_a_terminal(testd):
+    srv = testd()
+    at = time.time() + 1.5
+    run = volley("--start-at", f"{at:.3f}", "-t1", "-c1", "-d200ms", srv.url)
+    assert run.returncode == 0, run
+    # (and volley's own warnings, on a busy machine)
+    lines = [line for line in run.stderr.splitlines() if not line.startswith("Warning: ")]
+    m = re.fullmatch(r"Starting at (\S+)Z, in (\d\.\d{3})s", lines[0])
+    assert len(lines) == 1 and m and 0 < float(m.group(2)) <= 1.5, run.stderr
+    when = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f")
+    assert when.replace(tzinfo=datetime.timezone.utc).timestamp() == pytest.approx(at, abs=0.001)
+    # On a terminal, a countdown of whole seconds, erased before the run's
+    # own progress line.
+    cmd = shlex.join([VOLLEY, "--start-at", f"{time.time() + 2.5:.3f}", "-t1", "-c1", "-d200ms",
+                      srv.url])
+    out = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, timeout=30,
+                         stdin=subprocess.DEVNULL).stdout.decode()
+    counts = re.findall(r"\rstarting in (\d+)s\x1b\[K", out)
+    assert counts[-2:] == ["2", "1"] and counts == sorted(set(counts), reverse=True), out
+    assert "\rstarting in 1s\x1b[K\r\x1b[K" in out, out
+
+
+@pytest.mark.parametrize("at,hours", [("9999-12-31T23:59:59Z", None), ("+25h", 25)])
+def test_start_at_more_than_a_day_ahead_is_an_error(testd, at, hours):
+    # A mistyped year would wait for decades.
+    srv = testd()
+    if at == "+25h":
+        at = f"{time.time() + 25 * 3600:.0f}"
+    run = volley("--start-at", at, "-d1s", srv.url)
+    one_line_error(run, f"volley: start time {at} is ")
+    assert run.stderr.endswith(" hours ahead: volley waits at most 24 hours (a mistyped "
+                               "date?)\n"), run
+    if hours:
+        assert f" is {hours} hours ahead" in run.stderr
+    assert srv.stats()["connections"] == 0
 
 
 def test_bad_shard_and_start_options_are_usage_errors(testd):
@@ -992,6 +1184,25 @@ def test_the_shard_comes_from_the_environment_as_in_an_indexed_job(testd, tmp_pa
     one_line_error_or_usage(run, "invalid VOLLEY_SHARD 'x'")
 
 
+@pytest.mark.parametrize("env,message", [
+    ({"VOLLEY_SHARD": "1"}, "VOLLEY_SHARD=1 says which shard this is, but not of how many: set "
+                            "VOLLEY_SHARDS, or VOLLEY_SHARD=1/N"),
+    ({"VOLLEY_SHARD": "1/2", "VOLLEY_SHARDS": "4"},
+     "VOLLEY_SHARD=1/2 and VOLLEY_SHARDS=4 disagree on the number of shards"),
+    ({"VOLLEY_SHARD": " "}, "invalid VOLLEY_SHARD ' ': expected I/N"),
+    ({"VOLLEY_SHARD": "1", "VOLLEY_SHARDS": " "}, "invalid VOLLEY_SHARDS ' '"),
+    ({"VOLLEY_SHARDS": "0", "JOB_COMPLETION_INDEX": "0"}, "invalid VOLLEY_SHARDS '0'"),
+])
+def test_an_environment_that_half_names_a_shard_runs_nothing(testd, env, message):
+    # A pod that would otherwise run the whole load (times the shards) stops
+    # before it sends anything.
+    srv = testd()
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("VOLLEY_SHARD", "JOB_"))}
+    run = volley("-t1", "-c8", "-d1s", srv.url, env={**base, **env})
+    one_line_error_or_usage(run, message)
+    assert srv.stats()["connections"] == 0
+
+
 def one_line_error_or_usage(run, text):
     """A usage error: the one line, then a pointer to --help."""
     assert run.returncode == 1, run
@@ -1011,17 +1222,30 @@ def test_a_wait_longer_than_the_timeout_is_not_a_connect_timeout(testd):
     assert doc["requests"] > 0
 
 
-def test_ctrl_c_while_waiting_to_start_ends_the_run_with_its_report(testd):
+def test_ctrl_c_while_waiting_to_start_leaves_earlier_files(testd, tmp_path):
+    # A run cut short before it started: no report, no result, exit 1, and
+    # the files of an earlier run left as they were (or not made at all).
     srv = testd()
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    earlier = {"r.json": '{"earlier": "result"}\n', "t.jsonl": "an earlier timeline\n"}
     for model in ([], ["-R", "100"]):
+        for name, text in earlier.items():
+            (out_dir / name).write_text(text)
         start = time.monotonic()
         proc = subprocess.Popen([VOLLEY, "--start-at", f"{time.time() + 30:.3f}", "-t1", "-c1",
-                                 "-d1s"] + model + [srv.url], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, preexec_fn=sigint_default)
+                                 "-d1s", "--json", "r.json", "--timeline", "t.jsonl",
+                                 "--hdr-log", "h.hlog"] + model + [srv.url], cwd=out_dir,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_default)
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=10)
         check_sanitizer("volley", err)
-        assert proc.returncode == 0 and time.monotonic() - start < 5, (out, err)
-        assert parse_report(out)["requests"] <= 1, out
-    assert srv.stats()["requests"] <= 2
+        assert proc.returncode == 1 and time.monotonic() - start < 5, (out, err)
+        assert err.splitlines()[-1] == "volley: interrupted by SIGINT before the run started: " \
+                                       "nothing was measured, no result written", err
+        assert "requests in" not in out, out
+        assert sorted(os.listdir(out_dir)) == ["r.json", "t.jsonl"]
+        assert all((out_dir / n).read_text() == text for n, text in earlier.items())
+    assert srv.stats()["requests"] == 0

@@ -203,6 +203,19 @@ def test_deps_installs_every_header_the_build_includes():
     assert owners <= installed, owners - installed
 
 
+def test_deps_says_what_it_does_even_when_there_is_nothing_to_install():
+    """deps/install.sh --dry-run lists what it would run, or says in one line
+    that nothing is missing; never nothing at all."""
+    for args, what in ((["--dry-run"], "builds"), (["--test", "--dry-run"], "builds and tests")):
+        proc = subprocess.run([os.path.join(ROOT, "deps", "install.sh"), *args],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc
+        lines = proc.stdout.splitlines()
+        commands = [l for l in lines if l.startswith("+ ")]
+        done = f"deps/install.sh: everything volley {what} with is installed already"
+        assert (commands and done not in lines) or lines == [done], proc
+
+
 def test_the_container_image_installs_every_library_volley_links():
     """The Containerfile's run-time stage installs the Debian package of each
     shared library volley links (but those debian:12-slim has), and

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import sys
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from conftest import ROOT, volley
+from conftest import ROOT, read_timeline, volley, volley_signalled
 from conftest import Testd as Server  # not collected as a test class
 
 PLOT = os.path.join(ROOT, "scripts", "volley-plot")
@@ -72,7 +73,7 @@ def test_timelines_and_spectra_are_drawn(runs, tmp_path):
     files = [os.path.join(data, f) for f in ("closed.jsonl", "rate.csv", "closed.json",
                                              "rate.json")]
     proc = plot("-o", tmp_path, *files)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     made = proc.stdout.split()
     assert made == [os.path.join(tmp_path, n) for n in
                     ("closed_timeline.png", "rate_timeline.png", "closed_rate_spectrum.png")]
@@ -102,8 +103,7 @@ def test_timeline_data_is_the_timeline(runs, tmp_path):
     data, _ = runs
     proc = plot("-o", tmp_path, os.path.join(data, "closed.jsonl"))
     assert proc.returncode == 0, proc.stderr
-    with open(os.path.join(data, "closed.jsonl")) as f:
-        records = [json.loads(line) for line in f][1:]
+    records = read_timeline(os.path.join(data, "closed.jsonl"))[1]
     with open(os.path.join(tmp_path, "closed_timeline.dat")) as f:
         rows = [line.split() for line in f if not line.startswith("#")]
     # One row per interval, and one closing the last at the run's end.
@@ -164,6 +164,32 @@ def test_default_folder_and_one_result(runs, tmp_path):
     proc = plot(copy)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == os.path.join(tmp_path, "closed_spectrum.png") + "\n"
+
+
+def test_files_of_runs_cut_short_are_drawn_with_a_warning(tmp_path):
+    srv = Server(str(tmp_path), "--delay", "1")
+    try:
+        args = ["-t1", "-c2", "--interval", "200ms", srv.url + "/"]
+        volley_signalled("-d10s", "--json", "int.json", "--timeline", "int.csv", *args,
+                         after=1.0, cwd=tmp_path)
+        volley_signalled("-d10s", "--timeline", "killed.jsonl", *args, sig=signal.SIGKILL,
+                         after=1.0, cwd=tmp_path)
+        # -d 0 ends only with Ctrl-C: nothing to warn about
+        volley_signalled("-d0", "--json", "unlimited.json", "--timeline", "unlimited.jsonl",
+                         *args, after=1.0, cwd=tmp_path)
+    finally:
+        srv.stop()
+    proc = plot("-o", tmp_path / "charts", *(tmp_path / f for f in (
+        "int.csv", "killed.jsonl", "unlimited.jsonl", "int.json", "unlimited.json")))
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.split()) == 4  # three timelines and the spectra
+    assert proc.stderr.splitlines() == [
+        f"volley-plot: warning: {tmp_path}/int.csv: the run ended early (SIGINT interrupted "
+        "it): the chart covers less than it asked for",
+        f"volley-plot: warning: {tmp_path}/killed.jsonl: no end record: the run was cut short "
+        "(killed?) or is still running",
+        f"volley-plot: warning: {tmp_path}/int.json: the run ended early (SIGINT interrupted "
+        "it): the chart covers less than it asked for"]
 
 
 @pytest.mark.parametrize("content,message", [

@@ -91,7 +91,8 @@ def test_every_new_connection_sets_up_its_tunnel_again(nginx, tinyproxy, certs, 
     assert doc["requests"] == doc["connects"] == doc["proxy"]["tunnels"] == 200
     assert doc["reopened"] == 198
     assert len(srv.log()) == 200
-    assert len(proxy.connects()) == 200 + 1
+    # and the two checks before the run: the way through, the TLS handshake
+    assert len(proxy.connects()) == 200 + 2
 
 
 def test_the_proxy_credentials(nginx, tinyproxy, certs, tmp_path):
@@ -238,7 +239,8 @@ def test_proxy_failures_during_the_run_are_counted_by_cause(nginx, tinyproxy, mi
         assert doc["requests"] > 0 and doc["proxy"]["tunnels"] == doc["connects"]
         if cause == "proxy_connect_status":
             assert doc["proxy"]["connect_status"] == {"500": causes[cause]}
-            assert len(p.connects()) == doc["proxy"]["tunnels"] + causes[cause] + 1
+            # and the two checks before the run: the way through, the TLS handshake
+            assert len(p.connects()) == doc["proxy"]["tunnels"] + causes[cause] + 2
             note = f"(status 500: {causes[cause]})"
             # volley merge adds the proxy's figures up (here, a result twice)
             merged = str(tmp_path / "m.json")
@@ -305,7 +307,8 @@ def test_proxy_env(nginx, tinyproxy, certs, tmp_path):
     assert "Note: --proxy-env: not through a proxy (HTTPS_PROXY is not set)\n" in run.stderr
     log = srv.log()
     assert [line.split()[0] for line in log] == [proxy.bind] * 10 + ["127.0.0.1"] * 30
-    assert len(proxy.connects()) == 2 + 1
+    # 2 connections, and the two checks before the run: the way through, TLS
+    assert len(proxy.connects()) == 2 + 2
     run = volley("--proxy-env", "http://127.0.0.1:1/",
                  env=clean_env(http_proxy="ftp://x", HTTP_PROXY=""))
     assert run.stderr.startswith("volley: invalid http_proxy 'ftp://x': unsupported proxy "

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import VOLLEY, check_sanitizer, volley
+from conftest import TIME_FORM, VOLLEY, check_sanitizer, read_timeline, volley, volley_signalled
 from test_multi import shards
 
 
@@ -24,9 +24,7 @@ def run_with_timeline(tmp_path, *args, interval="500ms"):
     assert run.returncode == 0, run
     with open(out) as f:
         doc = json.load(f)
-    with open(timeline) as f:
-        records = [json.loads(line) for line in f][1:]
-    return run, doc, records
+    return run, doc, read_timeline(timeline)[1]
 
 
 def answered(seen, n, connections):
@@ -54,7 +52,34 @@ def test_a_ramp_adds_up_to_its_area_rising_interval_by_interval(testd, tmp_path)
     assert doc["options"]["stages"] == [{"duration_us": 2000000, "rate": 2000}]
     assert doc["options"]["stages_from"] == 0
     assert doc["options"]["rate"] == 1000  # the mean target
-    assert doc["rate"]["target"] == 1000
+    # the 2000 requests the ramp asked for, over the time the run took
+    assert doc["rate"]["target"] == pytest.approx(2000e6 / doc["duration_us"])
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "abort"])
+def test_a_ramp_cut_short_is_judged_on_what_it_asked(testd, tmp_path, how):
+    # 10s:1000 asks for t^2 / 20 * 1000 requests in its first t seconds:
+    # cut short, the run was asked their rate, not the whole ramp's mean of
+    # 500/s, and sending them is no shortfall of the generator's.
+    srv = testd()
+    args = ["-t1", "-c10", "--stages", "10s:1000", "--json", "r.json", srv.url]
+    if how == "SIGINT":
+        run = volley_signalled(*args, after=2.0, cwd=tmp_path)
+        assert run.returncode == 0, run
+    else:
+        run = volley("--abort-on-fail", "--threshold", "p99 < 1us", "--interval", "500ms",
+                     *args, cwd=tmp_path)
+        assert run.returncode == 2, run
+    doc = json.loads((tmp_path / "r.json").read_text())
+    t = doc["duration_us"] / 1e6
+    assert doc["end"]["reason"] == ("interrupted" if how == "SIGINT" else "aborted")
+    assert doc["rate"]["target"] == pytest.approx(t * t / 20 * 1000 / t, rel=0.01)
+    assert doc["rate"]["target"] < 250
+    # A busy machine may really fall short of it, in so short a run: then
+    # the warning names what was asked, never the whole ramp's 500/s.
+    assert "asked for" not in run.stderr or \
+        f"short of the {doc['rate']['target']:.10g} asked for" in run.stderr, run
+    assert answered(srv.stats(), doc["requests"], 10)
 
 
 def test_stages_ramp_from_the_rate_before_them(testd, tmp_path):
@@ -132,6 +157,37 @@ def test_warmup_in_the_closed_model(testd, tmp_path):
     assert doc["requests_per_sec"]["count"] > 0
 
 
+def test_a_run_cut_short_in_its_warmup_writes_nothing(testd, tmp_path):
+    # Nothing was measured: no report, no result, the files of an earlier
+    # run left as they were; exit 1 (or the status os.exit() gave).
+    srv = testd()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "exit.lua").write_text("n = 0\nfunction response() n = n + 1; "
+                                  "if n == 50 then os.exit(7) end end\n")
+    earlier = {"r.json": '{"earlier": "result"}\n', "t.jsonl": "an earlier timeline\n",
+               "h.hlog": "an earlier log\n"}
+    args = ["-t1", "-c2", "-d5s", "--warmup", "10s", "--json", "r.json", "--timeline",
+            "t.jsonl", "--hdr-log", "h.hlog", srv.url]
+    for how in ("SIGINT", "os.exit"):
+        for name, text in earlier.items():
+            (out / name).write_text(text)
+        if how == "SIGINT":
+            run = volley_signalled(*args, after=1.0, cwd=out)
+            assert run.returncode == 1, run
+            assert run.stderr == "volley: interrupted by SIGINT during the warm-up: nothing " \
+                                 "was measured, no result written\n", run
+        else:
+            run = volley("-s", "exit.lua", *args, cwd=out)
+            assert run.returncode == 7, run
+            assert run.stderr == "volley: exit.lua:2: os.exit(7) in response(): the run was " \
+                                 "stopped during the warm-up: nothing was measured\n", run
+        assert "requests in" not in run.stdout, run
+        assert all((out / n).read_text() == text for n, text in earlier.items())
+        assert sorted(os.listdir(out)) == ["exit.lua", "h.hlog", "r.json", "t.jsonl"]
+    assert srv.stats()["requests"] > 50
+
+
 def test_ramp_up_opens_the_connections_in_turn(testd, tmp_path):
     # 8 connections over 800 ms: one every 100 ms, about two per 200 ms.
     srv = testd()
@@ -162,8 +218,7 @@ def test_ramp_up_interleaves_shards(testd, tmp_path):
         _, err = p.communicate(timeout=30)
         check_sanitizer("volley shard", err)
         assert p.returncode == 0, err
-        with open(path) as f:
-            connects.append([json.loads(line)["connects"] for line in f.readlines()[1:]])
+        connects.append([r["connects"] for r in read_timeline(path)[1]])
     assert sum(connects[0]) == sum(connects[1]) == 2, connects
     assert connects[0][0] == 1, connects
     assert connects[1][0] == connects[1][1] == 0, connects
@@ -188,8 +243,8 @@ def test_ramp_up_interleaves_shards(testd, tmp_path):
      "--warmup does not combine with -n (-n counts every request sent)"),
     (["--warmup", "1s", "--stages", "1s:10"],
      "--warmup with --stages needs -R: the rate to warm up at"),
-    (["--warmup", "soon"], "invalid warm-up: 'soon'"),
-    (["--ramp-up", "-1"], "invalid ramp-up: '-1'"),
+    (["--warmup", "soon"], "invalid warm-up: 'soon'" + TIME_FORM),
+    (["--ramp-up", "-1"], "invalid ramp-up: '-1'" + TIME_FORM),
     (["--ramp-up", "3s", "--warmup", "1s", "-d", "1s"],
      "--ramp-up is longer than the run: the last connections would never open"),
     (["--ramp-up", "11s"], "--ramp-up is longer than the run: the last connections would never open"),

@@ -11,6 +11,7 @@ import os
 import re
 
 import pytest
+from hdrh.histogram import HdrHistogram
 
 from conftest import Testd as Server  # not collected as a test class
 from conftest import ROOT, volley
@@ -196,6 +197,7 @@ def test_abort_on_fail_stops_within_an_interval_and_the_timeout_of_a_stall(testd
     assert aborted["first_interval"] == aborted["last_interval"]
     assert aborted["to_us"] == (aborted["last_interval"] + 1) * 500000
     assert stall <= aborted["to_us"] / 1e6 <= stall + interval + timeout
+    assert doc["end"] == {"reason": "aborted", "signal": None, "exit_status": None}
     # the requests caught in the stall time out, those of the interval that
     # ended the run at least (the others may fall in the next)
     assert 1 <= doc["errors"]["timeout"] <= 4
@@ -245,7 +247,7 @@ def test_abort_options_need_their_counterparts(testd):
             (["--abort-after", "2", "--threshold", "p99<1s"],
              "volley: --abort-after needs --abort-on-fail"),
             (["--abort-on-fail", "--abort-after", "0", "--threshold", "p99<1s"],
-             "volley: --abort-after must be at least 1 interval")):
+             "volley: invalid --abort-after: '0' (must be at least 1)")):
         run = volley("-d300ms", *args, srv.url)
         assert run.returncode == 1 and run.stderr.splitlines()[0] == message, run
     assert srv.stats()["connections"] == 0
@@ -271,6 +273,33 @@ def test_merge_checks_thresholds_on_the_whole(testd, tmp_path):
         "volley merge: invalid threshold 'p99': expected <, <=, > or >= after 'p99'"
 
 
+def test_connect_counts_the_connections_of_the_warmup(testd, tmp_path):
+    # The keep-alive connections open in the warm-up and the measured part
+    # goes on over them: connect is measured over both, in a run and in the
+    # merge of its shards.
+    srv, other = testd(), testd()
+    run = volley("-t1", "-c2", "-d500ms", "--warmup", "500ms", "--threshold", "connect < 1s",
+                 "--threshold", "connect > 1s", "--json", "r.json", srv.url, cwd=tmp_path)
+    assert run.returncode == 2, run
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["connect_time"]["count"] == 0 and doc["warmup"]["connect_time"]["count"] == 2
+    p99 = doc["warmup"]["connect_time"]["percentiles"]["99"]
+    assert [(t["passed"], t["value"]) for t in doc["thresholds"]] == [(True, p99), (False, p99)]
+    assert srv.stats()["connections"] == 3  # the probe, and the two
+    _, files = shards(2, ["-t1", "-c2", "-d500ms", "--warmup", "500ms"], other.url,
+                      str(tmp_path), start_in=0.5)
+    run = volley("merge", "--threshold", "connect < 1s", "--json", "m.json", *files,
+                 cwd=tmp_path)
+    assert run.returncode == 0, run
+    both = HdrHistogram(1, 24 * 3600 * 10**6, 3)
+    for path in files:
+        with open(path) as f:
+            both.decode_and_add(json.load(f)["warmup"]["connect_time"]["hdr_histogram"])
+    assert both.get_total_count() == 2
+    assert json.loads((tmp_path / "m.json").read_text())["thresholds"][0]["value"] == \
+        both.get_value_at_percentile(99)
+
+
 def test_docs_json_names_the_new_fields(testd, tmp_path):
     # Every object these options fill in, and each key in it, is in docs/json.md.
     srv = testd()
@@ -286,5 +315,5 @@ def test_docs_json_names_the_new_fields(testd, tmp_path):
         text = f.read()
     names = field_names({k: doc[k] for k in ("warmup", "thresholds", "aborted")})
     names |= field_names(doc["options"])
-    missing = sorted(n for n in names if f"`{n}`" not in text)
+    missing = sorted(n for n in names if f"`{n}`" not in text and f'"{n}"' not in text)
     assert not missing, missing

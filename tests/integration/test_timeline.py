@@ -11,13 +11,15 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import ROOT, TESTD, VOLLEY, check_sanitizer, run_json, sigint_default, volley
+from conftest import (ROOT, TESTD, TIME_FORM, VOLLEY, check_sanitizer, read_timeline, run_json,
+                      sigint_default, volley, volley_signalled)
 
 DAY_US = 24 * 3600 * 10**6
 
@@ -26,20 +28,18 @@ def new_hist():
     return HdrHistogram(1, DAY_US, 3)
 
 
-def read_jsonl(path):
-    with open(path) as f:
-        lines = [json.loads(line) for line in f]
-    assert lines[0]["type"] == "run"
-    assert all(r["type"] == "interval" for r in lines[1:])
-    return lines[0], lines[1:]
-
-
 def read_csv(path):
     """(the comment line's key=value pairs, header, rows as dicts of strings)."""
     with open(path) as f:
         comment = f.readline()
         header = f.readline().rstrip("\n").split(",")
-        rows = [dict(zip(header, line.rstrip("\n").split(","))) for line in f]
+        lines = f.readlines()
+    rows = [dict(zip(header, line.rstrip("\n").split(","))) for line in lines[:-1]]
+    # the end record, a comment line as the first
+    end = re.fullmatch(r"# end: reason=completed signal= exit_status= duration_us=\d+ "
+                       r"intervals=(\d+) requests=(\d+)\n", lines[-1])
+    assert end and int(end.group(1)) == len(rows), lines[-1]
+    assert int(end.group(2)) == sum(int(r["requests"]) for r in rows), lines[-1]
     m = re.fullmatch(r"# volley \S+ timeline: (.*) url=(.*)\n", comment)
     assert m, comment
     params = dict(kv.split("=", 1) for kv in m.group(1).split())
@@ -87,12 +87,36 @@ def percentile_fields(latency):
 # The intervals add up to the run
 # --------------------------------------------------------------------------
 
+@pytest.mark.parametrize("rate", [None, "2000"])
+def test_pipelined_responses_read_at_once_are_each_in_their_interval(testd, tmp_path, rate):
+    """-m 16 over HTTP/1.1: a batch's responses come in one read, with one
+    time, and are recorded together; each is still a sample of latency and
+    of ttfb (with -R of their uncorrected figures too) in the interval it
+    ended in, and the intervals add up to the run's, slot for slot."""
+    srv = testd()
+    timeline = os.path.join(tmp_path, "t.jsonl")
+    run, doc = run_json(tmp_path, "-t1", "-c4", "-m", "16", "-d1s", "--interval", "200ms",
+                        *(["-R", rate] if rate else []), "--timeline", timeline, srv.url + "/")
+    _, records = read_timeline(timeline)
+    stats = srv.stop()
+    assert doc["options"]["pipeline"] == 16 and 16 < doc["requests"] <= stats["requests"], doc
+    keys = ["latency", "ttfb"] + (["latency_uncorrected", "ttfb_uncorrected"] if rate else [])
+    for key in keys:
+        added = new_hist()
+        for r in records:
+            assert r[key]["count"] == r["requests"], (key, r)
+            added.add(percentile_fields(r[key]))
+        final = HdrHistogram.decode(doc[key]["hdr_histogram"])
+        assert list(added.counts) == list(final.counts), key
+        assert doc[key]["count"] == doc["requests"], key
+
+
 def test_intervals_add_up_to_the_totals_and_the_final_histogram(testd, tmp_path):
     srv = testd("--status-every", "4:503")
     timeline, hlog = os.path.join(tmp_path, "t.jsonl"), os.path.join(tmp_path, "t.hlog")
     run, doc = run_json(tmp_path, "-t2", "-c4", "-d1500ms", "--interval", "250ms",
                         "--timeline", timeline, "--hdr-log", hlog, srv.url + "/")
-    head, records = read_jsonl(timeline)
+    head, records = read_timeline(timeline)
     assert head == {"type": "run", "volley": doc["volley"]["version"],
                     "start_time": doc["start_time"], "start_time_us": doc["start_time_us"],
                     "shard": None, "url": srv.url + "/", "threads": 2,
@@ -192,7 +216,7 @@ def test_csv_has_the_same_columns_and_the_rate_figures(testd, tmp_path):
     # The same columns as the JSON Lines records, in the same order.
     run2, _ = run_json(tmp_path, "-t1", "-c1", "-d300ms", "-R", "100", "--interval", "100ms",
                        "--timeline", timeline, srv.url + "/")
-    _, records = read_jsonl(timeline)
+    _, records = read_timeline(timeline)
     assert header == flatten(records[0])
 
 
@@ -202,7 +226,7 @@ def test_timeline_on_stdout_sends_the_report_to_stderr(testd):
                  srv.url + "/")
     assert run.returncode == 0, run
     lines = [json.loads(line) for line in run.stdout.splitlines()]
-    assert lines[0]["type"] == "run" and len(lines) >= 5
+    assert lines[0]["type"] == "run" and len(lines) >= 6 and lines.pop()["type"] == "end"
     assert re.search(r"^  (\d+) requests in ", run.stderr, re.M)
     requests = int(re.search(r"^  (\d+) requests in ", run.stderr, re.M).group(1))
     assert sum(r["requests"] for r in lines[1:]) == requests > 0
@@ -229,7 +253,7 @@ end
     timeline = os.path.join(tmp_path, "t.jsonl")
     run, doc = run_json(tmp_path, "-t2", "-c4", "-d1500ms", "--interval", "200ms",
                         "-s", script, "--timeline", timeline, srv.url + "/")
-    _, records = read_jsonl(timeline)
+    _, records = read_timeline(timeline)
     check_intervals(records, 200000, doc["duration_us"])
     assert sum(r["requests"] for r in records) == doc["requests"]
     added = new_hist()
@@ -248,8 +272,8 @@ def test_a_run_ended_by_its_threads_ends_its_last_interval_there(testd, tmp_path
     timeline = os.path.join(tmp_path, "t.jsonl")
     run, doc = run_json(tmp_path, "-t2", "-c2", "-d10s", "--interval", "100ms", "-s", script,
                         "--timeline", timeline, srv.url + "/")
-    _, records = read_jsonl(timeline)
-    assert doc["duration_us"] < 5000000
+    _, records = read_timeline(timeline, reason="stopped")
+    assert doc["duration_us"] < 5000000 and doc["end"]["reason"] == "stopped"
     check_intervals(records, 100000, doc["duration_us"])
     assert sum(r["requests"] for r in records) == doc["requests"] >= 600
 
@@ -259,10 +283,13 @@ def test_every_field_is_documented(testd, tmp_path):
     timeline = os.path.join(tmp_path, "t.jsonl")
     _, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "-R", "100", "--interval", "100ms",
                       "--server-pid", srv.proc.pid, "--timeline", timeline, srv.url + "/")
-    head, records = read_jsonl(timeline)
+    head, records = read_timeline(timeline)
+    with open(timeline) as f:
+        end = json.loads(f.readlines()[-1])
     with open(os.path.join(ROOT, "docs", "json.md")) as f:
         text = f.read()
-    keys = set(doc) | set(doc["intervals"]) | set(doc["server"]) | set(head)
+    keys = set(doc) | set(doc["intervals"]) | set(doc["server"]) | set(doc["end"]) | set(head)
+    keys |= set(end)
     for r in records:
         keys |= set(r) | set(r["status"]) | set(r["latency"])
     missing = sorted(k for k in keys if f"`{k}`" not in text)
@@ -288,7 +315,7 @@ def test_freezes_show_in_their_intervals_only(testd, tmp_path):
     # when it ends, nothing is left to catch up on.
     run, doc = run_json(tmp_path, "-t2", "-c600", "-d3s", "-R1000", "--interval", "500ms",
                         "--timeline", timeline, srv.url + "/")
-    head, records = read_jsonl(timeline)
+    head, records = read_timeline(timeline)
     t0 = datetime.datetime.strptime(head["start_time"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(
         tzinfo=datetime.timezone.utc).timestamp()
     # In the run's time, seconds: the run starts after its 600 connections
@@ -365,7 +392,7 @@ def test_server_cpu_of_nginx_agrees_with_proc(nginx, tmp_path):
     assert float(m.group(2)) == pytest.approx(per_request, abs=0.06)
     assert run.stdout.index("Transfer/sec") < m.start()
     # The timeline splits the same CPU time over the intervals.
-    _, records = read_jsonl(os.path.join(tmp_path, "t.jsonl"))
+    _, records = read_timeline(os.path.join(tmp_path, "t.jsonl"))
     assert sum(r["server_cpu_s"] for r in records) == pytest.approx(cpu["cpu_s"], abs=1e-6)
 
 
@@ -383,6 +410,9 @@ def test_server_pid_by_name_and_lists(tmp_path):
         url = f"http://127.0.0.1:{port}/"
         run, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "--server-pid", name, url)
         assert doc["server"]["pids"] == pids
+        # a name that matches several processes says which, at the start
+        assert run.stderr == "Note: --server-pid measures 2 processes and the children they " \
+                             f"start: {pids[0]} ({name}), {pids[1]} ({name})\n", run
         run, doc = run_json(tmp_path, "-t1", "-c1", "-d300ms", "--server-pid",
                             f"{pids[1]},{pids[0]}", "--server-pid", pids[0], url)
         assert doc["server"]["pids"] == pids
@@ -393,6 +423,79 @@ def test_server_pid_by_name_and_lists(tmp_path):
         for p in procs:
             p.terminate()
             p.wait()
+
+
+# A server whose workers come and go, as pre-fork servers recycle theirs:
+# every worker burns a fixed amount of CPU time and exits, and the parent
+# waits for it; the last one outlives no sampling (the parent lingers).
+FORKER = """
+import os, sys, time
+for _ in range(int(sys.argv[1])):
+    pid = os.fork()
+    if pid == 0:
+        start = time.process_time()
+        while time.process_time() - start < float(sys.argv[2]):
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+time.sleep(0.5)
+"""
+# A process that burns CPU time and exits, waited for by no process measured.
+BUSY = """
+import sys, time
+start = time.process_time()
+while time.process_time() - start < float(sys.argv[1]):
+    pass
+"""
+
+
+def server_cpu_over_its_life(testd, tmp_path, script, *args):
+    """Runs script (started a second late, under sh, so that all of its CPU
+    time falls in the run) as the --server-pid of a run that lasts until the
+    script ended; returns what the run's --json says of the server, the CPU
+    time the script's process tree used by its own rusage, and the run."""
+    srv = testd()
+    path = tmp_path / "server.py"
+    path.write_text(script)
+    server = subprocess.Popen(["sh", "-c", 'sleep 1; exec "$0" "$@"', sys.executable, str(path),
+                               *map(str, args)])
+    result = tmp_path / "r.json"
+    try:
+        proc = subprocess.Popen([VOLLEY, "-t1", "-c1", "-d0", "--interval", "5s", "--server-pid",
+                                 str(server.pid), "--json", str(result), srv.url + "/"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=sigint_default)
+        _, _, usage = os.wait4(server.pid, 0)
+        server.returncode = 0
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        server.kill()
+    check_sanitizer("volley", err)
+    assert proc.returncode == 0, err
+    with open(result) as f:
+        doc = json.load(f)
+    return doc["server"], usage.ru_utime + usage.ru_stime, (out, err)
+
+
+def test_server_cpu_counts_workers_that_came_and_went(testd, tmp_path):
+    # Five workers of 0.15 s each, none there when the run starts: reading
+    # only the processes found at the start counted none of it.
+    server, used, (out, err) = server_cpu_over_its_life(testd, tmp_path, FORKER, 5, 0.15)
+    assert used >= 0.75
+    assert abs(server["cpu_s"] - used) <= 0.05 + 0.05 * used, (server, used)
+    assert f"Server CPU: {server['cpu_s']:.2f}s" in out
+    # the processes found at the start (sh, and its sleep)
+    assert re.fullmatch(r"Note: --server-pid measures \d process(es)? and the children they "
+                        r"start: \d+ \(\w+\)(, \d+ \(\w+\))*\n", err), err
+
+
+def test_server_cpu_counts_a_process_that_exits_up_to_its_end(testd, tmp_path):
+    # The process exits during an interval (of 5 s): its CPU time counts up
+    # to its last sampling, not to the start of the interval.
+    server, used, _ = server_cpu_over_its_life(testd, tmp_path, BUSY, 0.5)
+    assert used >= 0.5
+    assert used - 0.15 <= server["cpu_s"] <= used + 0.01, (server, used)
 
 
 # --------------------------------------------------------------------------
@@ -419,11 +522,66 @@ def test_duration_0_runs_until_ctrl_c(testd, tmp_path, duration):
         doc = json.load(f)
     assert doc["options"]["duration_us"] is None
     assert 1.2e6 <= doc["duration_us"] <= 10e6
-    head, records = read_jsonl(timeline)
+    head, records = read_timeline(timeline, reason="interrupted")
     assert head["duration_us"] is None
+    assert doc["end"] == {"reason": "interrupted", "signal": "SIGINT", "exit_status": None}
     check_intervals(records, 200000, doc["duration_us"])
     assert sum(r["requests"] for r in records) == doc["requests"] > 0
     assert f"{doc['requests']} requests in" in out
+
+
+# --------------------------------------------------------------------------
+# Runs cut short
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("timeline", ["t.jsonl", "t.csv"])
+def test_an_interrupted_run_says_so_in_every_file(testd, tmp_path, timeline):
+    # SIGTERM ends the run as Ctrl-C does, with its report; every file says
+    # how it ended, in its last line.
+    srv = testd()
+    run = volley_signalled("-t1", "-c2", "-d10s", "--interval", "300ms", "--json", "r.json",
+                           "--timeline", timeline, "--hdr-log", "h.hlog", srv.url,
+                           sig=signal.SIGTERM, after=1.2, cwd=tmp_path)
+    assert run.returncode == 0 and run.report["requests"] > 0, run
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["end"] == {"reason": "interrupted", "signal": "SIGTERM", "exit_status": None}
+    assert doc["duration_us"] < 5e6
+    count = doc["intervals"]["count"]
+    if timeline.endswith(".jsonl"):
+        _, records = read_timeline(tmp_path / timeline, reason="interrupted")
+        with open(tmp_path / timeline) as f:
+            end = json.loads(f.readlines()[-1])
+        assert end == {"type": "end", "reason": "interrupted", "signal": "SIGTERM",
+                       "exit_status": None, "duration_us": doc["duration_us"],
+                       "intervals": count, "requests": doc["requests"]}
+        assert len(records) == count
+    else:
+        with open(tmp_path / timeline) as f:
+            last = f.readlines()[-1]
+        assert last == f"# end: reason=interrupted signal=SIGTERM exit_status= " \
+                       f"duration_us={doc['duration_us']} intervals={count} " \
+                       f"requests={doc['requests']}\n"
+    with open(tmp_path / "h.hlog") as f:
+        lines = f.readlines()
+    assert lines[-1] == "#[volley end: reason=interrupted signal=SIGTERM exit_status= " \
+                        f"duration_us={doc['duration_us']} intervals={count}]\n"
+    # HdrHistogram's own reader skips it: every interval, and nothing more.
+    reader = HistogramLogReader(str(tmp_path / "h.hlog"), new_hist())
+    n = 0
+    while reader.get_next_interval_histogram() is not None:
+        n += 1
+    assert n == count
+
+
+def test_a_killed_run_leaves_a_timeline_without_its_end(testd, tmp_path):
+    srv = testd()
+    run = volley_signalled("-t1", "-c2", "-d10s", "--interval", "300ms", "--timeline",
+                           "t.jsonl", srv.url, sig=signal.SIGKILL, after=1.2, cwd=tmp_path)
+    assert run.returncode == -signal.SIGKILL
+    with open(tmp_path / "t.jsonl") as f:
+        records = [json.loads(line) for line in f]
+    assert records[0]["type"] == "run" and len(records) >= 3
+    assert {r["type"] for r in records[1:]} == {"interval"}
 
 
 # --------------------------------------------------------------------------
@@ -431,10 +589,11 @@ def test_duration_0_runs_until_ctrl_c(testd, tmp_path, duration):
 # --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,message", [
-    (["--interval", "0"], "volley: interval must be at least 10ms"),
-    (["--interval", "9ms"], "volley: interval must be at least 10ms"),
-    (["--interval", "1.5s"], "volley: invalid interval: '1.5s'"),
-    (["-d", "infinity"], "volley: invalid duration: 'infinity'"),
+    (["--interval", "0"], "volley: invalid interval: '0' (must be at least 10ms)"),
+    (["--interval", "9ms"], "volley: invalid interval: '9ms' (must be at least 10ms)"),
+    (["--interval", "0.0095s"], "volley: invalid interval: '0.0095s' (must be at least 10ms)"),
+    (["--interval", "1,5s"], "volley: invalid interval: '1,5s'" + TIME_FORM),
+    (["-d", "infinity"], "volley: invalid duration: 'infinity'" + TIME_FORM),
     (["--timeline", "-", "--json", "-"],
      "volley: only one of --json, --timeline and --hdr-log can write to stdout (-)"),
     (["--hdr-log", "-", "--timeline", "-"],
@@ -464,16 +623,18 @@ def test_a_file_that_cannot_be_written_is_an_error_after_the_report(testd, optio
     run = volley("-t1", "-c1", "-d300ms", option, "/dev/full", srv.url + "/")
     assert run.returncode == 1, run
     assert run.report["requests"] > 0  # the report came first
-    assert run.stderr == "volley: cannot write /dev/full: No space left on device\n"
+    assert run.stderr == f"volley: cannot write /dev/full ({option}): No space left on device\n"
 
 
 def test_a_failed_start_leaves_an_earlier_timeline_alone(tmp_path):
-    timeline = os.path.join(tmp_path, "t.jsonl")
-    with open(timeline, "w") as f:
-        f.write("earlier\n")
-    run = volley("--timeline", timeline, "--hdr-log", timeline, "-c1", "-t1",
+    files = [os.path.join(tmp_path, name) for name in ("t.jsonl", "t.hlog")]
+    for name in files:
+        with open(name, "w") as f:
+            f.write("earlier\n")
+    run = volley("--timeline", files[0], "--hdr-log", files[1], "-c1", "-t1",
                  "http://127.0.0.1:1/")
     assert run.returncode == 1
     assert run.stderr.startswith("volley: unable to connect to 127.0.0.1:1")
-    with open(timeline) as f:
-        assert f.read() == "earlier\n"
+    for name in files:
+        with open(name) as f:
+            assert f.read() == "earlier\n"

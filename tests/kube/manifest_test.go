@@ -2,14 +2,17 @@
 // scripts/volley-kube renders, decoded strictly into Kubernetes' own types
 // (an unknown or misspelt field, a wrong type or a duplicate key fails), then
 // checked for what a sharded run needs: an Indexed Job of one pod per shard,
-// each told the shard count and the common start, spread over nodes, with
-// resources requested and the script mounted from the ConfigMap.
+// each told the shard count and waiting for the common start, spread over
+// nodes, ended by a deadline, with valid requests and limits, what the Pod
+// Security Standard "restricted" asks, and the script mounted from the
+// ConfigMap; and the shipped Job runs what volley-kube renders.
 // SPDX-License-Identifier: MIT
 package kube
 
 import (
 	"bytes"
 	"os"
+	"reflect"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -120,20 +123,68 @@ func checkJob(t *testing.T, objs objects, shards int32) corev1.Container {
 	if n, err := strconv.Atoi(env(c, "VOLLEY_SHARDS")); err != nil || int32(n) != shards {
 		t.Errorf("VOLLEY_SHARDS %q, want %d", env(c, "VOLLEY_SHARDS"), shards)
 	}
-	if _, err := time.Parse(time.RFC3339, env(c, "VOLLEY_START_AT")); err != nil {
-		t.Errorf("VOLLEY_START_AT: %v", err)
-	}
-	args := strings.Join(c.Args, " ")
-	if len(c.Command) != 1 || c.Command[0] != "volley" ||
-		!strings.HasPrefix(args, "--start-at $(VOLLEY_START_AT) --json - ") {
-		t.Errorf("command %q, args %q", c.Command, args)
-	}
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if q, ok := c.Resources.Requests[r]; !ok || q.IsZero() {
-			t.Errorf("no %s requested", r)
+	if at := env(c, "VOLLEY_START_AT"); at != "" {
+		if _, err := time.Parse(time.RFC3339, at); err != nil {
+			t.Errorf("VOLLEY_START_AT: %v", err)
 		}
 	}
+	if len(c.Command) != 4 || c.Command[0] != "sh" || c.Command[1] != "-c" ||
+		!strings.Contains(c.Command[2], `volley --start-at "$at" --json /run/volley-out/result.json "$@"`) ||
+		strings.Contains(c.Command[2], "$(") || strings.Contains(c.Command[2], "$$") {
+		t.Errorf("command %q", c.Command)
+	}
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := c.Resources.Requests[r]; !ok || q.Sign() <= 0 {
+			t.Errorf("no %s requested", r)
+		}
+		// Kubernetes refuses a request above its limit.
+		if l, ok := c.Resources.Limits[r]; ok && l.Cmp(c.Resources.Requests[r]) < 0 {
+			t.Errorf("%s requests %s, above its limit %s", r, c.Resources.Requests.Name(r, ""), l.String())
+		}
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+		t.Errorf("no memory limit")
+	}
+	if s.ActiveDeadlineSeconds == nil || *s.ActiveDeadlineSeconds <= 0 {
+		t.Errorf("no activeDeadlineSeconds: pods waiting for a start that never comes would stay")
+	}
+	checkRestricted(t, pod, c)
+	checkVolume(t, pod, c, "/run/volley-out", func(v corev1.VolumeSource) bool { return v.EmptyDir != nil })
+	checkVolume(t, pod, c, "/run/volley-start", func(v corev1.VolumeSource) bool {
+		return v.DownwardAPI != nil && len(v.DownwardAPI.Items) == 1 &&
+			v.DownwardAPI.Items[0].Path == "start-at" && v.DownwardAPI.Items[0].FieldRef != nil &&
+			v.DownwardAPI.Items[0].FieldRef.FieldPath == "metadata.annotations['volley/start-at']"
+	})
 	return c
+}
+
+// checkRestricted: what the Pod Security Standard "restricted" asks.
+func checkRestricted(t *testing.T, pod corev1.PodSpec, c corev1.Container) {
+	p, sc := pod.SecurityContext, c.SecurityContext
+	if p == nil || p.RunAsNonRoot == nil || !*p.RunAsNonRoot || p.RunAsUser == nil || *p.RunAsUser == 0 ||
+		p.SeccompProfile == nil || p.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot, a user other than root, RuntimeDefault seccomp", p)
+	}
+	if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem || sc.Capabilities == nil ||
+		!reflect.DeepEqual(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || sc.Privileged != nil {
+		t.Errorf("container securityContext %+v: want no privilege escalation, a read-only root, all capabilities dropped", sc)
+	}
+	if pod.HostNetwork || pod.HostPID || pod.HostIPC {
+		t.Errorf("host namespaces")
+	}
+}
+
+// checkVolume: the container mounts at path a volume that ok accepts.
+func checkVolume(t *testing.T, pod corev1.PodSpec, c corev1.Container, path string, ok func(corev1.VolumeSource) bool) {
+	for _, m := range c.VolumeMounts {
+		for _, v := range pod.Volumes {
+			if m.MountPath == path && v.Name == m.Name && ok(v.VolumeSource) {
+				return
+			}
+		}
+	}
+	t.Errorf("no suitable volume mounted at %s", path)
 }
 
 // checkScript: -s names a file of the ConfigMap mounted in the container.
@@ -163,36 +214,67 @@ func checkScript(t *testing.T, objs objects, c corev1.Container) {
 	t.Fatalf("the script %q is not mounted from a ConfigMap", script)
 }
 
-func TestShippedManifestDecodesStrictly(t *testing.T) {
+func shipped(t *testing.T) objects {
 	text, err := os.ReadFile("../../deploy/kubernetes/volley-job.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs := decodeAll(t, text)
-	checkScript(t, objs, checkJob(t, objs, 4))
+	return decodeAll(t, text)
 }
 
-func TestRenderedManifestDecodesStrictly(t *testing.T) {
+func render(t *testing.T, args ...string) objects {
 	script := filepath.Join(t.TempDir(), "post.lua")
 	if err := os.WriteFile(script, []byte("wrk.method = \"POST\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("python3", "../../scripts/volley-kube", "render", "--shards", "3",
-		"--", "-t4", "-c", "300", "-R", "9000", "-d1m", "-s", script, "http://app:8080/")
+	args = append([]string{"../../scripts/volley-kube", "render"}, args...)
+	args = append(args, "--", "-t4", "-c", "300", "-R", "9000", "-d1m", "-s", script, "http://app:8080/")
+	cmd := exec.Command("python3", args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("volley-kube render: %v: %s", err, stderr.String())
 	}
-	objs := decodeAll(t, out)
+	return decodeAll(t, out)
+}
+
+func TestShippedManifestDecodesStrictly(t *testing.T) {
+	objs := shipped(t)
+	checkScript(t, objs, checkJob(t, objs, 4))
+}
+
+func TestRenderedManifestDecodesStrictly(t *testing.T) {
+	objs := render(t, "--shards", "3")
 	c := checkJob(t, objs, 3)
 	checkScript(t, objs, c)
 	if cpu := c.Resources.Requests[corev1.ResourceCPU]; cpu.String() != "4" {
 		t.Errorf("cpu request %s, want 4 for -t4", cpu.String())
 	}
-	if got := strings.Join(c.Args[6:], " "); got != "-t4 -c 300 -R 9000 -d1m http://app:8080/" {
+	if got := strings.Join(c.Args[2:], " "); got != "-t4 -c 300 -R 9000 -d1m http://app:8080/" {
 		t.Errorf("volley options %q", got)
+	}
+	c = checkJob(t, render(t, "--shards", "2", "--memory", "2Gi", "--cpu", "500m"), 2)
+	if r := c.Resources; r.Requests.Memory().String() != "2Gi" || r.Limits.Memory().String() != "2Gi" ||
+		r.Requests.Cpu().String() != "500m" {
+		t.Errorf("--memory 2Gi --cpu 500m: resources %+v", r)
+	}
+}
+
+// The shipped Job runs what volley-kube renders: the same command, security,
+// and volumes for the start and the results.
+func TestShippedManifestRunsWhatRenderRenders(t *testing.T) {
+	a, b := shipped(t).jobs[0].Spec.Template.Spec, render(t, "--shards", "4").jobs[0].Spec.Template.Spec
+	ca, cb := a.Containers[0], b.Containers[0]
+	if !reflect.DeepEqual(ca.Command, cb.Command) {
+		t.Errorf("command\n%q\nrenders as\n%q", ca.Command, cb.Command)
+	}
+	if !reflect.DeepEqual(ca.SecurityContext, cb.SecurityContext) || !reflect.DeepEqual(a.SecurityContext, b.SecurityContext) ||
+		a.AutomountServiceAccountToken == nil || !reflect.DeepEqual(a.AutomountServiceAccountToken, b.AutomountServiceAccountToken) {
+		t.Errorf("the security contexts differ from the rendered ones")
+	}
+	if !reflect.DeepEqual(a.Volumes[:2], b.Volumes[:2]) || !reflect.DeepEqual(ca.VolumeMounts[:2], cb.VolumeMounts[:2]) {
+		t.Errorf("volumes %+v differ from the rendered %+v", a.Volumes, b.Volumes)
 	}
 }
 

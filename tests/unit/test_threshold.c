@@ -280,7 +280,7 @@ TEST(verdict_lines)
     ts[3] = parse("requests > 99");
     ts[4] = parse("connect < 1ms");
     struct threshold_verdict v[5];
-    CHECK(!threshold_judge(ts, 5, &s, 2000000, 1000000, NULL, v));
+    CHECK(!threshold_judge(ts, 5, &s, NULL, 2000000, 1000000, NULL, v));
     CHECK(v[0].passed && !v[1].passed && v[2].passed && v[3].passed && v[4].passed);
     CHECK_STR(printed(v, 5, NULL), "Threshold p99 < 200ms: passed (p99 = 99.01ms)\n"
                                    "Threshold errors < 1%: FAILED (errors = 25%)\n"
@@ -289,19 +289,27 @@ TEST(verdict_lines)
                                    "Threshold connect < 1ms: passed (connect = 300.00us)\n");
     /* The threshold that stopped the run failed, whatever its value. */
     struct threshold_abort a = {0, 4, 5, 2000000, 3000000};
-    CHECK(!threshold_judge(ts, 1, &s, 2000000, 1000000, &a, v));
+    CHECK(!threshold_judge(ts, 1, &s, NULL, 2000000, 1000000, &a, v));
     CHECK_STR(printed(v, 1, &a), "Threshold p99 < 200ms: FAILED (p99 = 99.01ms; failed in 2 "
                                  "intervals in a row, 2.00s to 3.00s: the run was stopped)\n");
     stats_free(&s);
     stats_init(&s);
     s.errors.timeout = 3;
-    CHECK(!threshold_judge(ts, 2, &s, 2000000, 1000000, NULL, v));
+    CHECK(!threshold_judge(ts, 2, &s, NULL, 2000000, 1000000, NULL, v));
     CHECK_STR(printed(v, 2, NULL),
               "Threshold p99 < 200ms: FAILED (p99 >= 1.00s: requests timed out)\n"
               "Threshold errors < 1%: FAILED (errors = 100%)\n");
     stats_reset(&s);
-    CHECK(!threshold_judge(ts, 1, &s, 2000000, 1000000, NULL, v));
+    CHECK(!threshold_judge(ts, 1, &s, NULL, 2000000, 1000000, NULL, v));
     CHECK_STR(printed(v, 1, NULL), "Threshold p99 < 200ms: FAILED (p99: nothing measured)\n");
+    /* connect over a --warmup: its connections count with the run's (here,
+     * the only ones) */
+    struct hist *warm = hist_new(STATS_LATENCY_MAX);
+    hist_record(warm, 800);
+    CHECK(!threshold_judge(&ts[4], 1, &s, NULL, 2000000, 1000000, NULL, v));
+    CHECK(threshold_judge(&ts[4], 1, &s, warm, 2000000, 1000000, NULL, v));
+    CHECK_STR(printed(v, 1, NULL), "Threshold connect < 1ms: passed (connect = 800.00us)\n");
+    hist_free(warm);
     for (size_t i = 0; i < 5; i++)
         threshold_free(&ts[i]);
     stats_free(&s);

@@ -67,9 +67,36 @@ TEST(time_units)
     CHECK_U64(timeus("0"), 0);
 }
 
+TEST(time_fractions_are_exact)
+{
+    /* in integers: 0.1 * 1e6 as a double is 100000.00000000001 */
+    CHECK_U64(timeus("0.1s"), 100000);
+    CHECK_U64(timeus("1.5s"), 1500000);
+    CHECK_U64(timeus("1.5"), 1500000);
+    CHECK_U64(timeus("0.5"), 500000);
+    CHECK_U64(timeus("0.25s"), 250000);
+    CHECK_U64(timeus("2.5ms"), 2500);
+    CHECK_U64(timeus("0.001ms"), 1);
+    CHECK_U64(timeus("1.5m"), 90000000);
+    CHECK_U64(timeus("0.1h"), 360000000);
+    CHECK_U64(timeus("0.3"), 300000);
+    CHECK_U64(timeus("0.7s"), 700000);
+    CHECK_U64(timeus("1.000000s"), 1000000);
+    /* past the microsecond: rounded, half up */
+    CHECK_U64(timeus("0.0000004s"), 0);
+    CHECK_U64(timeus("0.0000005s"), 1);
+    CHECK_U64(timeus("0.0004ms"), 0);
+    CHECK_U64(timeus("0.1234567890123456789012s"), 123457);
+    CHECK_U64(timeus(" 1.5 s"), 1500000);
+    CHECK_U64(timeus("18446744073709.551615s"), 18446744073709551615ULL);
+}
+
 TEST(time_rejects)
 {
-    const char *bad[] = {"", "1.5s", "10sec", "1d", "-1", "s", "5us", "1k", "1 s x"};
+    const char *bad[] = {"",     "10sec", "1d",    "-1",  "s",    "5us",
+                         "1k",   "1 s x", "1.s",   ".5s", "1..5", "1.5.5s",
+                         "1 .5", "1e3",   "-0.5s", "+1s", "0x1s", "18446744073709.551616s",
+                         "1,5s", "nan",   "1.5kms"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         if (timeus(bad[i]) != UINT64_MAX)
             UNIT_FAIL("\"%s\" was accepted", bad[i]);
@@ -166,6 +193,8 @@ TEST(duration_header)
         CHECK_STR(units_duration(cases[i].s * 1000000, b), cases[i].want);
     CHECK_STR(units_duration(500000, b), "500ms");
     CHECK_STR(units_duration(1500000, b), "1500ms");
+    CHECK_STR(units_duration(1500, b), "1500us");
+    CHECK_STR(units_duration(250, b), "250us");
     CHECK_STR(units_duration(2000000, b), "2s");
 }
 
