@@ -56,12 +56,18 @@ enum cause route_connect_cause(const struct route *r, int err)
 int route_connect(const struct route *r, struct sources_ports *ports, uint64_t g, bool *in_progress,
                   enum cause *cause)
 {
+    size_t i = route_source(r, g);
+    if (r->sources && sources_full(ports, i, clock_us())) {
+        *cause = CAUSE_NO_PORT;
+        errno = EADDRINUSE;
+        return -1;
+    }
     int fd = net_socket(&r->addr);
     if (fd < 0) {
         *cause = route_connect_cause(r, errno);
         return -1;
     }
-    int err = r->sources ? sources_bind(r->sources, ports, route_source(r, g), fd) : 0;
+    int err = r->sources ? sources_bind(r->sources, ports, i, fd) : 0;
     if (err) {
         close(fd);
         *cause = bind_cause(err);
@@ -70,6 +76,8 @@ int route_connect(const struct route *r, struct sources_ports *ports, uint64_t g
     }
     if (!net_start_connect(fd, &r->addr, in_progress)) {
         *cause = route_connect_cause(r, errno);
+        if (r->sources && errno == EADDRNOTAVAIL)
+            sources_found_full(ports, i, clock_us());
         return -1;
     }
     return fd;

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "xalloc.h"
 
 #ifndef IP_BIND_ADDRESS_NO_PORT
@@ -30,6 +31,14 @@
  * it counts no free port: a window nearly full of established connections
  * must not cost thousands of bind() calls per attempt. */
 #define OWN_PORT_TRIES 1024
+
+/* An address whose last search found no free port is not searched again
+ * for this long: the connections that try it in between (each retries, up
+ * to once a second) fail at once. A search costs the kernel a scan of its
+ * whole range (13 ms for 64k ports in use), or OWN_PORT_TRIES bind() calls
+ * here: tens of thousands of them a second would leave the thread no time
+ * for the run, nor for its end. */
+#define FULL_RETRY_US 100000
 
 /* ------------------------------------------------------------------------ */
 /* The list                                                                   */
@@ -257,6 +266,7 @@ void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64
                         uint64_t n, uint64_t total)
 {
     memset(p, 0, sizeof *p);
+    p->full_at = xcalloc(s->n, sizeof *p->full_at);
     if (!s->own_ports)
         return;
     /* The window is this worker's share of the range, by its connections'
@@ -274,6 +284,7 @@ void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64
 void sources_ports_free(struct sources_ports *p)
 {
     free(p->next);
+    free(p->full_at);
     memset(p, 0, sizeof *p);
 }
 
@@ -299,8 +310,16 @@ static int bind_own_port(const struct sources *s, struct sources_ports *p, size_
         if (errno != EADDRINUSE)
             return errno;
     }
+    sources_found_full(p, i, clock_us());
     return EADDRINUSE;
 }
+
+bool sources_full(const struct sources_ports *p, size_t i, uint64_t now)
+{
+    return p->full_at[i] && now - p->full_at[i] < FULL_RETRY_US;
+}
+
+void sources_found_full(struct sources_ports *p, size_t i, uint64_t now) { p->full_at[i] = now; }
 
 int sources_bind(const struct sources *s, struct sources_ports *p, size_t i, int fd)
 {

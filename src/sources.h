@@ -34,7 +34,8 @@ struct sources_count {
  * the run) try the same ports. */
 struct sources_ports {
     uint16_t from, to; /* the window: ports from to to, both included */
-    uint16_t *next;    /* per address */
+    uint16_t *next;    /* per address, with own ports */
+    uint64_t *full_at; /* per address: when a search for its port last found none, or 0 */
 };
 
 /* --bind LIST: addresses and CIDR ranges (127.0.0.0/28, 2001:db8::/120),
@@ -59,6 +60,11 @@ void sources_ports_free(struct sources_ports *p);
  * connects. 0, or an errno value: EADDRNOTAVAIL for an address that is
  * not this machine's, EADDRINUSE when no port of the window was free. */
 int sources_bind(const struct sources *s, struct sources_ports *p, size_t i, int fd);
+/* Address i had no free port less than 100 ms ago (a search of
+ * sources_bind, or the kernel's at connect(), found none): a connection
+ * from it fails at once, without searching again. */
+bool sources_full(const struct sources_ports *p, size_t i, uint64_t now);
+void sources_found_full(struct sources_ports *p, size_t i, uint64_t now);
 
 /* "127.0.0.2" (no port). */
 void sources_addr_text(const struct net_addr *a, char *buf, size_t len);

@@ -1,7 +1,12 @@
-/* --bind's addresses and ranges, --bind-port-range, and each worker's
- * window of the range when volley binds the ports itself.
+/* --bind's addresses and ranges, --bind-port-range, each worker's window
+ * of the range when volley binds the ports itself, and an address found
+ * without a free port left alone for a while.
  * SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "sources.h"
 #include "unit.h"
@@ -103,4 +108,36 @@ TEST(each_worker_has_its_own_window_of_the_range)
     CHECK_U64(w[0].from, 1000);
     CHECK_U64(w[0].to, 1000);
     sources_ports_free(&w[0]);
+}
+
+TEST(an_address_without_a_free_port_is_not_searched_again_for_100_ms)
+{
+    /* volley's own ports: a window of one, which a socket holds */
+    CHECK(parse("127.0.0.1,127.0.0.2"));
+    s.lo = s.hi = 0;
+    int holder = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    CHECK(bind(holder, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(getsockname(holder, (struct sockaddr *)&a, &len) == 0);
+    s.lo = s.hi = ntohs(a.sin_port);
+    s.own_ports = true;
+    struct sources_ports w;
+    sources_ports_init(&w, &s, 0, 1, 1);
+    CHECK(!sources_full(&w, 0, 1));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK_U64(sources_bind(&s, &w, 0, fd), EADDRINUSE);
+    close(fd);
+    /* found full now: for the next 100 ms, without a search */
+    CHECK(w.full_at[0] > 0);
+    CHECK(sources_full(&w, 0, w.full_at[0]));
+    CHECK(sources_full(&w, 0, w.full_at[0] + 99999));
+    CHECK(!sources_full(&w, 0, w.full_at[0] + 100000));
+    CHECK(!sources_full(&w, 1, w.full_at[0]));
+    /* the kernel's search at connect() says so the same way */
+    sources_found_full(&w, 1, 5000000);
+    CHECK(sources_full(&w, 1, 5050000));
+    CHECK(!sources_full(&w, 1, 5100000));
+    sources_ports_free(&w);
+    close(holder);
 }
