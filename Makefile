@@ -34,7 +34,8 @@ TESTD     := build/tests/volley-testd
 .PHONY: all check check-kube test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
-all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
+all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1 \
+     build/volley-report.1
 
 volley: build/main.o build/libvolley.a
 	$(CC) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ build/main.o build/libvolley.a $(VOLLEY_LIBS)
@@ -106,8 +107,9 @@ distclean: clean
 MAN1DIR ?= $(MANDIR)/man1
 DOCS     = $(wildcard README.md SCRIPTING.md docs/*.md)
 EXAMPLES = $(wildcard scripts/*.lua)
-TOOLS    = $(wildcard scripts/volley-sweep scripts/volley-plot scripts/volley-kube)
-TOOL_MANS = build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1
+TOOLS    = $(wildcard scripts/volley-sweep scripts/volley-plot scripts/volley-kube \
+                     scripts/volley-report)
+TOOL_MANS = build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1 build/volley-report.1
 
 build/%.1: docs/%.1 Makefile | build
 	sed 's/@VERSION@/$(VERSION)/g' $< > $@

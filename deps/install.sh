@@ -3,13 +3,13 @@
 # and libnghttp2 (with a C compiler and the C library's headers, make and
 # pkg-config). With --test, also what the tests and `make bench` use: Python 3
 # with pytest, hdrhistogram and hpack, nginx, wrk, nghttp2's h2load and
-# nghttpd, tinyproxy and microsocks (Debian), Go >= 1.24, gnuplot, clang
-# (libFuzzer), man, dpkg-buildflags, Lua 5.1 and a few tools, make lint's
-# clang-format, cppcheck, shellcheck and pyflakes, and on Debian and Ubuntu
-# what builds and checks the packages under packaging/ (debhelper, lintian,
-# autopkgtest, rpm and ruby to parse the spec and formula) and what make
-# check-kube's one-node Kubernetes cluster runs on (etcd, containerd, runc,
-# the CNI plugins, debootstrap).
+# nghttpd, tinyproxy and microsocks (Debian), Go >= 1.24, gnuplot, chromium,
+# clang (libFuzzer), man, Lua 5.1, dpkg-buildflags and a few tools, the
+# clang-format, cppcheck, shellcheck and pyflakes of make lint, and on Debian
+# and Ubuntu what builds and checks the packages under packaging/ (debhelper,
+# lintian, autopkgtest, rpm and ruby to parse the spec and formula) and what
+# make check-kube's one-node Kubernetes cluster runs on (etcd, containerd,
+# runc, the CNI plugins, debootstrap).
 #
 # usage: deps/install.sh [--test] [--dry-run]
 # Knows apt (Debian, Ubuntu), dnf (Fedora), pacman (Arch), apk (Alpine) and
@@ -51,7 +51,7 @@ if command -v apt-get >/dev/null 2>&1; then
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip
-           tinyproxy microsocks"
+           tinyproxy microsocks chromium"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     # make check-kube's one-node cluster (tests/kube/cluster.py).
@@ -68,7 +68,7 @@ if command -v apt-get >/dev/null 2>&1; then
 elif command -v dnf >/dev/null 2>&1; then
     build="gcc make pkgconf-pkg-config luajit-devel libev-devel openssl-devel libnghttp2-devel"
     tests="python3 python3-pytest python3-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang"
+           procps-ng util-linux time curl man-db compat-lua-devel openssl nghttp2 golang chromium"
     tests="$tests clang-tools-extra cppcheck ShellCheck python3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
@@ -76,7 +76,7 @@ elif command -v dnf >/dev/null 2>&1; then
 elif command -v pacman >/dev/null 2>&1; then
     build="gcc make pkgconf luajit libev openssl libnghttp2"
     tests="python python-pytest python-pip nginx wrk gnuplot clang compiler-rt valgrind
-           procps-ng util-linux time curl man-db lua51 nghttp2 go"
+           procps-ng util-linux time curl man-db lua51 nghttp2 go chromium"
     tests="$tests cppcheck shellcheck python-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086
@@ -84,7 +84,7 @@ elif command -v pacman >/dev/null 2>&1; then
 elif command -v apk >/dev/null 2>&1; then
     build="build-base pkgconf luajit-dev libev-dev openssl-dev nghttp2-dev"
     tests="python3 py3-pytest py3-pip nginx wrk gnuplot clang compiler-rt valgrind procps
-           util-linux curl mandoc lua5.1-dev openssl nghttp2 go"
+           util-linux curl mandoc lua5.1-dev openssl nghttp2 go chromium"
     tests="$tests clang-extra-tools cppcheck shellcheck py3-pyflakes"
     [ "$test" = 1 ] && build="$build $tests"
     # shellcheck disable=SC2086

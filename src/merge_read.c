@@ -247,8 +247,10 @@ static void read_errors(struct part *p)
     const struct jdoc *causes = need_object(p->file, p->doc, "error_causes", false);
     unsigned __int128 causes_total = 0;
     for (int c = 0; c < CAUSE_COUNT; c++) {
-        /* results of earlier versions lack the causes added since */
-        p->stats->causes[c] = optional_u64(p->file, causes, stats_cause_name(c));
+        /* A result of an earlier version lacks the causes added since:
+         * it counted none of them. */
+        const char *name = stats_cause_name(c);
+        p->stats->causes[c] = jdoc_get(causes, name) ? need_u64(p->file, causes, name) : 0;
         causes_total += p->stats->causes[c];
     }
     /* The causes count errors that ended no request too. */
@@ -332,14 +334,17 @@ static void read_proxy_statuses(struct part *p, const struct jdoc *proxy)
     }
 }
 
-/* A place's object: required for the errors, null or an object for tls
- * and http2, for rate an object exactly with -R; NULL when it is null
- * (the counters there are then 0), the document for the top level. */
+/* A place's object: required for the errors, null or an object for tls,
+ * proxy and http2, for rate an object exactly with -R; NULL when it is
+ * null (the counters there are then 0), the document for the top level.
+ * A result of an earlier version has no proxy: it went through none. */
 static const struct jdoc *place_of(struct part *p, enum stats_place place)
 {
     const char *name = stats_place_object(place);
     if (!name)
         return p->doc;
+    if (place == STATS_AT_PROXY && !jdoc_get(p->doc, name))
+        return NULL;
     if (place == STATS_AT_RATE)
         return need_object(p->file, p->doc, name, !p->open_model);
     return need_object(p->file, p->doc, name, place != STATS_AT_ERRORS);

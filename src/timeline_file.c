@@ -347,8 +347,22 @@ static void json_run(struct timeline_files *f, const struct timespec *started, i
     json_finish(&j);
 }
 
-/* The run's parameters as key=value pairs on a comment line, the URL last
- * (it may hold anything); then the header row. */
+/* A value of the comment line, percent-encoded (RFC 3986 §2.1) where it
+ * holds a byte that could end it or its CSV field: a space or a control
+ * character, a byte outside ASCII, '%', ',' and '"'. A key=value reader
+ * then splits the line at spaces, and a CSV reader sees one field. */
+static void csv_value(FILE *f, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p <= ' ' || *p >= 0x7f || *p == '%' || *p == ',' || *p == '"')
+            fprintf(f, "%%%02X", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
+/* The run's parameters as key=value pairs on a comment line, the URL last;
+ * then the header row. */
 static void csv_header(struct timeline_files *f, const struct timespec *started, int64_t origin_us)
 {
     const struct run_spec *spec = f->spec;
@@ -369,8 +383,13 @@ static void csv_header(struct timeline_files *f, const struct timespec *started,
     fprintf(out, " rate=");
     if (spec->rate)
         fprintf(out, "%" PRIu64, spec->rate);
-    fprintf(out, " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=%s url=%s\n",
-            spec->interval_us, origin_us, spec->script ? spec->script : "", spec->url);
+    fprintf(out,
+            " interval_us=%" PRIu64 " intervals_start_us=%" PRId64 " script=", spec->interval_us,
+            origin_us);
+    csv_value(out, spec->script ? spec->script : "");
+    fputs(" url=", out);
+    csv_value(out, spec->url);
+    fputc('\n', out);
     struct cols names = {.mode = COLS_NAMES, .f = out, .first = true};
     struct timeline_record none = {.server_s = NAN};
     record(&names, f, &none, NULL);

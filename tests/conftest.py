@@ -4,6 +4,9 @@ its report.
 SPDX-License-Identifier: MIT
 """
 import glob
+import html
+import importlib.machinery
+import importlib.util
 import json
 import os
 import re
@@ -362,7 +365,8 @@ def testd(tmp_path):
 # kernel's ephemeral range, where no bind to port 0 lands, and a block of
 # its own for each process of a parallel run (pytest-xdist's gw0, gw1...),
 # so two servers never race for one port between its choice and its bind.
-PORT_BASE, PORT_BLOCK = 20000, 2000
+# VOLLEY_TEST_PORT_BASE moves the blocks, for two suites run side by side.
+PORT_BASE, PORT_BLOCK = int(os.environ.get("VOLLEY_TEST_PORT_BASE", 20000)), 2000
 _next_port = [0]
 
 
@@ -836,3 +840,144 @@ def microsocks(tmp_path):
     yield start
     for p in proxies:
         p.stop()
+
+
+# --------------------------------------------------------------------------
+# Hostile inputs, and what the chart helpers hand to gnuplot
+# --------------------------------------------------------------------------
+
+def mutants(doc):
+    """doc with each of its members in turn removed or replaced by a value of
+    the wrong kind: (where, the changed document)."""
+    def paths(x, path):
+        yield path
+        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+        for k, v in items:
+            yield from paths(v, path + [k])
+    for path in list(paths(doc, []))[1:]:
+        for value in ("remove", None, "x", -1, 2**64):
+            d = json.loads(json.dumps(doc))
+            parent = d
+            for k in path[:-1]:
+                parent = parent[k]
+            if value == "remove":
+                parent.pop(path[-1])
+            else:
+                parent[path[-1]] = value
+            yield f"{'.'.join(map(str, path))} = {value}", d
+
+
+# Text that gnuplot would act on in a double-quoted string (the backticks
+# run a command that writes the file pwned_WHERE in gnuplot's folder), and
+# quotes and a macro besides.
+EVIL = "q'uo\"te@GPVAL_PWD`id>pwned_{}`${{IFS}}"
+
+
+def pwned(top):
+    """The files the commands in EVIL would have written, under top."""
+    return [os.path.join(d, f) for d, _, files in os.walk(top) for f in files
+            if re.fullmatch(r"pwned_\w+", f)]
+
+
+def load_script(name):
+    """A Python program of scripts/ (volley-plot, volley-sweep,
+    volley-report) as a module, to call its functions in this process."""
+    loader = importlib.machinery.SourceFileLoader(name.replace("-", "_"),
+                                                  os.path.join(ROOT, "scripts", name))
+    spec = importlib.util.spec_from_loader(loader.name, loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def one_line_or_done(main, prog, args, cases, tmp_path, capsys):
+    """main (a helper's, run in this process) on each case (where, file name,
+    text), with args(folder, path): it ends with 0, or 1 and a first line
+    "PROG: ..." saying what is wrong (then at most its usage); never with a
+    traceback."""
+    failures = []
+    for n, (where, name, text) in enumerate(cases):
+        work = tmp_path / str(n)
+        work.mkdir()
+        (work / name).write_text(text)
+        try:
+            code = main([str(a) for a in args(work, work / name)])
+        except Exception as e:  # the failure this looks for
+            failures.append(f"{where}: {type(e).__name__}: {e}")
+            continue
+        lines = capsys.readouterr().err.splitlines()
+        if code == 1 and lines and lines[0].startswith(prog + ": ") and \
+                all(not line.startswith(prog + ": ") for line in lines[1:]):
+            continue
+        if code != 0 or any(line.startswith("Traceback") for line in lines):
+            failures.append(f"{where}: exit {code}: {lines}")
+    assert not failures, "\n".join(failures[:20])
+
+
+def gnuplot_script_problems(script):
+    """Where a gnuplot script could substitute text into itself (run a
+    `command`, expand an @macro) from what the helpers wrote: the only
+    double-quoted string allowed is "\\n" (gnuplot substitutes backticks in
+    double quotes); every backtick and @ must be inside a single-quoted
+    string, where gnuplot substitutes nothing, and no single-quoted string
+    may cross a line. [] when there is none."""
+    problems, i = [], 0
+    while i < len(script):
+        c = script[i]
+        if c == "#":  # a comment, to the end of its line
+            k = script.find("\n", i)
+            i = len(script) if k < 0 else k
+        elif c == "'":
+            k = i
+            while True:
+                k = script.find("'", k + 1)
+                if k < 0 or "\n" in script[i:k]:
+                    return problems + [f"a single-quoted string not ended on its line: "
+                                       f"{script[i:i + 80]!r}"]
+                if script[k + 1:k + 2] != "'":
+                    break
+                k += 1
+            i = k + 1
+        elif c == '"':
+            k = i + 1
+            while k < len(script) and script[k] != '"':
+                k += 2 if script[k] == "\\" else 1
+            if script[i:k + 1] != '"\\n"':
+                problems.append(f"a double-quoted string: {script[i:k + 1][:80]!r}")
+            i = k + 1
+        else:
+            if c in "`@":
+                problems.append(f"{c} outside a string: {script[max(0, i - 40):i + 40]!r}")
+            i += 1
+    return problems
+
+
+def check_gnuplot_scripts(folder):
+    """Every .gp script in folder holds no text gnuplot would substitute;
+    returns how many there were."""
+    scripts = glob.glob(os.path.join(folder, "*.gp"))
+    for path in scripts:
+        with open(path) as f:
+            assert gnuplot_script_problems(f.read()) == [], path
+    return len(scripts)
+
+
+def chart_text(folder, gp, work):
+    """Every text the script gp of folder draws (titles, labels, key
+    entries): drawn again by gnuplot with its svg terminal, in work, a copy
+    of folder."""
+    shutil.copytree(folder, work)
+    with open(os.path.join(work, gp)) as f:
+        script = f.read()
+    script = re.sub(r"^set terminal .*$", "set terminal svg size 900,860 noenhanced", script,
+                    count=1, flags=re.M)
+    with open(os.path.join(work, gp), "w") as f:
+        f.write(script)
+    subprocess.run(["gnuplot", gp], cwd=work, check=True, timeout=60, capture_output=True)
+    texts = []
+    for name in re.findall(r"^set output '((?:[^']|'')+)'$", script, re.M):
+        with open(os.path.join(work, name.replace("''", "'"))) as f:
+            svg = f.read()
+        texts += [html.unescape(re.sub(r"<[^>]*>", "", t))
+                  for t in re.findall(r"<text\b.*?</text>", svg, re.S)]
+    return "\n".join(texts)

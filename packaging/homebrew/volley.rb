@@ -24,13 +24,14 @@ class Volley < Formula
            "EV_LIBS=-L#{Formula["libev"].opt_lib} -lev"
     system "make", "install", "PREFIX=#{prefix}", "DOCDIR=#{doc}"
     rewrite_shebang detected_python_shebang, bin/"volley-sweep", bin/"volley-plot",
-                    bin/"volley-kube"
+                    bin/"volley-kube", bin/"volley-report"
   end
 
   test do
     assert_match "volley #{version} ", shell_output("#{bin}/volley --version")
     assert_match "usage: volley-sweep", shell_output("#{bin}/volley-sweep --help")
     assert_match "usage: volley-plot", shell_output("#{bin}/volley-plot --help")
+    assert_match "usage: volley-report", shell_output("#{bin}/volley-report --help")
 
     port = free_port
     server = fork do

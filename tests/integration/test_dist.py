@@ -25,6 +25,8 @@ SWEEP_SOURCE = os.path.join(ROOT, "scripts", "volley-sweep")
 PLOT_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-plot.1")
 PLOT_SOURCE = os.path.join(ROOT, "scripts", "volley-plot")
 KUBE_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-kube.1")
+REPORT_MAN_SOURCE = os.path.join(ROOT, "docs", "volley-report.1")
+REPORT_SOURCE = os.path.join(ROOT, "scripts", "volley-report")
 KUBE_SOURCE = os.path.join(ROOT, "scripts", "volley-kube")
 
 # Exercises the whole hook and thread API; the checks below read its output.
@@ -321,6 +323,14 @@ def test_kube_man_page_documents_exactly_the_options_of_its_help():
     assert groups == {"Kubernetes": sweep_help_options(source=KUBE_SOURCE)}
 
 
+def test_report_man_page_documents_exactly_the_options_of_its_help():
+    groups = man_groups(REPORT_MAN_SOURCE)
+    assert groups == {"Report": sweep_help_options(source=REPORT_SOURCE),
+                      "Compare": sweep_help_options("compare", source=REPORT_SOURCE)}
+    assert len(groups["Report"]) == 3 and len(groups["Compare"]) == 3, groups
+    assert man_warnings(REPORT_MAN_SOURCE, length=5000) == ""
+
+
 def test_kube_man_page_formats_without_warnings():
     assert man_warnings(KUBE_MAN_SOURCE, length=5000) == ""
 
@@ -471,7 +481,7 @@ def test_install_and_uninstall_with_destdir(built, tmp_path):
     examples = sorted(f for f in os.listdir(scripts) if f.endswith(".lua")) \
         if os.path.isdir(scripts) else []
     expected = {"usr/bin/volley": 0o755, "usr/share/man/man1/volley.1": 0o644}
-    for tool in ("volley-sweep", "volley-plot", "volley-kube"):
+    for tool in ("volley-sweep", "volley-plot", "volley-kube", "volley-report"):
         if os.path.exists(os.path.join(scripts, tool)):
             expected[f"usr/bin/{tool}"] = 0o755
             expected[f"usr/share/man/man1/{tool}.1"] = 0o644

@@ -198,7 +198,9 @@ def test_results_come_back_whole_through_a_log_of_two_streams(nginx, tmp_path):
     a JSON result of more than 4096 bytes cut out of the log from a line "{"
     to a line "}" then held the text report). Each shard's result and
     timeline travel framed and checksummed, so the other stream's lines that
-    land among them do no harm."""
+    land among them do no harm. The timeline's 100 intervals make each
+    pod's frames far longer than the 4096 bytes the noise waits for, so the
+    noise lands among them however the two pipes are read."""
     srv = nginx(server='location / { return 200 "ok"; }', log_format="$request_uri")
     script = tmp_path / "noisy.lua"
     script.write_text('function done() for i = 1, 300 do io.stderr:write("noise ", i, "\\n") end '
@@ -206,6 +208,7 @@ def test_results_come_back_whole_through_a_log_of_two_streams(nginx, tmp_path):
     merged = os.path.join(tmp_path, "merged.json")
     proc, state = volley_kube(tmp_path, "run", "--shards", 3, "--start-in", 1, "--json", merged,
                               "--", "-t1", "-c3", "-R", 900, "-d1s", "-s", script,
+                              "--interval", "10ms",
                               "--timeline", os.path.join(tmp_path, "all.jsonl"), srv.url + "/")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(merged) as f:

@@ -22,8 +22,8 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import (VOLLEY, check_sanitizer, parse_report, read_timeline, sigint_default,
-                      tls_front, volley, volley_signalled)
+from conftest import (VOLLEY, check_sanitizer, mutants, parse_report, read_timeline,
+                      run_json, sigint_default, tls_front, volley, volley_signalled)
 
 
 def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
@@ -170,6 +170,38 @@ def test_results_without_ttfb_merge_into_a_whole_without_it(testd, tmp_path):
     assert m["ttfb"]["count"] == m["requests"] == total.get_total_count()
 
 
+def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tmp_path):
+    """data/earlier-*: a result and its timeline written by an earlier
+    volley 0.2.0, before the causes refused_stream and request_too_large,
+    ttfb, protocols, start_late_us and the timeline's end record. Merged
+    with today's, the causes it lacks count none, and every count adds up."""
+    srv = testd()
+    # Its URL made today's server's, as though both had run against it.
+    data = os.path.join(os.path.dirname(__file__), "data")
+    earlier, earlier_timeline = (os.path.join(tmp_path, f) for f in ("earlier-result.json",
+                                                                     "earlier-timeline.jsonl"))
+    for path in earlier, earlier_timeline:
+        with open(os.path.join(data, os.path.basename(path))) as f, open(path, "w") as out:
+            out.write(f.read().replace("http://127.0.0.1:18111/", srv.url))
+    with open(earlier) as f:
+        old = json.load(f)
+    assert "refused_stream" not in old["error_causes"] and "ttfb" not in old
+    _, new = run_json(tmp_path, "-t1", "-c2", "-d300ms", srv.url)
+    out = os.path.join(tmp_path, "m.json")
+    merge("--json", out, earlier, os.path.join(tmp_path, "result.json"))
+    with open(out) as f:
+        m = json.load(f)
+    assert m["requests"] == old["requests"] + new["requests"]
+    for cause, n in m["error_causes"].items():
+        assert n == old["error_causes"].get(cause, 0) + new["error_causes"][cause], cause
+    assert m["ttfb"] is None
+    # Its timeline, which ends without an end record, with its result.
+    merged_timeline = os.path.join(tmp_path, "m.jsonl")
+    merge("--json", out, "--timeline", merged_timeline, earlier, earlier_timeline)
+    _, intervals = read_timeline(merged_timeline)
+    assert sum(r["requests"] for r in intervals) == old["requests"]
+
+
 def test_merge_reads_stdin_writes_json_to_stdout_and_prints_latency(testd, tmp_path):
     srv = testd()
     docs, files = shards(2, ["-t1", "-c2", "-d300ms"], srv.url, tmp_path)
@@ -309,27 +341,6 @@ def test_inputs_that_cannot_be_one_run_are_refused_with_one_line(testd, tmp_path
     one_line_error(volley("merge", os.path.join(tmp_path, "none.json")), "cannot open")
     run = volley("merge")
     assert run.returncode == 1 and "no result files to merge" in run.stderr
-
-
-def mutants(doc):
-    """doc with each of its members in turn removed or replaced by a value of
-    the wrong kind: (where, the changed document)."""
-    def paths(x, path):
-        yield path
-        items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
-        for k, v in items:
-            yield from paths(v, path + [k])
-    for path in list(paths(doc, []))[1:]:
-        for value in ("remove", None, "x", -1, 2**64):
-            d = json.loads(json.dumps(doc))
-            parent = d
-            for k in path[:-1]:
-                parent = parent[k]
-            if value == "remove":
-                parent.pop(path[-1])
-            else:
-                parent[path[-1]] = value
-            yield f"{'.'.join(map(str, path))} = {value}", d
 
 
 def test_every_member_broken_in_turn_is_merged_or_refused_with_one_line(testd, tmp_path):

@@ -21,7 +21,8 @@ import time
 
 import pytest
 
-from conftest import ROOT, VOLLEY, sigint_default
+from conftest import (EVIL, ROOT, VOLLEY, chart_text, check_gnuplot_scripts, load_script, pwned,
+                      sigint_default)
 from conftest import Testd as Server  # not collected as a test class
 
 SWEEP = os.path.join(ROOT, "scripts", "volley-sweep")
@@ -32,10 +33,11 @@ LEVELS = [1, 2, 4]
 CHART_SIZE = (900, 560)
 
 
-def sweep(*args, env=None, timeout=60):
+def sweep(*args, env=None, timeout=60, cwd=None):
     environ = dict(os.environ, VOLLEY=VOLLEY) if env is None else env
     return subprocess.run([sys.executable, SWEEP] + [str(a) for a in args], capture_output=True,
-                          text=True, timeout=timeout, env=environ, stdin=subprocess.DEVNULL)
+                          text=True, timeout=timeout, env=environ, stdin=subprocess.DEVNULL,
+                          cwd=cwd)
 
 
 def read_dat(path):
@@ -121,7 +123,8 @@ def check_sweep(s):
         assert row["ok_qps"] == pytest.approx(doc["success"]["ok"] / doc["duration_us"] * 1e6,
                                               abs=0.006)
         assert math.isnan(row["server_us"])
-        assert row["flags"] in ("-", "cpu-bound")
+        # (a busy machine may make volley wait for a CPU, or be CPU-bound)
+        assert set(row["flags"].split(",")) <= {"-", "cpu-bound", "cpu-wait"}
         with open(os.path.join(s.out, f"{s.name}_c{level}.txt")) as f:
             assert f"{doc['requests']} requests in" in f.read()
         total += doc["requests"]
@@ -145,8 +148,8 @@ def test_all_200_is_100_percent_success(sweeps):
     # The charts' titles carry the run's parameters.
     with open(os.path.join(sweeps["ok"].out, "ok.gp")) as f:
         gp = f.read()
-    assert (f'set title "ok: throughput and mean latency\\n{sweeps["ok"].url}, 1s per level, '
-            f'{len(os.sched_getaffinity(0))} threads"') in gp
+    assert (f"set title 'ok: throughput and mean latency'.\"\\n\".'{sweeps['ok'].url}, 1s per "
+            f"level, {len(os.sched_getaffinity(0))} threads'") in gp
 
 
 def test_every_fourth_503_is_75_percent_success(sweeps):
@@ -211,7 +214,8 @@ def test_volley_beside_the_script_and_no_gnuplot(testd, tmp_path):
                                   "but no charts\n")
     assert (f"volley-sweep: gnuplot not found: charts not drawn (install gnuplot, then draw "
             f"them with: cd {out} && gnuplot plain.gp)") in proc.stderr
-    assert sorted(os.listdir(out)) == ["plain.dat", "plain.gp", "plain_c1.json", "plain_c1.txt"]
+    assert sorted(os.listdir(out)) == ["plain.dat", "plain.gp", "plain_c1.json", "plain_c1.jsonl",
+                                       "plain_c1.txt"]
     _, rows = read_dat(os.path.join(out, "plain.dat"))
     assert [r[0] for r in rows] == [1] and rows[0][4] == 100.0
     assert srv.stats()["responses"] > 0
@@ -283,8 +287,9 @@ def test_ctrl_c_ends_the_current_level_and_keeps_what_was_measured(testd, tmp_pa
     assert [r[0] for r in rows] == [1, 2]
     # The interrupted level is kept, marked, and not counted for the peak.
     # (A level cut short on a busy machine may be marked cpu-bound as well.)
-    assert rows[0][-1] == "-" and "cut-short" in rows[1][-1].split(","), rows
-    assert re.search(r"^\s+2 .* cut-short$", out, re.M), out
+    assert set(rows[0][-1].split(",")) <= {"-", "cpu-wait"}, rows
+    assert "cut-short" in rows[1][-1].split(","), rows
+    assert re.search(r"^\s+2 .*[ ,]cut-short$", out, re.M), out
     assert "  not counted: 2 (cut-short)\n" in out
     assert "peak: " in out and " at 1 connection " in out
     with open(os.path.join(tmp_path, "cut_c2.json")) as f:
@@ -355,9 +360,9 @@ def test_a_cpu_bound_volley_is_marked(tmp_path):
     rows = dat_rows(s.dat)
     for r in rows:
         assert s.doc(r["connections"])["cpu"]["saturated"]
-        assert r["flags"] == "cpu-bound"
+        assert set(r["flags"].split(",")) - {"cpu-wait"} == {"cpu-bound"}
     out = s.proc.stdout
-    assert re.search(r"^\s+1 .*\s+cpu-bound$", out, re.M), out
+    assert re.search(r"^\s+1 .*\s+cpu-bound(,cpu-wait)?$", out, re.M), out
     assert ("warning: volley was CPU-bound at 1, 2 connections: those levels measured volley, "
             "not only the server\n") in out
     assert "volley was CPU-bound at the peak" in out
@@ -384,7 +389,7 @@ def test_repeats_give_medians_and_a_spread_and_the_server_cpu(tmp_path):
         assert r["server_us"] == pytest.approx(sum(server) / 2, abs=0.01)
     out = s.proc.stdout
     assert out.splitlines()[1].split() == ["connections", "qps", "spread", "mean_ms", "p99_ms",
-                                           "success_pct", "server_us"]
+                                           "success_pct", "server_us", "qps_core"]
     assert re.search(r"^\s+1\s+\S+\s+±\d+\.\d%\s", out, re.M), out
     check_png(os.path.join(str(tmp_path), "rep_server.png"))
     with open(os.path.join(str(tmp_path), "rep.gp")) as f:
@@ -413,6 +418,77 @@ def test_each_level_runs_a_command_while_the_level_runs(testd, tmp_path):
             f"{out}/bad_c1_each.txt): exit 3") in proc.stderr
 
 
+def test_each_level_quotes_every_substitution(testd, tmp_path):
+    srv = testd()
+    name = "my run;id>pwned_each"
+    out = tmp_path / "out dir"
+    proc = sweep("-d", "300ms", "-c", "1", "-n", name, "-o", out, "--each-level",
+                 "echo {name} {level} {run} > {dir}/lvl.txt", srv.url, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "lvl.txt").read_text() == f"{name} 1 1\n"
+    assert pwned(tmp_path) == []
+
+
+def test_no_text_of_a_sweep_runs_in_gnuplot(testd, tmp_path):
+    """The routes by which text reaches a sweep's charts: -n, the URL, and in
+    a diff, the .dat of someone else. gnuplot runs nothing, then or when the
+    .gp scripts are run again; they hold no double-quoted string but "\\n";
+    the charts show the text as it was."""
+    srv = testd()
+    name, url = "a" + EVIL.format("name"), srv.url + "/" + EVIL.format("url")
+    out = tmp_path / "out"
+    proc = sweep("-d", "300ms", "-c", "1,2", "-n", name, "-o", out, url, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert check_gnuplot_scripts(out) == 1
+    text = chart_text(out, name + ".gp", tmp_path / "again")
+    assert f"{name}: throughput and mean latency" in text and url in text
+    theirs = tmp_path / "theirs.dat"
+    theirs.write_text(re.sub(r"^# url: .*$", "# url: http://x/" + EVIL.format("diff"),
+                             (out / (name + ".dat")).read_text(), flags=re.M))
+    proc = sweep("diff", theirs, out / (name + ".dat"), "-o", tmp_path / "d", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert check_gnuplot_scripts(tmp_path / "d") == 1
+    text = chart_text(tmp_path / "d", f"theirs_{name}.gp", tmp_path / "again_d")
+    assert "http://x/" + EVIL.format("diff") in text
+    assert pwned(tmp_path) == []
+
+
+def test_every_field_of_a_dat_broken_in_turn(sweeps, tmp_path, monkeypatch, capsys):
+    """diff of a .dat whose every field in turn is missing, not a number, out
+    of range or a terminal's escape sequence: a diff, or one line saying what
+    is wrong; never a traceback, nor a control character on the terminal."""
+    module = load_script("volley-sweep")
+    monkeypatch.setenv("GNUPLOT", str(tmp_path / "no-gnuplot"))
+    with open(sweeps["ok"].dat) as f:
+        lines = f.read().splitlines(keepends=True)
+    data = [i for i, line in enumerate(lines) if not line.startswith("#")]
+    cases = []
+    for i in data[:2]:
+        fields = lines[i].split()
+        for k in range(len(fields)):
+            for value in ("x", "inf", "nan", "-1", "0", "1e400", "1e300", "\x1b[31m", ""):
+                changed = fields[:k] + ([value] if value else []) + fields[k + 1:]
+                cases.append(lines[:i] + [" ".join(changed) + "\n"] + lines[i + 1:])
+    cases.append(lines + [lines[data[0]]])
+    for i in (n for n, line in enumerate(lines) if line.startswith("# ")):
+        cases.append(lines[:i] + [lines[i].rstrip("\n") + "\x1b]0;x\x07\x9b\n"] + lines[i + 1:])
+    failures = []
+    for n, case in enumerate(cases):
+        path = tmp_path / f"{n}.dat"
+        path.write_text("".join(case))
+        try:
+            code = module.main(["diff", str(path), sweeps["ok"].dat, "-o", str(tmp_path)])
+        except Exception as e:  # the failure this test looks for
+            failures.append(f"{case}: {type(e).__name__}: {e}")
+            continue
+        out = capsys.readouterr()
+        if code not in (0, 1) or re.search(r"[\x00-\x09\x0b-\x1f\x7f-\x9f]", out.out + out.err) \
+                or code == 1 and not out.err.startswith("volley-sweep: "):
+            failures.append(f"{''.join(case)}: exit {code}: {out.err}")
+    assert len(cases) > 200
+    assert not failures, "\n".join(failures[:10])
+
+
 def write_dat(path, header, rows):
     with open(path, "w") as f:
         f.write("".join(f"# {line}\n" for line in header))
@@ -425,21 +501,22 @@ def test_diff_checks_comparability_and_noise(tmp_path):
               "volley options: (none)"]
     a, b = os.path.join(tmp_path, "a.dat"), os.path.join(tmp_path, "b.dat")
     #   connections qps mean p99 success ok_qps qps_lo qps_hi p99_lo p99_hi server wait runs flags
-    write_dat(a, [h.format(name="a", duration="10s") for h in header], [
-        [10, 1000, 1.0, 2.0, 100, 1000, 950, 1050, 1.9, 2.1, "NaN", 5, 3, "-"],
-        [20, 2000, 1.0, 2.0, 100, 2000, 1900, 2100, 1.9, 2.1, "NaN", 5, 3, "-"]])
+    a_rows = [[10, 1000, 1.0, 2.0, 100, 1000, 950, 1050, 1.9, 2.1, "NaN", 40, 3, "-"],
+              [20, 2000, 1.0, 2.0, 100, 2000, 1900, 2100, 1.9, 2.1, "NaN", 40, 3, "-"]]
+    write_dat(a, [h.format(name="a", duration="10s") for h in header], a_rows)
     write_dat(b, [h.format(name="b", duration="5s").replace("/api", "/other")
                  for h in header], [
-        [10, 1030, 1.0, 3.0, 99.9, 1000, 1000, 1060, 2.9, 3.1, "NaN", 40, 3, "-"],
-        [20, 3000, 1.0, 2.05, 100, 3000, 2950, 3050, 2.0, 2.1, "NaN", 40, 3, "cpu-bound"]])
+        [10, 1030, 1.0, 3.0, 99.9, 1000, 1000, 1060, 2.9, 3.1, "NaN", 5, 3, "-"],
+        [20, 3000, 1.0, 2.05, 100, 3000, 2950, 3050, 2.0, 2.1, "NaN", 5, 3, "cpu-bound"]])
     proc = sweep("diff", a, b)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
+    # a, the slower, waited more for a CPU: the machine was busier then
     assert lines[:3] == [
         "warning: the sweeps differ in URL: http://127.0.0.1:8080/api (a) against "
         "http://127.0.0.1:8080/other (b)",
         "warning: the sweeps differ in duration per level: 10s (a) against 5s (b)",
-        "warning: volley's threads waited for a CPU 5% of the time in a and 40% in b: the "
+        "warning: volley's threads waited for a CPU 40% of the time in a and 5% in b: the "
         "machine was busier during one of them"]
     # Level 10: QPS within the runs' spread, p99 beyond it; level 20 the other way.
     assert re.search(r"^\s+10\s+\(\+3\.0%\)\s+\+0\.0%\s+\+50\.0%\s+-0\.10\s+±5\.0%\s+"
@@ -448,6 +525,19 @@ def test_diff_checks_comparability_and_noise(tmp_path):
                      r"±1\.7%\s+cpu-bound$", proc.stdout, re.M), proc.stdout
     assert "(...): within the spread of the runs (lowest to highest): not a change" in proc.stdout
     assert "note: levels with one run" not in proc.stdout
+    # The faster sweep waiting more for a CPU is what a faster server on the
+    # same machine makes volley do; which server's CPU --server-pid measures
+    # changes no load: neither is a warning.
+    write_dat(a, [h.format(name="a", duration="5s").replace("/api", "/other")
+                  .replace("(none)", "--server-pid api-slow") for h in header],
+              [r[:11] + [5] + r[12:] for r in a_rows])
+    with open(b) as f:
+        text = f.read().replace("volley options: (none)", "volley options: --server-pid=api-fast")
+    with open(b, "w") as f:
+        f.write(text.replace(" 5 3 ", " 40 3 "))
+    proc = sweep("diff", a, b)
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stdout, proc.stdout
 
 
 def test_diff_reads_old_wrktest_data(sweeps, tmp_path):
@@ -500,7 +590,12 @@ def test_diff_output_into_a_closed_pipe_is_quiet(sweeps, tmp_path):
      "invalid --min-success: 'most' (expected a percentage, 0 to 100)"),
     (["--repeat", "0", "http://h/"], "invalid --repeat: '0' (must be at least 1)"),
     (["--each-level", " ", "http://h/"], "empty --each-level command"),
-    (["-n", "a/b", "http://h/"], "invalid name: 'a/b' (a file name without '/')"),
+    (["-n", "a/b", "http://h/"], "invalid name: 'a/b' (a file name without '/' or control "
+                                 "characters)"),
+    (["-n", "a\nb", "http://h/"], "invalid name: 'a\\nb' (a file name without '/' or control "
+                                  "characters)"),
+    (["http://h/a\x1bb"], "invalid URL: 'http://h/a\\x1bb' (expected http://host[:port]/path or "
+                          "https://...)"),
     (["ftp://h/"], "invalid URL: 'ftp://h/' (expected http://host[:port]/path or https://...)"),
     (["--bogus", "http://h/"], "unrecognized arguments: --bogus"),
     (["http://h/", "--", "-c", "5"],
@@ -573,7 +668,8 @@ def test_rate_sweep(testd, tmp_path):
         assert doc["options"]["rate"] == rate and doc["options"]["connections"] == 4
         assert [t["expression"] for t in doc["thresholds"]] == ["p99 < 1s", "errors < 1%"]
         assert row["qps"] == round(doc["throughput"]["requests_per_sec"], 2)
-        held = doc["rate"]["sent"] >= 0.98 * rate
+        held = doc["rate"]["sent"] >= 0.98 * rate and \
+            doc["scheduling_lag"]["percentiles"]["90"] <= 50000  # requests sent on time
         assert ("rate-short" in row["flags"]) is (not held)
         total += doc["requests"]
     rows = dat_rows(os.path.join(out, "rates.dat"))
@@ -620,16 +716,19 @@ def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
     # above 400 the excess, 2 (r - 400), less the burst, is refused within
     # the measured second, so fewer than 1% of its r requests fail while
     # 2 (r - 400) - 200 < 0.01 r: up to r = 1000 / 1.99 = 503 requests/s.
+    # But the answer is probed again for 4 s (1 + 4 s of load), which holds
+    # while 5 (r - 400) - 200 < 0.04 r: up to r = 2200 / 4.96 = 443.5; the
+    # answer is the highest rate probed that holds that long too.
     html = tmp_path / "html"
     html.mkdir()
     (html / "index.html").write_text("ok\n")
     srv = nginx(http="limit_req_zone $binary_remote_addr zone=cap:1m rate=400r/s;",
                 server=f"location / {{ limit_req zone=cap burst=200 nodelay; root {html}; }}")
-    theory = 1000 / 1.99
+    theory = 2200 / 4.96
     out = str(tmp_path / "out")
     proc = sweep("-d", "1s", "-t", 1, "-c", 20, "--search", "200:800", "--slo", "errors < 1%",
                  "--slo", "p99 < 1s", "--pause", "1s", "-n", "cap", "-o", out, srv.url + "/",
-                 "--", "--warmup", "1s", timeout=180)
+                 "--", "--warmup", "1s", timeout=400)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0] == ("volley-sweep: searching 200 to 800 req/s, 20 connections, 1s per probe, "
@@ -640,26 +739,37 @@ def test_search_finds_the_capacity_of_a_rate_limited_server(nginx, tmp_path):
     for first, again in zip(probes, probes[1:]):
         if "(probing" in first:
             assert again[1] == first[1], proc.stdout
-    rates = [int(p[1]) for p in probes if "(probing" not in p]
-    assert rates[:2] == [200, 800] and len(rates) == len(set(rates)) <= 9, proc.stdout
-    verdicts = {int(p[1]): "passed" in p for p in probes if "(probing" not in p}
+    final = [p for p in probes if "(probing" not in p]
+    rates = [int(p[1]) for p in final]
+    assert rates[:2] == [200, 800], proc.stdout
+    verdicts = {int(p[1]): "passed" in p for p in final}  # a rate's last verdict
+    # each rate probed again for 4 s was the highest that had passed
+    again = re.findall(r"^volley-sweep: (\d+) req/s again for 4s", proc.stdout, re.M)
+    assert again, proc.stdout
+    # 800/s fails by far (three requests in four refused): it is not probed again
+    assert int(probes[2][1]) != 800, proc.stdout
     assert verdicts[200] and not verdicts[800]
-    m = re.search(r"^answer: (\d+) req/s \(the highest rate that met the objectives; (\d+) "
-                  r"req/s did not\)$", proc.stdout, re.M)
+    m = re.search(r"^answer: (\d+) req/s \(the highest rate that met the objectives, for 4s "
+                  r"too; (\d+) req/s did not\)$", proc.stdout, re.M)
     assert m, proc.stdout
     lo, hi = int(m.group(1)), int(m.group(2))
     assert verdicts[lo] and not verdicts[hi] and hi <= lo * 1.05
     assert abs(lo - theory) <= 0.1 * theory, proc.stdout
-    # each probe's own run, its warm-up left out, and its verdict from volley
-    for rate, passed in verdicts.items():
-        with open(os.path.join(out, f"cap_R{rate}.json")) as f:
+    # each probe's own run (no probe writes over another's), its warm-up left
+    # out, and its verdict from volley
+    assert sorted(f for f in os.listdir(out) if f.endswith(".json")) == \
+        sorted(f"cap_R{p[1]}_p{p[0]}.json" for p in probes)
+    for p in final:
+        rate, passed = int(p[1]), "passed" in p
+        with open(os.path.join(out, f"cap_R{rate}_p{p[0]}.json")) as f:
             doc = json.load(f)
         assert doc["options"]["rate"] == rate and doc["warmup"]["duration_us"] == 1000000
         if all(t["passed"] for t in doc["thresholds"]) and doc["success"]["percent"] >= 99:
-            assert passed or doc["rate"]["sent"] < 0.95 * rate
+            # else it was not held, or not steady
+            assert passed or re.search(r"\b(rate-short|not-steady)\b", " ".join(p))
         else:
             assert not passed
-    assert [r[0] for r in read_dat(os.path.join(out, "cap.dat"))[1]] == sorted(rates)
+    assert [r[0] for r in read_dat(os.path.join(out, "cap.dat"))[1]] == sorted(set(rates))
 
 
 def test_search_at_the_ends_of_its_range(testd, tmp_path):
@@ -669,8 +779,9 @@ def test_search_at_the_ends_of_its_range(testd, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "answer: none from 20 req/s up: the objectives fail at 20 req/s already" \
         in proc.stdout
+    # failing by far (half the requests answered 503), 20/s is not probed again
     failed = re.findall(r"^\s+\d+\s+\d+\s.*FAILED: .*$", proc.stdout, re.M)
-    assert len(failed) == 2 and failed[0].endswith("(probing it again)"), proc.stdout
+    assert len(failed) == 1 and "(probing" not in failed[0], proc.stdout
     srv = testd()
     proc = sweep("-d", "500ms", "-c", 2, "--search", "20:40", "--slo", "p99 < 1s", "-o",
                  tmp_path / "b", srv.url)
@@ -711,3 +822,96 @@ def test_a_malformed_slo_is_volleys_error(testd, tmp_path):
     assert proc.returncode == 1
     assert "volley: invalid threshold 'p99 < 200': a latency needs a unit" in proc.stderr
     assert "volley-sweep: volley failed at 1 connection (exit 1)" in proc.stderr
+
+
+# --------------------------------------------------------------------------
+# Answers that hold: steady state, longer probes, the side to blame
+# --------------------------------------------------------------------------
+
+QUEUE_RATE = 200
+
+
+def queue_server(nginx, tmp_path):
+    """nginx's limit_req with a queue and no refusal: requests beyond
+    QUEUE_RATE a second wait their turn (burst 100000, without nodelay), as
+    at a server whose workers are all busy; below it they are answered at
+    once. Above it, latency keeps rising for as long as the load lasts."""
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "index.html").write_text("ok\n")
+    return nginx(http=f"limit_req_zone $binary_remote_addr zone=q:1m rate={QUEUE_RATE}r/s;",
+                 server=f"location / {{ limit_req zone=q burst=100000; root {html}; }}")
+
+
+def test_search_answer_holds_against_a_server_with_a_queue(nginx, tmp_path):
+    """A probe of 2 s a little above the capacity meets 'p99 < 1s' (the
+    queue has not grown that long yet), but its queue grows all along: it is
+    probed again for longer, and fails; so no rate past the capacity is an
+    answer. (That the answer holds for a run of 20 s is measured by hand, 10
+    times, see docs/sweep.md: whether a p99 stays under 1 s for 20 s on a
+    shared machine is no pass/fail test.)"""
+    srv = queue_server(nginx, tmp_path)
+    out = tmp_path / "out"
+    proc = sweep("-d", "2s", "-t", 1, "-c", 100, "--search", "50:800", "--slo", "p99 < 1s",
+                 "--pause", "1s", "-n", "q", "-o", out, srv.url + "/", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Past the capacity by 5%, a queue grows 10 requests a second: 1 s of
+    # waiting after 20 s. No rate above that passes; the answer, when the
+    # machine let volley hold any rate at all, is below it.
+    probes = [line.split() for line in proc.stdout.splitlines()
+              if re.match(r"\s+\d+\s+\d+\s", line)]
+    above = [p for p in probes if int(p[1]) > QUEUE_RATE * 1.05]
+    assert above and not [p for p in above if "passed" in p], proc.stdout
+    m = re.search(r"^answer: (\d+) req/s", proc.stdout, re.M)
+    assert m or "answer: none from 50 req/s up" in proc.stdout, proc.stdout
+    if m:
+        answer = int(m.group(1))
+        assert answer <= QUEUE_RATE * 1.05, proc.stdout
+        with open(out / "q.gp") as f:
+            gp = f.read()
+        assert f"set arrow 1 from {answer}, graph 0 to {answer}, graph 1" in gp
+        assert f"'answer: {answer} req/s'" in gp
+    with open(out / "q.gp") as f:
+        gp = f.read()
+    # the objective on the search's p99 chart
+    assert "1000.0 with lines" in gp and "'objective: p99 < 1s'" in gp
+
+
+def test_rate_sweep_marks_a_level_whose_latency_keeps_rising(nginx, tmp_path):
+    srv = queue_server(nginx, tmp_path)
+    out = tmp_path / "out"
+    proc = sweep("-d", "2s", "-t", 1, "-c", 400, "-R", f"100,{QUEUE_RATE * 3 // 2}", "--slo",
+                 "p99 < 10s", "-n", "r", "-o", out, srv.url + "/", timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {r["connections"]: r for r in dat_rows(out / "r.dat")}
+    assert "not-steady" not in rows[100]["flags"]
+    assert "not-steady" in rows[QUEUE_RATE * 3 // 2]["flags"].split(","), proc.stdout
+    # its p99 met the objective, but the level does not count for it
+    assert rows[QUEUE_RATE * 3 // 2]["p99_ms"] < 10000
+    assert f"up to {QUEUE_RATE * 3 // 2} req/s" not in proc.stdout, proc.stdout
+    assert re.search(rf"^not steady at {QUEUE_RATE * 3 // 2} req/s: (p(50|90) rose from "
+                     r"[\d.]+ m?s to [\d.]+ m?s|the requests waiting for an answer grew by "
+                     r"\d+) across the run", proc.stdout, re.M), proc.stdout
+
+
+def test_rate_not_held_blames_volleys_connections_or_its_cpu(testd, tmp_path):
+    # 20 ms a response: 2 connections carry 100 requests/s; the server's
+    # latency is the same at 20/s and at 400/s, so volley is short of them.
+    srv = testd("--delay", 20)
+    proc = sweep("-d", "1s", "-t", 1, "-c", 2, "-R", "20,400", "-o", tmp_path / "a", srv.url)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    m = re.search(r"^rate not held at 400 req/s: volley was short of connections: at ([\d.]+) "
+                  r"ms a response, 400 req/s needs about (\d+) \(-c 2\); raise -c$",
+                  proc.stdout, re.M)
+    assert m, proc.stdout
+    assert 20 <= float(m.group(1)) < 40 and 10 <= int(m.group(2)) <= 20
+    # A script that keeps volley's one thread busy: volley is short of CPU.
+    script = tmp_path / "busy.lua"
+    script.write_text("function request()\n  local x = 0\n"
+                      "  for i = 1, 3000000 do x = x + i % 7 end\n"
+                      "  return wrk.format(nil, '/' .. (x % 2))\nend\n")
+    proc = sweep("-d", "1s", "-t", 1, "-c", 20, "-R", "2000", "-o", tmp_path / "b", srv.url,
+                 "--", "-s", script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^rate not held at 2000 req/s: volley was short of CPU \(its busiest "
+                     r"thread busy \d+%", proc.stdout, re.M), proc.stdout

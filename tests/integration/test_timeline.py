@@ -5,6 +5,7 @@ freezing server in the right intervals; --server-pid against /proc read here;
 -d 0 until Ctrl-C; and the errors of the new options.
 SPDX-License-Identifier: MIT
 """
+import csv
 import datetime
 import json
 import os
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 
 import pytest
 from hdrh.histogram import HdrHistogram
@@ -40,10 +42,13 @@ def read_csv(path):
                        r"intervals=(\d+) requests=(\d+)\n", lines[-1])
     assert end and int(end.group(1)) == len(rows), lines[-1]
     assert int(end.group(2)) == sum(int(r["requests"]) for r in rows), lines[-1]
-    m = re.fullmatch(r"# volley \S+ timeline: (.*) url=(.*)\n", comment)
+    # key=value pairs, the values percent-encoded
+    m = re.fullmatch(r"# volley \S+ timeline: ([!-~ ]*)\n", comment)
     assert m, comment
-    params = dict(kv.split("=", 1) for kv in m.group(1).split())
-    params["url"] = m.group(2)
+    pairs = [kv.split("=", 1) for kv in m.group(1).split(" ")]
+    assert all(re.fullmatch(r"[^%,\"]*(%[0-9A-F]{2}[^%,\"]*)*", v) for _, v in pairs), comment
+    params = {k: urllib.parse.unquote(v, errors="strict") for k, v in pairs}
+    assert list(params)[-1] == "url"
     return params, header, rows
 
 
@@ -218,6 +223,26 @@ def test_csv_has_the_same_columns_and_the_rate_figures(testd, tmp_path):
                        "--timeline", timeline, srv.url + "/")
     _, records = read_timeline(timeline)
     assert header == flatten(records[0])
+
+
+def test_csv_comment_line_holds_any_script_path_and_url(testd, tmp_path):
+    """Spaces, commas, quotes, ' url=', '%' and bytes outside ASCII in the
+    script's path and in the URL come back from the comment line as they
+    were, and a CSV reader sees it as one field."""
+    srv = testd()
+    script = os.path.join(tmp_path, 'my "script", a=b url=c%41 \u00e9.lua')
+    with open(script, "w") as f:
+        f.write("-- nothing\n")
+    url = srv.url + "/p%41th,x=\"y\""
+    timeline = os.path.join(tmp_path, "t.csv")
+    run = volley("-t1", "-c1", "-d200ms", "-s", script, "--timeline", timeline, url)
+    assert run.returncode == 0, run.stderr
+    params, header, rows = read_csv(timeline)
+    assert (params["script"], params["url"]) == (script, url)
+    assert params["threads"] == "1" and params["interval_us"] == "1000000"
+    with open(timeline, newline="") as f:
+        assert len(next(csv.reader(f))) == 1
+    assert len(rows) == 1 and len(rows[0]) == len(header)
 
 
 def test_timeline_on_stdout_sends_the_report_to_stderr(testd):
