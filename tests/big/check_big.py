@@ -78,18 +78,19 @@ def active(url):
         return int(re.search(r"Active connections: (\d+)", r.read().decode()).group(1))
 
 
-def run(tmp_path, addresses, shards, label):
-    """One run of CONNECTIONS connections from addresses, in shards; what
-    nginx and volley held at the height of it, and the results."""
+def run(tmp_path, addresses, shards, label, target):
+    """One run of CONNECTIONS connections from addresses to nginx on target,
+    in shards; what nginx and volley held at the height of it, and the
+    results."""
     port = free_port()
     srv = Nginx(str(tmp_path / label), listen=False, workers=NGINX_WORKERS,
                 log_format="$remote_addr",
-                server=f"listen 127.0.0.1:{port} reuseport backlog=65535; access_log off; "
+                server=f"listen {target}:{port} reuseport backlog=65535; access_log off; "
                        "keepalive_timeout 1h; "
                        'location / { return 200 "ok\\n"; } '
                        "location = /status { stub_status; }")
-    url = f"http://127.0.0.1:{port}"
-    wait_port(port, srv.proc)
+    url = f"http://{target}:{port}"
+    wait_port(port, srv.proc, host=target)
     time.sleep(0.5)
     nginx_pids = [srv.proc.pid] + children(srv.proc.pid)
     nginx_idle, slab_idle = rss_kib(nginx_pids), slab_kib()
@@ -145,8 +146,10 @@ def measure(tmp_path):
     hard = raised_limits()
     # a shard's connections and its threads' descriptors within the limit
     shards = math.ceil(CONNECTIONS / (hard - 100))
-    four = run(tmp_path, ADDRESSES, shards, "four")
-    one = run(tmp_path, ADDRESSES[:1], shards, "one")
+    # each run to a target address of its own: the ports the other's
+    # connections left in TIME_WAIT are not this one's 4-tuples
+    four = run(tmp_path, ADDRESSES, shards, "four", "127.0.0.10")
+    one = run(tmp_path, ADDRESSES[:1], shards, "one", "127.0.0.11")
     for r in (four, one):
         docs = r.pop("docs")
         r["sources"] = by_address(docs)
