@@ -17,19 +17,26 @@ CFLAGS ?= -O2 -g
 include deps/libs.mk
 
 VOLLEY_CPPFLAGS = -Isrc -Ibuild -D_GNU_SOURCE -DVOLLEY_VERSION='"$(VERSION)"' \
-                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS) $(NGHTTP2_CFLAGS)
+                  $(LUA_CFLAGS) $(SSL_CFLAGS) $(EV_CFLAGS) $(NGHTTP2_CFLAGS) $(HTTP3_CPPFLAGS) \
+                  $(SNAPPY_CPPFLAGS) $(URING_CFLAGS)
 # The prefix map keeps the build directory out of the debug information, so
 # the same sources give the same binary wherever they are built.
 VOLLEY_CFLAGS   = -std=gnu11 -pthread -Wall -Wextra -ffile-prefix-map=$(CURDIR)=.
-VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -lm -pthread
+VOLLEY_LIBS     = $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(HTTP3_LIBS) $(SNAPPY_LIBS) \
+                  $(URING_LIBS) -lm -pthread
 
-SRCS     := $(sort $(wildcard src/*.c))
+# QUIC and HTTP/3 (src/quic*.c, its datagrams in src/udp.c, src/h3*.c and
+# their unit tests) are built only with their libraries (HTTP3 in deps/libs.mk).
+HTTP3_ONLY = $(if $(filter 1,$(HTTP3)),,src/quic%.c src/udp.c src/h3%.c tests/unit/test_quic%.c \
+                                          tests/unit/test_h3%.c)
+SRCS     := $(filter-out $(HTTP3_ONLY),$(sort $(wildcard src/*.c)))
 OBJS     := $(SRCS:src/%.c=build/%.o)
 LIB_OBJS := $(filter-out build/main.o,$(OBJS))
 
-UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_SRCS := $(filter-out $(HTTP3_ONLY),$(sort $(wildcard tests/unit/test_*.c)))
 UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
+NO_URING  := build/tests/no-uring
 
 .PHONY: all check check-big check-kube test tests bench demo clean distclean
 .DELETE_ON_ERROR:
@@ -64,11 +71,18 @@ build/tests/test_%: tests/unit/test_%.c tests/unit/unit.h build/libvolley.a | bu
 $(TESTD): tests/server/testd.c | build/tests
 	$(CC) -D_GNU_SOURCE $(EV_CFLAGS) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EV_LIBS) -lm
 
+$(NO_URING): tests/server/no_uring.c | build/tests
+	$(CC) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+
 include tests/fuzz/fuzz.mk tests/sanitize.mk tests/lint.mk
 
-tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD)
+tests: volley $(UNIT_BINS) $(REPLAY_BINS) $(TESTD) $(NO_URING)
 
 # SANITIZE=1: the same suite against the sanitizer build (tests/sanitize.mk).
+# ENGINE=epoll or ENGINE=io_uring: every run of the suite on that engine (by
+# default, the one volley picks: io_uring for http URLs where the kernel
+# allows it); tests/conftest.py.
+export VOLLEY_TEST_ENGINE := $(ENGINE)
 ifeq ($(SANITIZE),1)
 check test: check-asan
 else
@@ -168,15 +182,20 @@ distcheck: dist
 	$(MAKE) -C build/distcheck/$(DIST) dist
 	cmp $(DIST).tar.gz build/distcheck/$(DIST)/$(DIST).tar.gz
 
-# volley-static: LuaJIT, OpenSSL, libev and libnghttp2 linked in from their .a files, for
-# a load-generator box that lacks them. The C library stays shared: glibc's
-# getaddrinfo() and dlopen() (LuaJIT's ffi.load, OpenSSL's providers) load
-# parts of the same glibc at run time anyway. With musl, a fully static binary:
+# volley-static: LuaJIT, OpenSSL, libev, libnghttp2, ngtcp2, nghttp3 and liburing
+# linked in from their .a files, for a load-generator box that lacks them. The C library
+# stays shared: glibc's getaddrinfo() and dlopen() (LuaJIT's ffi.load,
+# OpenSSL's providers) load parts of the same glibc at run time anyway; so
+# does GnuTLS (HTTP/3's handshake), which every Debian and Ubuntu system has
+# (apt depends on it) and whose p11-kit has no static library. With musl, a
+# fully static binary:
 #   make static STATIC_LDFLAGS=-static \
-#        STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -lm'
+#        STATIC_LIBS='$(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(HTTP3_LIBS) \
+#                     $(URING_LIBS) -lm'
 STATIC_LDFLAGS ?= -static-libgcc
-STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) -Wl,-Bdynamic \
-                  -lm -ldl -pthread
+STATIC_LIBS    ?= -Wl,-Bstatic $(LUA_LIBS) $(SSL_LIBS) $(EV_LIBS) $(NGHTTP2_LIBS) $(NGTCP2_LIBS) \
+                  $(NGHTTP3_LIBS) $(SNAPPY_LIBS) $(if $(SNAPPY_LIBS),-lstdc++) $(URING_LIBS) \
+                  -Wl,-Bdynamic $(GNUTLS_LIBS) -lm -ldl -pthread
 
 static: volley-static
 

@@ -12,7 +12,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include "chars.h"
+#include "cli_route.h"
+#include "cli_usage.h"
 #include "h1.h"
+#include "net.h"
 #include "protocols.h"
 #include "stats.h"
 #include "threshold.h"
@@ -20,86 +24,11 @@
 #include "version.h"
 #include "xalloc.h"
 
-static const char usage_text[] =
-    "Usage: volley <options> <url>\n"
-    "       volley merge <options> <file>...\n"
-    "  Options:\n"
-    "    -c, --connections <N>  Connections to keep open\n"
-    "    -d, --duration    <T>  Duration of test (0 or inf: until Ctrl-C)\n"
-    "    -t, --threads     <N>  Number of threads to use (default 2, at most -c)\n"
-    "\n"
-    "    -s, --script      <S>  Load Lua script file\n"
-    "    -H, --header      <H>  Add header to request\n"
-    "    -L, --latency          Print latency statistics\n"
-    "    -T, --timeout     <T>  Socket/request timeout\n"
-    "    -v, --version          Print version details\n"
-    "    -h, --help             Print this help\n"
-    "\n"
-    "  Load:\n"
-    "    -R, --rate        <N>  Constant request rate (requests/sec over all\n"
-    "                           connections); latency counts from the intended time\n"
-    "    -U, --u_latency        With -R, also print the uncorrected latency\n"
-    "    -n, --requests    <N>  Send exactly N requests, then stop\n"
-    "    -m, --streams     <N>  Requests in flight per connection: HTTP/2 streams,\n"
-    "                           or HTTP/1.1 pipelining (default 1)\n"
-    "        --http2            Speak HTTP/2 (ALPN h2 over https, h2c over http)\n"
-    "        --alpn        <L>  Offer these protocols over https, in order, each\n"
-    "                           connection speaking the one its server chose:\n"
-    "                           h2,http/1.1 (--alpn h2 is --http2)\n"
-    "        --stages      <S>  Open model with a moving target: DURATION:RATE,...;\n"
-    "                           each stage ramps from the rate before it (-R or 0)\n"
-    "                           to its own, and the run lasts their sum\n"
-    "        --ramp-up     <T>  Open the connections evenly over T (closed model)\n"
-    "        --warmup      <T>  Run T first and leave it out of every result\n"
-    "        --no-keepalive     A new connection for every request\n"
-    "        --unix-socket <P>  Connect to the Unix socket P (the URL gives Host, path)\n"
-    "\n"
-    "  Network:\n"
-    "        --proxy       <U>  Through the proxy U: http://[user:pass@]host:port\n"
-    "                           (CONNECT for https, absolute-form requests for\n"
-    "                           http), socks5:// or socks5h:// (names resolved by\n"
-    "                           the proxy)\n"
-    "        --proxy-env        Through the proxy HTTPS_PROXY or HTTP_PROXY names,\n"
-    "                           unless NO_PROXY lists the host\n"
-    "        --bind        <A>  Spread the connections over these source addresses:\n"
-    "                           ADDR[,ADDR...] or a range (127.0.0.0/28)\n"
-    "        --bind-port-range <R>  Local ports to use: LO-HI\n"
-    "\n"
-    "  TLS:\n"
-    "        --sni         <S>  Server name to send (default: the URL's host name)\n"
-    "        --verify           Verify the server certificate (off by default)\n"
-    "        --cacert      <F>  Verify against the CA certificates in PEM file F\n"
-    "        --cert        <F>  Client certificate, PEM\n"
-    "        --key         <F>  Client private key, PEM (default: in the --cert file)\n"
-    "\n"
-    "  Distributed:\n"
-    "        --shard       <S>  Run share I of N (S = I/N, 0 <= I < N) of -c, -R, -n\n"
-    "        --start-at    <T>  Start at wall-clock T, within 24h (RFC 3339, Unix time)\n"
-    "\n"
-    "  Thresholds:\n"
-    "        --threshold   <E>  Exit 2 unless E holds: METRIC OP VALUE, as in\n"
-    "                           'p99 < 200ms', 'errors < 0.1%' (repeatable)\n"
-    "        --abort-on-fail    Stop the run when a threshold fails in an interval\n"
-    "        --abort-after <N>  Only when it failed in N intervals in a row (default 1)\n"
-    "\n"
-    "  Output:\n"
-    "        --json        <F>  Write the results as JSON to F (- for stdout)\n"
-    "        --no-progress      No live progress line on a terminal\n"
-    "        --timeline    <F>  Write results per interval to F: JSON Lines, CSV if F\n"
-    "                           ends in .csv (- for stdout)\n"
-    "        --interval    <T>  Length of those intervals (default 1s)\n"
-    "        --hdr-log     <F>  Write each interval's latency histogram to F\n"
-    "                           (HdrHistogram interval log)\n"
-    "        --server-pid  <P>  Also measure the CPU time of process P and its\n"
-    "                           children (a PID, or a name for all its processes)\n"
-    "\n"
-    "  Numeric arguments may include a SI unit (1k, 1M, 1G)\n"
-    "  Time arguments may include a time unit (500ms, 2s, 2m, 2h)\n"
-    "  and a fraction (1.5s, 0.25)\n";
-
 /* -m: far more than any server allows (nginx: 128), and what an HTTP/1.1
  * pipeline of that many copies of a request can hold in memory. */
 #define CLI_STREAMS_MAX 1000000
+/* --metrics-buckets: more would only make every scrape longer. */
+#define CLI_BUCKETS_MAX 100
 
 /* -k is not an option: it is caught to answer ApacheBench's habit. */
 static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:k";
@@ -108,6 +37,9 @@ static const char short_options[] = "c:d:t:s:H:LT:vhR:Un:m:k";
 enum {
     OPT_NO_KEEPALIVE = 256,
     OPT_HTTP2,
+    OPT_HTTP3,
+    OPT_EARLY_DATA,
+    OPT_ECN,
     OPT_UNIX_SOCKET,
     OPT_SNI,
     OPT_VERIFY,
@@ -129,7 +61,14 @@ enum {
     OPT_ABORT_ON_FAIL,
     OPT_ABORT_AFTER,
     OPT_LIST_FIELDS,
+    OPT_METRICS_LISTEN,
+    OPT_METRICS_LINGER,
+    OPT_REMOTE_WRITE,
+    OPT_REMOTE_WRITE_STRICT,
+    OPT_LABEL,
+    OPT_METRICS_BUCKETS,
     OPT_ALPN,
+    OPT_ENGINE,
     OPT_PROXY,
     OPT_PROXY_ENV,
     OPT_BIND,
@@ -152,8 +91,12 @@ static const struct option long_options[] = {
     {"streams", required_argument, NULL, 'm'},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"alpn", required_argument, NULL, OPT_ALPN},
+    {"http3", no_argument, NULL, OPT_HTTP3},
+    {"0rtt", no_argument, NULL, OPT_EARLY_DATA},
+    {"ecn", no_argument, NULL, OPT_ECN},
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
+    {"engine", required_argument, NULL, OPT_ENGINE},
     {"proxy", required_argument, NULL, OPT_PROXY},
     {"proxy-env", no_argument, NULL, OPT_PROXY_ENV},
     {"bind", required_argument, NULL, OPT_BIND},
@@ -177,6 +120,12 @@ static const struct option long_options[] = {
     {"threshold", required_argument, NULL, OPT_THRESHOLD},
     {"abort-on-fail", no_argument, NULL, OPT_ABORT_ON_FAIL},
     {"abort-after", required_argument, NULL, OPT_ABORT_AFTER},
+    {"metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN},
+    {"metrics-linger", required_argument, NULL, OPT_METRICS_LINGER},
+    {"remote-write", required_argument, NULL, OPT_REMOTE_WRITE},
+    {"remote-write-strict", no_argument, NULL, OPT_REMOTE_WRITE_STRICT},
+    {"label", required_argument, NULL, OPT_LABEL},
+    {"metrics-buckets", required_argument, NULL, OPT_METRICS_BUCKETS},
     /* Not in --help: the table of figures, for the tests of the docs and
      * of volley merge (stats.h). */
     {"list-fields", no_argument, NULL, OPT_LIST_FIELDS},
@@ -448,6 +397,99 @@ static void add_server_pid(struct config *cfg, const char *arg)
     cfg->server_pids[cfg->nserver_pids++] = xstrdup(arg);
 }
 
+/* Names volley's own metrics use for labels: a --label may not take them. */
+static const char *const reserved_labels[] = {"url",   "shard", "le",      "status",  "cause",
+                                              "class", "code",  "version", "protocol"};
+
+/* --label NAME=VALUE: a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*, not
+ * reserved, given once) and a value that is UTF-8 and not empty (an empty
+ * value is no label at all in Prometheus). */
+static void add_label(struct config *cfg, const char *arg)
+{
+    const char *eq = strchr(arg, '='), *value = eq ? eq + 1 : NULL;
+    size_t len = eq ? (size_t)(eq - arg) : 0;
+    struct run_spec *spec = &cfg->spec;
+    if (!eq || len == 0 || !*value)
+        usage_error("invalid --label '%s': expected NAME=VALUE", arg);
+    for (size_t i = 0; i < len; i++)
+        if (!(arg[i] == '_' || (arg[i] >= 'a' && arg[i] <= 'z') ||
+              (arg[i] >= 'A' && arg[i] <= 'Z') || (i > 0 && arg[i] >= '0' && arg[i] <= '9')))
+            usage_error("invalid --label '%s': a name is letters, digits and _, not starting "
+                        "with a digit",
+                        arg);
+    if (len >= 2 && arg[0] == '_' && arg[1] == '_')
+        usage_error("invalid --label '%s': names starting with __ are Prometheus' own", arg);
+    for (size_t i = 0; i < sizeof reserved_labels / sizeof reserved_labels[0]; i++)
+        if (strlen(reserved_labels[i]) == len && strncmp(arg, reserved_labels[i], len) == 0)
+            usage_error("invalid --label '%s': volley's metrics use the label %s", arg,
+                        reserved_labels[i]);
+    for (size_t i = 0; i < spec->nlabels; i++)
+        if (strlen(spec->labels[i].name) == len && strncmp(arg, spec->labels[i].name, len) == 0)
+            usage_error("invalid --label '%s': label %s is given twice", arg, spec->labels[i].name);
+    for (const unsigned char *p = (const unsigned char *)value, *end = p + strlen(value);
+         p < end;) {
+        size_t n = *p < 0x80 ? 1 : utf8_length(p, end);
+        if (n == 0 || *p < 0x20 || *p == 0x7f)
+            usage_error("invalid --label '%s': the value must be UTF-8 text without control "
+                        "characters",
+                        arg);
+        p += n;
+    }
+    spec->labels = xrealloc(spec->labels, (spec->nlabels + 1) * sizeof *spec->labels);
+    spec->labels[spec->nlabels++] = (struct label){xstrndup(arg, len), xstrdup(value)};
+}
+
+/* --metrics-buckets: times, ascending, each above the last. */
+static void set_buckets(struct config *cfg, const char *arg)
+{
+    struct run_spec *spec = &cfg->spec;
+    char *copy = xstrdup(arg), *save = NULL;
+    spec->nbuckets = 0;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        uint64_t us;
+        if (!units_parse_time(t, &us) || us == 0)
+            usage_error("invalid --metrics-buckets '%s': '%s' is not a time above 0", arg, t);
+        if (spec->nbuckets && us <= spec->buckets[spec->nbuckets - 1])
+            usage_error("invalid --metrics-buckets '%s': the bounds must go up", arg);
+        if (spec->nbuckets == CLI_BUCKETS_MAX)
+            usage_error("invalid --metrics-buckets '%s': at most %d bounds", arg, CLI_BUCKETS_MAX);
+        spec->buckets = xrealloc(spec->buckets, (spec->nbuckets + 1) * sizeof *spec->buckets);
+        spec->buckets[spec->nbuckets++] = us;
+    }
+    free(copy);
+    if (!spec->nbuckets)
+        usage_error("invalid --metrics-buckets '%s': no bounds", arg);
+}
+
+static void set_metrics_listen(struct config *cfg, const char *arg)
+{
+    char *host, *port;
+    const char *why;
+    if (!net_parse_listen(arg, &host, &port, &why))
+        usage_error("invalid --metrics-listen '%s': %s", arg, why);
+    free(host);
+    free(port);
+    set_string(&cfg->metrics_listen, arg);
+}
+
+static void set_remote_write(struct config *cfg, const char *arg)
+{
+    struct url u;
+    const char *why;
+    if (!url_parse(arg, &u, &why))
+        usage_error("invalid --remote-write URL '%s': %s", arg, why);
+    bool tls = u.tls;
+    url_free(&u);
+    if (tls)
+        usage_error("--remote-write: https is not supported; push to http:// (a Prometheus "
+                    "agent or a TLS proxy beside volley)");
+#ifndef VOLLEY_SNAPPY
+    usage_error("--remote-write: this volley was built without libsnappy (remote write "
+                "compresses with it): install libsnappy-dev (deps/install.sh does), then rebuild");
+#endif
+    set_string(&cfg->remote_write, arg);
+}
+
 /* --http2, --alpn LIST: the protocols a connection may speak, by their
  * ALPN ids, and the option as given, for messages. */
 static void protocols_arg(struct config *cfg, const char *option, const char *list)
@@ -455,7 +497,13 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
     const char *ids[PROTOCOLS_COUNT + 1];
     size_t n = 0;
     char *copy = xstrdup(list), *save = NULL;
-    bool http2 = strcmp(option, "--http2") == 0;
+    bool http2 = strcmp(option, "--http2") == 0, http3 = strcmp(option, "--http3") == 0;
+    if (cfg->protocol_option && (http3 || strcmp(cfg->protocol_option, "--http3") == 0)) {
+        free(copy);
+        /* QUIC is offered alone: no TLS over TCP negotiates it */
+        const char *other = http3 ? cfg->protocol_option : option;
+        usage_error("%.*s and --http3 exclude each other", (int)strcspn(other, " "), other);
+    }
     if (cfg->protocol_option && http2 != (strcmp(cfg->protocol_option, "--http2") == 0)) {
         free(copy);
         usage_error("--http2 is --alpn h2: give one of them");
@@ -469,76 +517,20 @@ static void protocols_arg(struct config *cfg, const char *option, const char *li
         usage_error("invalid %s '%s': a list of protocols volley speaks, each once: h2, "
                     "http/1.1",
                     option, list);
+    if (!http3 && spec_quic(&cfg->spec))
+        usage_error("invalid %s '%s': h3 runs over QUIC, not TLS over TCP: give --http3", option,
+                    list);
     free(cfg->protocol_option);
-    cfg->protocol_option = http2 ? xstrdup(option) : xasprintf("%s %s", option, list);
+    cfg->protocol_option = http2 || http3 ? xstrdup(option) : xasprintf("%s %s", option, list);
 }
 
-/* --proxy URL, or with --proxy-env what the environment says (in a note:
- * a proxy is never taken from it unasked, nor silently). */
-static void set_proxy(struct config *cfg, const char *text, const char *from)
+/* --engine NAME, or VOLLEY_ENGINE (what is given as what, for messages). */
+static void engine_arg(struct config *cfg, const char *what, const char *name)
 {
-    const char *why;
-    proxy_free(&cfg->proxy);
-    if (!proxy_parse(&cfg->proxy, text, &why))
-        usage_error("invalid %s '%s': %s", from, text, why);
-    free(cfg->spec.proxy);
-    cfg->spec.proxy = xstrdup(cfg->proxy.shown);
-}
-
-static void proxy_env(struct config *cfg)
-{
-    const char *from;
-    const char *text = proxy_from_env(&cfg->url, &from);
-    if (text) {
-        set_proxy(cfg, text, from);
-        fprintf(stderr, "Note: --proxy-env: through %s (%s)\n", cfg->proxy.shown, from);
-    } else if (getenv(from) && *getenv(from)) {
-        fprintf(stderr, "Note: --proxy-env: not through a proxy (%s lists %s)\n", from,
-                cfg->url.host);
-    } else {
-        fprintf(stderr, "Note: --proxy-env: not through a proxy (%s is not set)\n", from);
-    }
-}
-
-static void set_bind(struct config *cfg, const char *arg)
-{
-    char why[128];
-    struct sources s = {0};
-    if (!sources_parse(&s, arg, why, sizeof why)) {
-        sources_free(&s);
-        usage_error("invalid --bind '%s': %s", arg, why);
-    }
-    s.lo = cfg->sources.lo;
-    s.hi = cfg->sources.hi;
-    sources_free(&cfg->sources);
-    cfg->sources = s;
-    set_string(&cfg->spec.bind, arg);
-}
-
-static void set_bind_ports(struct config *cfg, const char *arg)
-{
-    if (!sources_parse_ports(&cfg->sources, arg))
-        usage_error("invalid --bind-port-range '%s': expected LO-HI, ports 1 to 65535", arg);
-    set_string(&cfg->spec.bind_ports, arg);
-}
-
-/* What goes through a proxy, and what cannot. */
-static void validate_network(struct config *cfg, bool from_env)
-{
-    if (from_env && cfg->spec.proxy)
-        usage_error("--proxy and --proxy-env: give one of them");
-    if (cfg->spec.unix_socket &&
-        (cfg->spec.proxy || from_env || cfg->spec.bind || cfg->spec.bind_ports))
-        usage_error("--unix-socket does not combine with --proxy, --proxy-env, --bind or "
-                    "--bind-port-range");
-    if (from_env)
-        proxy_env(cfg);
-    /* An HTTP proxy forwards http requests in HTTP/1.1; HTTP/2 with prior
-     * knowledge would go to the proxy itself. */
-    if (proxy_forwards(&cfg->proxy, &cfg->url) && spec_only_protocol(&cfg->spec) != &proto_h1)
-        usage_error("%s: cleartext HTTP/2 (h2c) cannot go through an HTTP proxy: use an https "
-                    "URL, or a socks5 proxy",
-                    cfg->protocol_option);
+    if (!spec_set_engine(&cfg->spec, name))
+        usage_error("invalid %s '%s': epoll, io_uring or auto", what, name);
+    free(cfg->engine_option);
+    cfg->engine_option = xasprintf("%s%s%s", what, *what == '-' ? " " : "=", name);
 }
 
 static void defaults(struct config *cfg)
@@ -555,10 +547,24 @@ static void defaults(struct config *cfg)
     cfg->spec.interval_us = 1000000;
 }
 
+/* The options of the live metrics, against each other. */
+static void validate_metrics(const struct config *cfg, bool linger_set)
+{
+    bool live = cfg->metrics_listen || cfg->remote_write;
+    if (linger_set && !cfg->metrics_listen)
+        usage_error("--metrics-linger needs --metrics-listen");
+    if (cfg->remote_write_strict && !cfg->remote_write)
+        usage_error("--remote-write-strict needs --remote-write");
+    if (cfg->spec.nlabels && !live)
+        usage_error("--label needs --metrics-listen or --remote-write");
+    if (cfg->spec.nbuckets && !live)
+        usage_error("--metrics-buckets needs --metrics-listen or --remote-write");
+}
+
 static void parse_options(int argc, char **argv, struct config *cfg, bool *from_env)
 {
     int c;
-    bool abort_on_fail = false, abort_after_set = false;
+    bool abort_on_fail = false, abort_after_set = false, linger_set = false;
     /* getopt prints its own "volley: unrecognized option '--foo'" lines. */
     char *argv0 = argv[0];
     argv[0] = "volley";
@@ -605,8 +611,24 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
         case OPT_ALPN:
             protocols_arg(cfg, "--alpn", optarg);
             break;
+        case OPT_HTTP3:
+#ifndef VOLLEY_HTTP3
+            die("--http3: this volley was built without HTTP/3: install ngtcp2 >= 1.11 (with "
+                "its GnuTLS helper) and nghttp3 >= 1.8 (deps/install.sh does), then rebuild");
+#endif
+            protocols_arg(cfg, "--http3", "h3");
+            break;
+        case OPT_EARLY_DATA:
+            cfg->early_data = true;
+            break;
+        case OPT_ECN:
+            cfg->ecn = true;
+            break;
         case OPT_NO_KEEPALIVE:
             cfg->spec.no_keepalive = true;
+            break;
+        case OPT_ENGINE:
+            engine_arg(cfg, "--engine", optarg);
             break;
         case OPT_UNIX_SOCKET:
             if (!*optarg)
@@ -614,16 +636,16 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
             set_string(&cfg->spec.unix_socket, optarg);
             break;
         case OPT_PROXY:
-            set_proxy(cfg, optarg, "--proxy");
+            cli_route_proxy(cfg, optarg, usage_error);
             break;
         case OPT_PROXY_ENV:
             *from_env = true;
             break;
         case OPT_BIND:
-            set_bind(cfg, optarg);
+            cli_route_bind(cfg, optarg, usage_error);
             break;
         case OPT_BIND_PORT_RANGE:
-            set_bind_ports(cfg, optarg);
+            cli_route_ports(cfg, optarg, usage_error);
             break;
         case OPT_SNI:
             set_string(&cfg->sni, optarg);
@@ -688,6 +710,25 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
             cfg->abort_after = count_arg("--abort-after", optarg, 1, UINT64_MAX);
             abort_after_set = true;
             break;
+        case OPT_METRICS_LISTEN:
+            set_metrics_listen(cfg, optarg);
+            break;
+        case OPT_METRICS_LINGER:
+            cfg->metrics_linger_us = time_arg("--metrics-linger", optarg, 0);
+            linger_set = true;
+            break;
+        case OPT_REMOTE_WRITE:
+            set_remote_write(cfg, optarg);
+            break;
+        case OPT_REMOTE_WRITE_STRICT:
+            cfg->remote_write_strict = true;
+            break;
+        case OPT_LABEL:
+            add_label(cfg, optarg);
+            break;
+        case OPT_METRICS_BUCKETS:
+            set_buckets(cfg, optarg);
+            break;
         case OPT_LIST_FIELDS:
             stats_list_fields(stdout);
             exit(0);
@@ -698,7 +739,7 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
             puts(version_line());
             exit(0);
         case 'h':
-            fputs(usage_text, stdout);
+            fputs(cli_usage_text, stdout);
             exit(0);
         default: /* getopt printed what is wrong */
             point_to_help("volley");
@@ -711,6 +752,7 @@ static void parse_options(int argc, char **argv, struct config *cfg, bool *from_
         usage_error("--abort-on-fail needs --threshold");
     if (abort_on_fail && !abort_after_set)
         cfg->abort_after = 1;
+    validate_metrics(cfg, linger_set);
 }
 
 /* --stages: the run lasts their sum, at a mean target that stands for -R
@@ -762,6 +804,14 @@ static void validate(struct config *cfg)
                     cfg->protocol_option);
     if (!cfg->url.tls && (cfg->sni || cfg->verify || cfg->cacert || cfg->cert || cfg->key))
         usage_error("TLS options (--sni, --verify, --cacert, --cert, --key) need an https URL");
+    if (spec_quic(&cfg->spec) && !cfg->url.tls)
+        usage_error("--http3 needs an https URL: QUIC is always encrypted");
+    if (spec_quic(&cfg->spec) && cfg->spec.unix_socket)
+        usage_error("--http3 runs over UDP: it does not combine with --unix-socket");
+    if (cfg->early_data && !spec_quic(&cfg->spec))
+        usage_error("--0rtt needs --http3");
+    if (cfg->ecn && !spec_quic(&cfg->spec))
+        usage_error("--ecn needs --http3");
     if (cfg->cacert)
         cfg->verify = true;
     /* wrk2: -U prints the latency distributions, as -L does. */
@@ -786,6 +836,9 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     const char *why;
     bool from_env = false;
     defaults(cfg);
+    const char *engine = getenv("VOLLEY_ENGINE");
+    if (engine && *engine)
+        engine_arg(cfg, "VOLLEY_ENGINE", engine);
     expand_wrk_prefixes(argc, argv);
     parse_options(argc, argv, cfg, &from_env);
     /* --shard wins over the environment (it sets a count of at least 1) */
@@ -805,7 +858,7 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     for (size_t i = 0; i < cfg->spec.nscript_args; i++)
         cfg->spec.script_args[i] = xstrdup(argv[optind + 1 + (int)i]);
     validate(cfg);
-    validate_network(cfg, from_env);
+    cli_route_check(cfg, from_env, usage_error);
 }
 
 void cli_free(struct config *cfg)
@@ -820,7 +873,10 @@ void cli_free(struct config *cfg)
         free(cfg->server_pids[i]);
     free(cfg->server_pids);
     free(cfg->start_at);
+    free(cfg->metrics_listen);
+    free(cfg->remote_write);
     free(cfg->protocol_option);
+    free(cfg->engine_option);
     proxy_free(&cfg->proxy);
     sources_free(&cfg->sources);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
@@ -834,21 +890,6 @@ void cli_free(struct config *cfg)
 }
 
 /* ---- volley merge -------------------------------------------------------- */
-
-static const char merge_usage_text[] =
-    "Usage: volley merge <options> <file>...\n"
-    "  Merges the --json results of the parts of one run (shards, machines)\n"
-    "  into the result of the whole: prints its report and, with --json, its\n"
-    "  JSON document. Their --timeline files (JSON Lines), given among the\n"
-    "  files, are merged interval by interval. A file '-' is standard input.\n"
-    "    -L, --latency          Print latency statistics\n"
-    "        --json        <F>  Write the merged result as JSON to F (- for stdout)\n"
-    "        --timeline    <F>  Write the merged intervals to F: JSON Lines, CSV if F\n"
-    "                           ends in .csv (- for stdout)\n"
-    "        --hdr-log     <F>  Write each merged interval's latency histogram to F\n"
-    "                           (HdrHistogram interval log)\n"
-    "        --threshold   <E>  Exit 2 unless E holds for the whole (repeatable)\n"
-    "    -h, --help             Print this help\n";
 
 static void merge_usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 static void merge_usage_error(const char *fmt, ...)
@@ -896,7 +937,7 @@ void cli_parse_merge(int argc, char **argv, struct merge_config *mc)
             add_threshold(&mc->thresholds, &mc->nthresholds, optarg, merge_usage_error);
             break;
         case 'h':
-            fputs(merge_usage_text, stdout);
+            fputs(cli_merge_usage_text, stdout);
             exit(0);
         default: /* getopt printed what is wrong */
             point_to_help("volley merge");

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -23,7 +24,6 @@
 #include "net.h"
 #include "protocols.h"
 #include "route.h"
-#include "sources.h"
 
 /* After a failure (a connect that failed, a connection that ended in an
  * error before its first response, requests the server refused unprocessed)
@@ -48,6 +48,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents);
 static bool pump(struct conn *c);
 static void flush(struct conn *c);
 static void open_socket(struct conn *c);
+static void on_wake(struct sock *s);
 
 static bool on_response(void *arg, const struct proto_response *r);
 static void on_failed(void *arg, enum cause cause);
@@ -57,6 +58,10 @@ static void on_returned(void *arg, size_t n);
 
 /* Where a connection's sessions end their requests (with the connection). */
 static const struct proto_sink sink = {on_response, on_failed, on_unsent, on_refused, on_returned};
+
+/* Whether the connection runs on the worker's io_uring rather than on
+ * readiness through its loop. */
+static inline bool ringed(const struct conn *c) { return c->link.ring != NULL; }
 
 void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *live, size_t index)
 {
@@ -70,6 +75,9 @@ void conn_init(struct conn *c, const struct conn_config *cfg, struct conn_live *
     ev_init(&c->wio, on_write);
     ev_init(&c->timer, on_timer);
     c->rio.data = c->wio.data = c->timer.data = c;
+    c->sock.loop = cfg->loop;
+    c->sock.stats = cfg->stats;
+    c->sock.wake = on_wake;
 }
 
 static void timer_start(struct conn *c, uint64_t us)
@@ -98,11 +106,16 @@ static void drop(struct conn *c)
     ev_io_stop(cfg->loop, &c->rio);
     ev_io_stop(cfg->loop, &c->wio);
     ev_timer_stop(cfg->loop, &c->timer);
-    if (c->state == CONN_OPEN)
+    if (c->state == CONN_OPEN) {
         c->proto->abort(c->session);
+        c->live->open--;
+    }
     if (c->sock.fd >= 0) {
         cfg->transport->close(&c->sock);
-        close(c->sock.fd);
+        if (ringed(c))
+            uring_close(&c->link);
+        else
+            close(c->sock.fd);
         c->sock.fd = -1;
     }
     c->state = CONN_CLOSED;
@@ -316,12 +329,19 @@ static void failed(struct conn *c, uint64_t *class, enum cause cause)
     retry(c, backoff);
 }
 
-static void write_failed(struct conn *c, int err)
+/* Why the transport failed: what it says (QUIC), or what errno says. */
+static enum cause transport_cause(struct conn *c, enum cause by_errno)
+{
+    const struct transport *t = c->cfg->transport;
+    return t->cause ? t->cause(&c->sock) : by_errno;
+}
+
+void conn_write_failed(struct conn *c, int err)
 {
     enum cause cause = err == EPIPE        ? CAUSE_BROKEN_PIPE
                        : err == ECONNRESET ? CAUSE_RESET
                                            : CAUSE_WRITE_OTHER;
-    failed(c, &c->cfg->stats->errors.write, cause);
+    failed(c, &c->cfg->stats->errors.write, transport_cause(c, cause));
 }
 
 /* Connecting failed. When a batch was waiting for the connection, that is
@@ -331,12 +351,11 @@ static void write_failed(struct conn *c, int err)
  * every attempt brings the run nearer its end, so a run against a target
  * that cannot be reached ends. Otherwise attempts back off, so a dead
  * target costs no CPU and the counts stay meaningful. */
-static void connect_failed(struct conn *c, enum cause cause)
+void conn_connect_failed(struct conn *c, enum cause cause)
 {
     const struct conn_config *cfg = c->cfg;
     count(c, &cfg->stats->errors.connect, cause, c->want ? 1 : 0);
-    if (cfg->by_source)
-        cfg->by_source[route_source(cfg->route, cfg->first + c->index)].errors++;
+    route_count(cfg->route, cfg->by_source, cfg->first + c->index, false);
     bool outcome = c->claimed;
     if (outcome)
         budget_resolve(cfg->budget, c->claimed);
@@ -400,13 +419,16 @@ static void ready(struct conn *c)
     struct stats *s = cfg->stats;
     uint64_t now = clock_us();
     ev_timer_stop(cfg->loop, &c->timer);
-    ev_io_stop(cfg->loop, &c->wio);
-    ev_io_start(cfg->loop, &c->rio);
+    if (ringed(c)) {
+        uring_receive(&c->link);
+    } else {
+        ev_io_stop(cfg->loop, &c->wio);
+        ev_io_start(cfg->loop, &c->rio);
+    }
     s->connects++;
     if (c->opened)
         s->reopened++;
-    if (cfg->by_source)
-        cfg->by_source[route_source(cfg->route, cfg->first + c->index)].connects++;
+    route_count(cfg->route, cfg->by_source, cfg->first + c->index, true);
     hist_record(s->connect, now - c->connect_at);
     if (cfg->transport->secure) {
         s->handshakes++;
@@ -415,86 +437,86 @@ static void ready(struct conn *c)
     }
     speak(c, chosen(c));
     c->state = CONN_OPEN;
+    c->live->open++;
     c->opened = true;
     c->carried = false;
     c->want = false;
     c->available_at = now;
-    c->proto->open(c->session);
+    c->proto->open(c->session, &c->sock);
     settle(c);
     flush(c); /* what the protocol says first (HTTP/2's preface) */
     if (c->state == CONN_OPEN)
         pump(c);
 }
 
-/* A set-up step (the tunnel's, the transport's) waits for the socket:
- * whether it must. */
-static bool set_up_waits(struct conn *c, int rc)
+/* The handshake failed: why, for a TLS one (QUIC's may fail otherwise,
+ * as a version negotiation does). */
+static void handshake_failed(struct conn *c)
+{
+    enum cause cause = transport_cause(c, CAUSE_TLS_HANDSHAKE);
+    if (cause == CAUSE_TLS_HANDSHAKE && c->cfg->transport->failure)
+        c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
+    conn_connect_failed(c, cause);
+}
+
+void conn_handshake(struct conn *c)
 {
     struct ev_loop *loop = c->cfg->loop;
-    if (rc == IO_WANT_READ) {
+    c->state = CONN_HANDSHAKE;
+    switch (c->cfg->transport->handshake(&c->sock)) {
+    case IO_OK:
+        ready(c);
+        break;
+    case IO_WANT_READ:
         ev_io_stop(loop, &c->wio);
         ev_io_start(loop, &c->rio);
-    } else if (rc == IO_WANT_WRITE) {
+        break;
+    case IO_WANT_WRITE:
         ev_io_start(loop, &c->wio);
-    }
-    return rc == IO_WANT_READ || rc == IO_WANT_WRITE;
-}
-
-static void handshake(struct conn *c)
-{
-    int rc = c->cfg->transport->handshake(&c->sock);
-    if (rc == IO_OK) {
-        ready(c);
-    } else if (!set_up_waits(c, rc)) {
-        if (c->cfg->transport->failure)
-            c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
-        connect_failed(c, CAUSE_TLS_HANDSHAKE);
+        break;
+    default:
+        handshake_failed(c);
+        break;
     }
 }
 
-/* Through a proxy: the tunnel, before the transport's handshake. Its time
- * is connect time, as the handshake's is. */
-static void tunnel(struct conn *c)
-{
-    const struct conn_config *cfg = c->cfg;
-    enum cause cause;
-    int rc = tunnel_step(cfg->route->tunnel, &c->tunnel, c->sock.fd, &cause);
-    if (rc == IO_OK) {
-        uint64_t now = clock_us();
-        cfg->stats->tunnels++;
-        cfg->stats->tunnel_us += now - c->connected_at;
-        c->connected_at = now;
-        c->state = CONN_HANDSHAKE;
-        handshake(c);
-    } else if (!set_up_waits(c, rc)) {
-        if (cause == CAUSE_PROXY_STATUS)
-            cfg->stats->proxy_status[c->tunnel.status < STATS_STATUS_MAX ? c->tunnel.status : 0]++;
-        connect_failed(c, cause);
-    }
-}
-
+/* Connected: through a proxy, its tunnel first (cfg->tunnel), which goes
+ * on to the handshake. */
 static void connected(struct conn *c)
 {
     c->connected_at = clock_us();
-    if (c->cfg->route->tunnel) {
-        c->state = CONN_TUNNEL;
-        tunnel_begin(&c->tunnel);
-        tunnel(c);
+    if (!c->cfg->tunnel) {
+        conn_handshake(c);
         return;
     }
-    c->state = CONN_HANDSHAKE;
-    handshake(c);
+    c->state = CONN_TUNNEL;
+    tunnel_begin(&c->tunnel);
+    c->cfg->tunnel(c);
+}
+
+void conn_connect_done(struct conn *c, int err)
+{
+    const struct conn_config *cfg = c->cfg;
+    uint64_t g = cfg->first + c->index;
+    if (err)
+        conn_connect_failed(c, route_connect_cause(cfg->route, cfg->ports, g, err));
+    else
+        connected(c);
 }
 
 static void open_socket(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
-    bool in_progress;
+    bool ring = ringed(c), in_progress = true;
+    int type = cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM;
     enum cause cause;
     c->connect_at = clock_us();
-    int fd = route_connect(cfg->route, cfg->ports, cfg->first + c->index, &in_progress, &cause);
+    /* On io_uring, the socket now (bound to its source address) and its
+     * connect through the ring. */
+    int fd = route_open(cfg->route, cfg->ports, cfg->first + c->index, type,
+                        ring ? NULL : &in_progress, &cause);
     if (fd < 0) {
-        connect_failed(c, cause);
+        conn_connect_failed(c, cause);
         return;
     }
     c->sock.fd = fd;
@@ -507,7 +529,10 @@ static void open_socket(struct conn *c)
         return;
     }
     c->state = CONN_CONNECTING;
-    ev_io_start(cfg->loop, &c->wio);
+    if (ring)
+        uring_connect(&c->link, fd, &cfg->route->addr);
+    else
+        ev_io_start(cfg->loop, &c->wio);
 }
 
 void conn_start(struct conn *c, bool want)
@@ -538,13 +563,16 @@ static void flush(struct conn *c)
     const struct conn_config *cfg = c->cfg;
     const char *data;
     size_t len;
+    if (ringed(c)) {
+        uring_send(&c->link); /* with the turn's other sends */
+        return;
+    }
     if (c->write_wants_read)
         return; /* on_read resumes it */
     while ((len = c->proto->output(c->session, &data)) > 0) {
         ssize_t n = cfg->transport->write(&c->sock, data, len);
         if (n > 0) {
-            c->carried = true;
-            c->proto->wrote(c->session, (size_t)n);
+            conn_sent(c, (size_t)n);
         } else if (n == IO_WANT_WRITE) {
             ev_io_start(cfg->loop, &c->wio);
             return;
@@ -556,12 +584,25 @@ static void flush(struct conn *c)
                 ev_io_stop(cfg->loop, &c->wio);
             return;
         } else {
-            write_failed(c, errno);
+            conn_write_failed(c, errno);
             return;
         }
     }
     if (!c->read_wants_write)
         ev_io_stop(cfg->loop, &c->wio);
+}
+
+void conn_sent(struct conn *c, size_t n)
+{
+    c->carried = true;
+    c->proto->wrote(c->session, n);
+}
+
+void conn_writable(struct conn *c)
+{
+    flush(c);
+    if (c->state == CONN_OPEN && c->proto->ready(c->session))
+        pump(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -724,7 +765,7 @@ void conn_turn(struct schedule_entry *turn)
 /* Reading                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static void at_eof(struct conn *c)
+void conn_eof(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
     enum cause cause;
@@ -742,7 +783,7 @@ static void at_eof(struct conn *c)
  * alone when no batch goes. Returns whether the session could take a batch:
  * for HTTP/1.1 the one before it is done, so its answer cannot be in the
  * socket yet. */
-static inline bool reply(struct conn *c)
+bool conn_reply(struct conn *c)
 {
     if (c->proto->ready(c->session)) {
         if (!pump(c) && c->state == CONN_OPEN && !ev_is_active(&c->wio))
@@ -754,6 +795,34 @@ static inline bool reply(struct conn *c)
     return false;
 }
 
+/* Bytes read at now, to the session. Returns whether the connection goes
+ * on (it may have ended, normally or not, or the run). */
+bool conn_take(struct conn *c, const char *buf, size_t n, uint64_t now)
+{
+    const struct conn_config *cfg = c->cfg;
+    enum cause cause;
+    cfg->stats->bytes += (uint64_t)n;
+    enum proto_status st = c->proto->input(c->session, buf, n, now, &cause);
+    conn_record(cfg, c->live);
+    if (c->live->stopping)
+        return false;
+    if (st == PROTO_FAIL) {
+        failed(c, &cfg->stats->errors.read, cause);
+        return false;
+    }
+    if (st == PROTO_CLOSE) {
+        closed(c);
+        return false;
+    }
+    return true;
+}
+
+void conn_read_failed(struct conn *c, int err)
+{
+    enum cause cause = err == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER;
+    failed(c, &c->cfg->stats->errors.read, transport_cause(c, cause));
+}
+
 static void read_ready(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
@@ -762,29 +831,16 @@ static void read_ready(struct conn *c)
     for (;;) {
         ssize_t n = cfg->transport->read(&c->sock, cfg->rbuf, cfg->rbuf_len);
         if (n > 0) {
-            enum cause cause;
-            cfg->stats->bytes += (uint64_t)n;
             burst += (size_t)n;
-            enum proto_status st =
-                c->proto->input(c->session, cfg->rbuf, (size_t)n, clock_us(), &cause);
-            conn_record(cfg, c->live);
-            if (c->live->stopping)
+            if (!conn_take(c, cfg->rbuf, (size_t)n, clock_us()))
                 return;
-            if (st == PROTO_FAIL) {
-                failed(c, &cfg->stats->errors.read, cause);
-                return;
-            }
-            if (st == PROTO_CLOSE) {
-                closed(c);
-                return;
-            }
             bool more = cfg->transport->pending(&c->sock) > 0;
             /* Records the transport holds already (TLS) are read first, so
              * that one write carries what all of them call for. */
             owed = more && burst < READ_BURST;
             if (owed)
                 continue;
-            bool done = reply(c);
+            bool done = conn_reply(c);
             if (c->state != CONN_OPEN || (done && !more))
                 return;
             /* A short read drained the socket; a full one may have left more. */
@@ -797,12 +853,12 @@ static void read_ready(struct conn *c)
                 return;
             }
         } else if (n == 0) {
-            at_eof(c);
+            conn_eof(c);
             return;
         } else if (n == IO_WANT_READ) {
             /* What the transport held was no data (a TLS session ticket). */
             if (owed)
-                reply(c);
+                conn_reply(c);
             return;
         } else if (n == IO_WANT_WRITE) {
             /* TLS: the read must first write; resumed from on_write. */
@@ -810,8 +866,7 @@ static void read_ready(struct conn *c)
             ev_io_start(cfg->loop, &c->wio);
             return;
         } else {
-            failed(c, &cfg->stats->errors.read,
-                   errno == ECONNRESET ? CAUSE_RESET : CAUSE_READ_OTHER);
+            conn_read_failed(c, errno);
             return;
         }
     }
@@ -821,6 +876,19 @@ static void read_ready(struct conn *c)
 /* Watcher callbacks                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* Whether c, woken to read (or by its transport's timer), goes on to its
+ * session: not once stopping; a handshake under way takes the wake-up. */
+static bool open_for_io(struct conn *c)
+{
+    if (c->live->stopping)
+        return false;
+    if (c->state == CONN_HANDSHAKE || c->state == CONN_TUNNEL) {
+        (c->state == CONN_TUNNEL ? c->cfg->tunnel : conn_handshake)(c);
+        return false;
+    }
+    return c->state == CONN_OPEN;
+}
+
 /* Once the worker is stopping (the end of the run, or thread:stop() from a
  * hook), the watchers still pending in the same loop iteration do nothing:
  * a response read after the stop is not counted nor given to response(). */
@@ -828,17 +896,7 @@ static void on_read(struct ev_loop *loop, ev_io *io, int revents)
 {
     (void)loop, (void)revents;
     struct conn *c = io->data;
-    if (c->live->stopping)
-        return;
-    if (c->state == CONN_TUNNEL) {
-        tunnel(c);
-        return;
-    }
-    if (c->state == CONN_HANDSHAKE) {
-        handshake(c);
-        return;
-    }
-    if (c->state != CONN_OPEN)
+    if (!open_for_io(c))
         return;
     if (c->write_wants_read) {
         c->write_wants_read = false;
@@ -856,19 +914,14 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
     if (c->live->stopping)
         return;
     switch (c->state) {
-    case CONN_CONNECTING: {
-        int err = net_connect_error(c->sock.fd);
-        if (err)
-            connect_failed(c, route_connect_cause(c->cfg->route, err));
-        else
-            connected(c);
+    case CONN_CONNECTING:
+        conn_connect_done(c, net_connect_error(c->sock.fd));
         break;
-    }
     case CONN_TUNNEL:
-        tunnel(c);
+        c->cfg->tunnel(c);
         break;
     case CONN_HANDSHAKE:
-        handshake(c);
+        conn_handshake(c);
         break;
     case CONN_OPEN:
         if (c->read_wants_write) {
@@ -877,12 +930,36 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
             if (c->state != CONN_OPEN)
                 break;
         }
-        flush(c);
-        if (c->state == CONN_OPEN && c->proto->ready(c->session))
-            pump(c);
+        conn_writable(c);
         break;
     default:
         ev_io_stop(loop, io);
+        break;
+    }
+}
+
+/* A timer of the transport's own fired (QUIC): during the handshake, it goes
+ * on or has failed; once open, the session says whether the connection goes
+ * on, and what recovery sends is written. */
+static void on_wake(struct sock *s)
+{
+    struct conn *c = (struct conn *)((char *)s - offsetof(struct conn, sock));
+    const struct conn_config *cfg = c->cfg;
+    enum cause cause;
+    if (!open_for_io(c))
+        return;
+    switch (c->proto->wake(c->session, clock_us(), &cause)) {
+    case PROTO_FAIL:
+        failed(c,
+               cause == CAUSE_QUIC_IDLE_TIMEOUT ? &cfg->stats->errors.timeout
+                                                : &cfg->stats->errors.read,
+               cause);
+        break;
+    case PROTO_CLOSE:
+        closed(c);
+        break;
+    case PROTO_OK:
+        conn_reply(c);
         break;
     }
 }
@@ -901,7 +978,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
     case CONN_CONNECTING:
     case CONN_TUNNEL:
     case CONN_HANDSHAKE:
-        connect_failed(c, CAUSE_CONNECT_TIMEOUT);
+        conn_connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
     case CONN_OPEN: {
         uint64_t now = clock_us(), oldest = c->proto->oldest(c->session);

@@ -20,8 +20,10 @@
 #include "stats.h"
 #include "transport.h"
 #include "tunnel.h"
+#include "uring.h"
 
 struct budget;
+struct conn;
 struct http_head_cache;
 struct route;
 struct sources_count;
@@ -79,6 +81,10 @@ struct conn_config {
     uint64_t first;
     struct sources_count *by_source;
     struct sources_ports *ports;
+    /* The set-up between the TCP connect and the transport's handshake,
+     * begun and resumed when the socket is ready: a proxy's tunnel
+     * (conn_tunnel_step), or NULL. */
+    void (*tunnel)(struct conn *c);
     uint64_t timeout_us;
     struct stats *stats;   /* what the connections record into */
     struct budget *budget; /* -n, or NULL */
@@ -105,6 +111,7 @@ struct conn_live {
     size_t unsettled;         /* connections not yet opened nor failed to open */
     bool delay;               /* the script defines delay(): ask it before each batch */
     struct proto_wants wants; /* what response() takes of a response */
+    size_t open;              /* connections open now (for the live metrics) */
     struct conn_tally tally;  /* emptied after each read: see conn_record */
 };
 
@@ -122,8 +129,9 @@ struct conn {
     size_t index; /* in the worker */
     struct sock sock;
     enum conn_state state;
-    ev_io rio, wio;
-    ev_timer timer; /* connect/response timeout, back-off, delay() pause */
+    ev_io rio, wio;         /* over epoll (and a proxy's tunnel on io_uring) */
+    struct uring_link link; /* over io_uring (link.ring set) */
+    ev_timer timer;         /* connect/response timeout, back-off, delay() pause */
     /* The protocol it speaks (set when it opens) and its session; one
      * session per protocol spoken, kept across reconnects. */
     const struct proto_ops *proto;
@@ -173,5 +181,32 @@ void conn_record(const struct conn_config *cfg, struct conn_live *live);
  * back to -n's budget, to be sent by the connections that go on. */
 void conn_stop(struct conn *c);
 void conn_free(struct conn *c);
+
+/* The steps a completion on the io_uring engine drives (conn_ring.c), as
+ * the watchers' readiness drives them on epoll.
+ * The connect completed: err 0, or why it failed (an errno value). */
+void conn_connect_done(struct conn *c, int err);
+/* Setting the connection up failed (connect, a proxy's tunnel, the
+ * handshake), for this cause. */
+void conn_connect_failed(struct conn *c, enum cause cause);
+/* The transport's handshake, begun or continued (through a proxy, once its
+ * tunnel is up: conn_tunnel.c). */
+void conn_handshake(struct conn *c);
+/* Bytes read at now, to the session. Returns whether the connection goes
+ * on (it may have ended, normally or not, or the run). */
+bool conn_take(struct conn *c, const char *buf, size_t n, uint64_t now);
+/* After input: the next batch, or what the session has to say in return.
+ * Returns whether the session could take a batch. */
+bool conn_reply(struct conn *c);
+/* The peer ended the stream. */
+void conn_eof(struct conn *c);
+/* Reading or writing failed (an errno value). */
+void conn_read_failed(struct conn *c, int err);
+void conn_write_failed(struct conn *c, int err);
+/* n bytes of the session's output went out. */
+void conn_sent(struct conn *c, size_t n);
+/* The socket can take more: the rest of the output, then the next batch
+ * if the session is free for it. */
+void conn_writable(struct conn *c);
 
 #endif

@@ -58,8 +58,9 @@ static void wants(struct h1 *s)
     s->parser.want_body = s->conf->wants->body;
 }
 
-static void h1_open(struct proto_session *session)
+static void h1_open(struct proto_session *session, struct sock *sock)
 {
+    (void)sock;
     struct h1 *s = (struct h1 *)(void *)session;
     s->batch = NULL;
     s->pending = 0;

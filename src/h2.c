@@ -3,9 +3,9 @@
  * nghttp2_session_mem_recv; what nghttp2_session_mem_send serializes is
  * gathered into one output buffer, so a turn of the loop costs one write
  * however many frames it carries. Each request is a stream with a record of
- * its own (when it was submitted and sent, its status, what the response()
- * hook asks for), kept in submission order: the oldest gives the response
- * timeout. Header lists and bodies come from the batch's request bytes
+ * its own (mux.c's, as HTTP/3's: when it was submitted and sent, its status,
+ * what the response() hook asks for), kept in submission order: the oldest
+ * gives the response timeout. Header lists and bodies come from the batch's request bytes
  * through h2req without copies, and stay alive until nghttp2 is done with
  * the stream.
  *
@@ -41,6 +41,7 @@
 #include "h2req.h"
 #include "http.h"
 #include "http_request.h"
+#include "mux.h"
 #include "net.h"
 #include "pool.h"
 #include "proto.h"
@@ -56,52 +57,26 @@
 /* Stream ids end at 2^31 - 1 (RFC 9113 §5.1.1): a connection near the end
  * takes no more batches, finishes its streams and is reopened. */
 #define H2_LAST_ID 0x7fffffff
-/* What a stream's response buffers may keep once it is done. */
-#define H2_KEEP (16 * 1024)
 
-/* The bytes of a batch request() returned, copied: the connection's own
- * buffer is refilled by the next batch while this one is in flight. */
-struct h2_batch {
-    struct h2_batch *next_free;
-    struct request req;
-    struct h2req conv;
-    size_t open; /* its streams nghttp2 may still read from */
-    bool valid;  /* conv is the conversion of req */
-};
-
+/* A request's record: what HTTP/2 keeps beside the common part. */
 struct h2_stream {
-    struct h2_stream *prev, *next; /* in flight, oldest first; next: the free list */
-    struct h2_batch *batch;        /* NULL for the static request */
-    const struct h2req_msg *msg;
-    size_t body_off;    /* of msg's body, handed to nghttp2 */
-    uint64_t queued_at; /* submitted: --timeout counts from here */
-    uint64_t start_at;  /* where latency counts from under -R, else 0 */
-    uint64_t sent_at;   /* its HEADERS frame went out, 0 until then */
-    uint64_t first_at;  /* the response's first HEADERS frame began, 0 until then */
-    int status;
-    size_t head;             /* its response's header lists so far (RFC 9113 §6.5.2) */
-    int64_t length;          /* the final head's content-length, or -1 */
-    uint64_t received;       /* DATA payload bytes of the response */
-    bool status_seen;        /* in the header block being read: :status came */
-    bool regular_seen;       /* ... and a regular field */
-    bool final;              /* its final (non-1xx) response head has come */
-    bool ended;              /* answered, failed or handed back */
-    bool reset;              /* the server reset it */
-    bool used;               /* not on the free list */
-    struct buf fields, body; /* for the response() hook */
+    struct mux_req r;
+    size_t body_off;   /* of msg's body, handed to nghttp2 */
+    size_t head;       /* its response's header lists so far (RFC 9113 §6.5.2) */
+    int64_t length;    /* the final head's content-length, or -1 */
+    uint64_t received; /* DATA payload bytes of the response */
+    bool status_seen;  /* in the header block being read: :status came */
+    bool regular_seen; /* ... and a regular field */
 };
 
 struct h2 {
     const struct proto_conf *conf;
-    const struct proto_sink *sink; /* where its requests end, with arg */
-    void *arg;
     nghttp2_session *ng; /* while the connection is open */
     nghttp2_session_callbacks *callbacks;
     nghttp2_option *option;
     struct pool pool; /* nghttp2's memory, reused across streams and reconnects */
     nghttp2_mem mem;
-    struct h2_stream *head, *tail; /* in flight */
-    size_t inflight;
+    struct mux mux;         /* the requests in flight */
     size_t limit;           /* streams it may have open: -m, capped by the server */
     uint64_t settings_at;   /* its SETTINGS went out unacknowledged, or 0 */
     uint64_t now;           /* of the input or output being handled */
@@ -110,21 +85,12 @@ struct h2 {
     size_t batches; /* sent on this connection */
     bool draining;  /* no new stream: GOAWAY, or out of stream ids */
     bool failed;    /* the connection failed, for the reason in why */
-    bool stopped;   /* a response() hook ended the run: count nothing more */
     enum cause why;
     struct buf out; /* gathered output; out_off of it written */
     size_t out_off;
     bool offered; /* out was handed to a write: it may not grow until written */
     /* The static request's conversion, made once. */
-    const struct request *static_req;
-    const char *static_data;
-    size_t static_len;
-    struct h2req static_conv;
-    /* Every record ever made, and those free to reuse. */
-    struct h2_stream **streams, *free_streams;
-    size_t nstreams;
-    struct h2_batch **all_batches, *free_batches;
-    size_t nbatches;
+    struct h2req_static static_copy;
 };
 
 static void fail(struct h2 *s, enum cause why)
@@ -139,100 +105,29 @@ static void fail(struct h2 *s, enum cause why)
 /* Records                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static struct h2_stream *stream_take(struct h2 *s)
-{
-    struct h2_stream *st = s->free_streams;
-    if (st) {
-        s->free_streams = st->next;
-    } else {
-        st = xcalloc(1, sizeof *st);
-        s->streams = xrealloc(s->streams, (s->nstreams + 1) * sizeof *s->streams);
-        s->streams[s->nstreams++] = st;
-    }
-    st->used = true;
-    return st;
-}
+static struct h2_stream *stream(struct mux_req *r) { return (struct h2_stream *)(void *)r; }
 
-static void batch_put(struct h2 *s, struct h2_batch *b)
-{
-    b->next_free = s->free_batches;
-    s->free_batches = b;
-}
-
-/* nghttp2 is done with the stream: its record, and its batch once every
- * stream of it is done, can be reused. */
+/* nghttp2 is done with the stream: its record can be reused. */
 static void stream_put(struct h2 *s, struct h2_stream *st)
 {
     if (s->last == st)
         s->last_id = 0;
-    if (st->batch && --st->batch->open == 0)
-        batch_put(s, st->batch);
-    buf_reset(&st->fields, H2_KEEP);
-    buf_reset(&st->body, H2_KEEP);
-    st->used = false;
-    st->next = s->free_streams;
-    s->free_streams = st;
-}
-
-static void unlink_stream(struct h2 *s, struct h2_stream *st)
-{
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        s->head = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    else
-        s->tail = st->prev;
-    st->prev = st->next = NULL;
-    st->ended = true;
-    s->inflight--;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Outcomes                                                                   */
-/* ------------------------------------------------------------------------ */
-
-static void answered(struct h2 *s, struct h2_stream *st)
-{
-    uint64_t sent = st->sent_at ? st->sent_at : st->queued_at;
-    struct proto_response r = {
-        .status = st->status,
-        .lower_case = true,
-        .fields = st->fields.data,
-        .fields_len = st->fields.len,
-        .body = st->body.data,
-        .body_len = st->body.len,
-        .start_at = st->start_at ? st->start_at : sent,
-        .sent_at = sent,
-        .first_at = st->first_at,
-        .done_at = s->now,
-    };
-    unlink_stream(s, st);
-    if (!s->sink->response(s->arg, &r))
-        s->stopped = true;
+    mux_put(&s->mux, &st->r);
 }
 
 /* The server did not process it: it is sent again, unless the connection
  * refuses everything. */
 static void refused(struct h2 *s, struct h2_stream *st)
 {
-    unlink_stream(s, st);
     s->conf->stats->h2_refused++;
-    s->sink->refused(s->arg);
-}
-
-static void stream_failed(struct h2 *s, struct h2_stream *st, enum cause why)
-{
-    unlink_stream(s, st);
-    s->sink->failed(s->arg, why);
+    mux_refused(&s->mux, &st->r);
 }
 
 /* The response to stream id is malformed (RFC 9113 §8.1.1): its request
  * fails, and the stream is reset unless the server has ended it. */
 static void malformed(struct h2 *s, struct h2_stream *st, int32_t id, enum cause why, bool ended)
 {
-    stream_failed(s, st, why);
+    mux_failed(&s->mux, &st->r, why);
     if (!ended)
         nghttp2_submit_rst_stream(s->ng, NGHTTP2_FLAG_NONE, id, NGHTTP2_PROTOCOL_ERROR);
 }
@@ -240,7 +135,7 @@ static void malformed(struct h2 *s, struct h2_stream *st, int32_t id, enum cause
 /* Its response has no content (RFC 9110 §6.3): after HEAD, 204 and 304. */
 static bool bodiless(const struct h2_stream *st)
 {
-    return st->msg->head || st->status == 204 || st->status == 304;
+    return st->r.msg->head || st->r.status == 204 || st->r.status == 304;
 }
 
 /* The connection failed with a GOAWAY this error code, ours or the server's. */
@@ -291,7 +186,7 @@ static int status_of(const uint8_t *v, size_t n)
 static bool content_length(struct h2_stream *st, const uint8_t *v, size_t n)
 {
     int64_t length = 0;
-    if (st->length >= 0 || st->status < 200 || n == 0)
+    if (st->length >= 0 || st->r.status < 200 || n == 0)
         return false;
     for (size_t i = 0; i < n; i++) {
         if (v[i] < '0' || v[i] > '9' || length > (INT64_MAX - 9) / 10)
@@ -299,7 +194,7 @@ static bool content_length(struct h2_stream *st, const uint8_t *v, size_t n)
         length = length * 10 + (v[i] - '0');
     }
     st->length = length;
-    return st->status != 204 || length == 0;
+    return st->r.status != 204 || length == 0;
 }
 
 /* A regular field of a response head: no capitals in its name (RFC 9113
@@ -322,7 +217,7 @@ static bool regular_field(struct h2_stream *st, const uint8_t *name, size_t name
     case 10:
         return !FIELD_IS(name, namelen, "connection") && !FIELD_IS(name, namelen, "keep-alive");
     case 14:
-        return !FIELD_IS(name, namelen, "content-length") || st->final ||
+        return !FIELD_IS(name, namelen, "content-length") || st->r.final ||
                content_length(st, value, valuelen);
     case 16:
         return !FIELD_IS(name, namelen, "proxy-connection");
@@ -352,12 +247,12 @@ static enum cause check_field(struct h2_stream *st, const uint8_t *name, size_t 
     /* RFC 9113 §8.3.2: one :status, before the regular fields, and no
      * other pseudo-header field; none in trailers (§8.1). 101 does not
      * apply to HTTP/2 (§8.6). */
-    if (st->final || st->regular_seen || st->status_seen || !FIELD_IS(name, namelen, ":status"))
+    if (st->r.final || st->regular_seen || st->status_seen || !FIELD_IS(name, namelen, ":status"))
         return CAUSE_H2_PROTOCOL;
     st->status_seen = true;
-    st->status = status_of(value, valuelen);
+    st->r.status = status_of(value, valuelen);
     st->length = -1;
-    return st->status && st->status != 101 ? CAUSE_COUNT : CAUSE_H2_PROTOCOL;
+    return st->r.status && st->r.status != 101 ? CAUSE_COUNT : CAUSE_H2_PROTOCOL;
 }
 
 /* A HEADERS frame begins: the first of a stream's is its response's first
@@ -368,8 +263,8 @@ static int on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, voi
     (void)ng;
     struct h2 *s = user_data;
     struct h2_stream *st = stream_of(s, frame->hd.stream_id);
-    if (st && !st->first_at)
-        st->first_at = s->now;
+    if (st && !st->r.first_at)
+        st->r.first_at = s->now;
     return 0;
 }
 
@@ -382,7 +277,7 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rc
     struct h2 *s = user_data;
     int32_t id = frame->hd.stream_id;
     struct h2_stream *st = stream_of(s, id);
-    if (!st || st->ended || s->stopped)
+    if (!st || st->r.ended || s->mux.stopped)
         return 0;
     nghttp2_vec n = nghttp2_rcbuf_get_buf(name_buf), v = nghttp2_rcbuf_get_buf(value_buf);
     const uint8_t *name = n.base, *value = v.base;
@@ -395,12 +290,12 @@ static int on_header(nghttp2_session *ng, const nghttp2_frame *frame, nghttp2_rc
     }
     /* The hook gets the final head's regular fields as lines: a field that
      * would not be one line is left out. */
-    if (s->conf->wants->head && !st->final && name[0] != ':' &&
+    if (s->conf->wants->head && !st->r.final && name[0] != ':' &&
         nghttp2_check_header_name(name, namelen) && nghttp2_check_header_value(value, valuelen)) {
-        buf_append(&st->fields, name, namelen);
-        buf_append(&st->fields, ": ", 2);
-        buf_append(&st->fields, value, valuelen);
-        buf_append(&st->fields, "\r\n", 2);
+        buf_append(&st->r.fields, name, namelen);
+        buf_append(&st->r.fields, ": ", 2);
+        buf_append(&st->r.fields, value, valuelen);
+        buf_append(&st->r.fields, "\r\n", 2);
     }
     return 0;
 }
@@ -415,17 +310,17 @@ static int on_data_chunk(nghttp2_session *ng, uint8_t flags, int32_t id, const u
     (void)ng;
     struct h2 *s = user_data;
     struct h2_stream *st = stream_of(s, id);
-    if (!st || st->ended || s->stopped)
+    if (!st || st->r.ended || s->mux.stopped)
         return 0;
     bool ended = flags & NGHTTP2_FLAG_END_STREAM;
     st->received += len;
-    if (!st->final) {
+    if (!st->r.final) {
         malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
     } else if ((len && bodiless(st)) || (st->length >= 0 && st->received > (uint64_t)st->length)) {
         malformed(s, st, id, CAUSE_UNEXPECTED, ended);
-    } else if (s->conf->wants->body && st->body.len < HTTP_MAX_BODY) {
-        size_t room = HTTP_MAX_BODY - st->body.len;
-        buf_append(&st->body, data, len < room ? len : room);
+    } else if (s->conf->wants->body && st->r.body.len < HTTP_MAX_BODY) {
+        size_t room = HTTP_MAX_BODY - st->r.body.len;
+        buf_append(&st->r.body, data, len < room ? len : room);
     }
     return 0;
 }
@@ -450,9 +345,10 @@ static void on_goaway(struct h2 *s, const nghttp2_goaway *g)
     /* nghttp2 will start no stream now: those whose HEADERS have not gone
      * out never will. Those above last_stream_id it closes with
      * REFUSED_STREAM right after this; those below may still be answered. */
-    for (struct h2_stream *st = s->head, *next; st; st = next) {
-        next = st->next;
-        if (!st->sent_at)
+    for (struct mux_req *r = s->mux.head, *next; r; r = next) {
+        struct h2_stream *st = stream(r);
+        next = r->next;
+        if (!st->r.sent_at)
             refused(s, st);
     }
     if (g->error_code != NGHTTP2_NO_ERROR)
@@ -465,16 +361,16 @@ static void end_of_block(struct h2 *s, struct h2_stream *st, int32_t id, bool en
 {
     bool status = st->status_seen;
     st->status_seen = st->regular_seen = false;
-    if (st->final) {
+    if (st->r.final) {
         if (!ended)
             malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
-    } else if (!status || (st->status < 200 && ended)) {
+    } else if (!status || (st->r.status < 200 && ended)) {
         malformed(s, st, id, CAUSE_H2_PROTOCOL, ended);
-    } else if (st->status >= 200) {
-        st->final = true; /* trailers after it are not the hook's */
+    } else if (st->r.status >= 200) {
+        st->r.final = true; /* trailers after it are not the hook's */
     } else {
         /* A 1xx interim head: the final one starts afresh. */
-        buf_clear(&st->fields);
+        buf_clear(&st->r.fields);
     }
 }
 
@@ -482,12 +378,12 @@ static void end_of_block(struct h2 *s, struct h2_stream *st, int32_t id, bool en
  * final head or its content fell short of its content-length. */
 static void end_of_stream(struct h2 *s, struct h2_stream *st)
 {
-    if (!st->final)
-        stream_failed(s, st, CAUSE_H2_PROTOCOL);
+    if (!st->r.final)
+        mux_failed(&s->mux, &st->r, CAUSE_H2_PROTOCOL);
     else if (st->length >= 0 && !bodiless(st) && st->received < (uint64_t)st->length)
-        stream_failed(s, st, CAUSE_TRUNCATED);
+        mux_failed(&s->mux, &st->r, CAUSE_TRUNCATED);
     else
-        answered(s, st);
+        mux_answered(&s->mux, &st->r, s->now);
 }
 
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user_data)
@@ -495,15 +391,15 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
     (void)ng;
     struct h2 *s = user_data;
     struct h2_stream *st;
-    if (s->stopped)
+    if (s->mux.stopped)
         return 0;
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
         st = stream_of(s, frame->hd.stream_id);
-        if (st && !st->ended && frame->hd.type == NGHTTP2_HEADERS)
+        if (st && !st->r.ended && frame->hd.type == NGHTTP2_HEADERS)
             end_of_block(s, st, frame->hd.stream_id, frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
-        if (st && !st->ended && frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+        if (st && !st->r.ended && frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
             end_of_stream(s, st);
         break;
     case NGHTTP2_SETTINGS:
@@ -516,7 +412,7 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         uint32_t code = frame->rst_stream.error_code;
         s->conf->stats->h2_resets[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1]++;
         if ((st = stream_of(s, frame->hd.stream_id)) != NULL)
-            st->reset = true;
+            st->r.reset = true;
         break;
     }
     case NGHTTP2_GOAWAY:
@@ -533,15 +429,15 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     struct h2_stream *st = stream_of(s, id);
     if (!st)
         return 0;
-    if (!st->ended && !s->stopped) {
+    if (!st->r.ended && !s->mux.stopped) {
         if (code == NGHTTP2_REFUSED_STREAM)
             refused(s, st);
-        else if (st->reset)
-            stream_failed(s, st, CAUSE_STREAM_RESET);
+        else if (st->r.reset)
+            mux_failed(&s->mux, &st->r, CAUSE_STREAM_RESET);
         else /* nghttp2 reset it: the response broke the protocol */
-            stream_failed(s, st, CAUSE_H2_PROTOCOL);
+            mux_failed(&s->mux, &st->r, CAUSE_H2_PROTOCOL);
     }
-    if (!st->ended) /* stopping: the connection hands it back */
+    if (!st->r.ended) /* stopping: the connection hands it back */
         return 0;
     stream_put(s, st);
     return 0;
@@ -558,11 +454,10 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
     (void)ng;
     struct h2 *s = user_data;
     struct h2_stream *st;
-    if (frame->hd.type != NGHTTP2_HEADERS || error != NGHTTP2_ERR_FRAME_SIZE_ERROR || s->stopped ||
-        !(st = stream_of(s, frame->hd.stream_id)) || st->ended)
+    if (frame->hd.type != NGHTTP2_HEADERS || error != NGHTTP2_ERR_FRAME_SIZE_ERROR ||
+        s->mux.stopped || !(st = stream_of(s, frame->hd.stream_id)) || st->r.ended)
         return 0;
-    unlink_stream(s, st);
-    s->sink->unsent(s->arg, CAUSE_REQUEST_TOO_LARGE);
+    mux_unsent(&s->mux, &st->r, CAUSE_REQUEST_TOO_LARGE);
     return 0;
 }
 
@@ -573,7 +468,7 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
     struct h2_stream *st;
     if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
         (st = stream_of(s, frame->hd.stream_id)) != NULL)
-        st->sent_at = s->now;
+        st->r.sent_at = s->now;
     else if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR)
         fail(s, goaway_cause(frame->goaway.error_code)); /* nghttp2 ended it */
     return 0;
@@ -586,7 +481,7 @@ static ssize_t read_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t l
 {
     (void)ng, (void)id, (void)buf, (void)user_data;
     struct h2_stream *st = source->ptr;
-    size_t n = st->msg->body_len - st->body_off;
+    size_t n = st->r.msg->body_len - st->body_off;
     *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
     if (n <= length)
         *flags |= NGHTTP2_DATA_FLAG_EOF; /* the rest fits in this frame */
@@ -606,7 +501,7 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
     if (s->out.len && s->out.len + 9 + length > H2_OUT_MAX)
         return NGHTTP2_ERR_WOULDBLOCK;
     buf_append(&s->out, framehd, 9);
-    buf_append(&s->out, st->msg->body + st->body_off - length, length);
+    buf_append(&s->out, st->r.msg->body + st->body_off - length, length);
     return 0;
 }
 
@@ -614,22 +509,12 @@ static int send_body(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *f
 /* The operations                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* nghttp2's allocator: the session's pool. */
-static void *mem_malloc(size_t size, void *pool) { return pool_alloc(pool, size); }
-static void mem_free(void *ptr, void *pool) { pool_put(pool, ptr); }
-static void *mem_calloc(size_t n, size_t size, void *pool) { return pool_calloc(pool, n, size); }
-static void *mem_realloc(void *ptr, size_t size, void *pool)
-{
-    return pool_realloc(pool, ptr, size);
-}
-
 static struct proto_session *h2_create(const struct proto_conf *conf, const struct proto_sink *sink,
                                        void *arg)
 {
     struct h2 *s = xcalloc(1, sizeof *s);
     s->conf = conf;
-    s->sink = sink;
-    s->arg = arg;
+    mux_init(&s->mux, sink, arg, sizeof(struct h2_stream), sizeof(struct mux_batch));
     nghttp2_session_callbacks *cb;
     if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&s->option) != 0)
         die("out of memory");
@@ -646,7 +531,9 @@ static struct proto_session *h2_create(const struct proto_conf *conf, const stru
     nghttp2_option_set_no_closed_streams(s->option, 1);
     nghttp2_option_set_no_http_messaging(s->option, 1);
     nghttp2_option_set_max_send_header_block_length(s->option, H2REQ_BLOCK_MAX);
-    s->mem = (nghttp2_mem){&s->pool, mem_malloc, mem_free, mem_calloc, mem_realloc};
+    /* nghttp2's allocator: the session's pool. */
+    s->mem =
+        (nghttp2_mem){&s->pool, pool_mem_malloc, pool_mem_free, pool_mem_calloc, pool_mem_realloc};
     return (struct proto_session *)(void *)s;
 }
 
@@ -655,19 +542,8 @@ static void h2_destroy(struct proto_session *session)
     struct h2 *s = (struct h2 *)(void *)session;
     if (s->ng)
         nghttp2_session_del(s->ng);
-    for (size_t i = 0; i < s->nstreams; i++) {
-        buf_free(&s->streams[i]->fields);
-        buf_free(&s->streams[i]->body);
-        free(s->streams[i]);
-    }
-    for (size_t i = 0; i < s->nbatches; i++) {
-        request_free(&s->all_batches[i]->req);
-        h2req_free(&s->all_batches[i]->conv);
-        free(s->all_batches[i]);
-    }
-    free(s->streams);
-    free(s->all_batches);
-    h2req_free(&s->static_conv);
+    mux_free(&s->mux, NULL);
+    h2req_static_free(&s->static_copy);
     buf_free(&s->out);
     nghttp2_session_callbacks_del(s->callbacks);
     nghttp2_option_del(s->option);
@@ -675,8 +551,9 @@ static void h2_destroy(struct proto_session *session)
     free(s);
 }
 
-static void h2_open(struct proto_session *session)
+static void h2_open(struct proto_session *session, struct sock *sock)
 {
+    (void)sock;
     struct h2 *s = (struct h2 *)(void *)session;
     static const nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
@@ -693,7 +570,7 @@ static void h2_open(struct proto_session *session)
     s->last_id = 0;
     s->limit = s->conf->streams;
     s->batches = 0;
-    s->draining = s->failed = s->stopped = false;
+    s->draining = s->failed = s->mux.stopped = false;
 }
 
 static bool h2_ready(const struct proto_session *session)
@@ -701,97 +578,33 @@ static bool h2_ready(const struct proto_session *session)
     const struct h2 *s = (const struct h2 *)(const void *)session;
     if (!s->ng || s->draining || s->failed || (s->conf->no_keepalive && s->batches))
         return false;
-    return s->inflight == 0 || s->inflight + s->conf->depth <= s->limit;
-}
-
-/* The static request's conversion: it stays the same for the whole run. */
-static const struct h2req *static_conv(struct h2 *s, const struct request *r, bool tls)
-{
-    char err[256];
-    if (s->static_req != r || s->static_data != r->data || s->static_len != r->len) {
-        if (!h2req_build(&s->static_conv, r, tls, err, sizeof err))
-            die("the request cannot be sent over HTTP/2: %s", err);
-        s->static_req = r;
-        s->static_data = r->data;
-        s->static_len = r->len;
-    }
-    return &s->static_conv;
-}
-
-/* A copy of what request() returned, converted, unless the record holds
- * the same bytes already (most scripts return the same few requests). */
-static struct h2_batch *batch_conv(struct h2 *s, const struct request *r, bool tls)
-{
-    char err[256];
-    struct h2_batch *b = s->free_batches;
-    if (b) {
-        s->free_batches = b->next_free;
-    } else {
-        b = xcalloc(1, sizeof *b);
-        s->all_batches = xrealloc(s->all_batches, (s->nbatches + 1) * sizeof *s->all_batches);
-        s->all_batches[s->nbatches++] = b;
-    }
-    b->open = 0;
-    if (b->valid && b->req.len == r->len && memcmp(b->req.data, r->data, r->len) == 0)
-        return b;
-    b->valid = false;
-    if (r->len + 1 > b->req.cap) {
-        b->req.cap = r->len + 1;
-        b->req.data = xrealloc(b->req.data, b->req.cap);
-    }
-    memcpy(b->req.data, r->data, r->len);
-    b->req.data[r->len] = '\0';
-    b->req.len = r->len;
-    /* HTTP/1.1 sends what request() returns as it is; HTTP/2 must read it. */
-    size_t n = http_request_parse(b->req.data, r->len, NULL, 0, err, sizeof err);
-    if (n == 0)
-        die("request() returned a malformed request: %s", err);
-    if (n != r->depth)
-        die("request() returned %zu requests where its first call returned %zu: over HTTP/2 "
-            "every call must return as many",
-            n, r->depth);
-    b->req.depth = n;
-    if (!h2req_build(&b->conv, &b->req, tls, err, sizeof err))
-        die("request() returned a request HTTP/2 cannot carry: %s", err);
-    b->valid = true;
-    return b;
+    return mux_room(&s->mux, s->conf->depth, s->limit);
 }
 
 static void h2_submit(struct proto_session *session, const struct request *r, bool own, size_t n,
                       uint64_t now, uint64_t start_at)
 {
     struct h2 *s = (struct h2 *)(void *)session;
-    struct h2_batch *b = own ? batch_conv(s, r, s->conf->tls) : NULL;
-    const struct h2req *conv = b ? &b->conv : static_conv(s, r, s->conf->tls);
+    struct mux_batch *b = own ? mux_batch(&s->mux) : NULL;
+    /* request()'s copy is converted again only when its bytes differ (most
+     * scripts return the same few requests). */
+    if (b)
+        h2req_batch_set(&b->copy, r, s->conf->tls, "HTTP/2");
+    const struct h2req *conv =
+        b ? &b->copy.conv : h2req_static(&s->static_copy, r, s->conf->tls, "HTTP/2");
     s->batches++;
     for (size_t i = 0; i < n; i++) {
-        struct h2_stream *st = stream_take(s);
-        st->batch = b;
-        st->msg = &conv->msgs[i];
+        struct h2_stream *st = stream(mux_add(&s->mux, b, &conv->msgs[i], now, start_at));
         st->body_off = 0;
-        st->queued_at = now;
-        st->start_at = start_at;
-        st->sent_at = st->first_at = 0;
-        st->status = 0;
         st->head = st->received = 0;
         st->length = -1;
-        st->status_seen = st->regular_seen = st->final = st->ended = st->reset = false;
+        st->status_seen = st->regular_seen = false;
         nghttp2_data_provider body = {.source.ptr = st, .read_callback = read_body};
-        int32_t id = nghttp2_submit_request(s->ng, NULL, st->msg->nv, st->msg->nvlen,
-                                            st->msg->body_len ? &body : NULL, st);
+        int32_t id = nghttp2_submit_request(s->ng, NULL, st->r.msg->nv, st->r.msg->nvlen,
+                                            st->r.msg->body_len ? &body : NULL, st);
         /* h2req checked the fields, and the ids are watched below. */
         if (id < 0)
             die("HTTP/2: cannot submit a request: %s", nghttp2_strerror(id));
-        if (b)
-            b->open++;
-        st->prev = s->tail;
-        st->next = NULL;
-        if (s->tail)
-            s->tail->next = st;
-        else
-            s->head = st;
-        s->tail = st;
-        s->inflight++;
     }
     if ((uint64_t)nghttp2_session_get_next_stream_id(s->ng) + 2 * s->conf->depth > H2_LAST_ID)
         s->draining = true;
@@ -845,7 +658,7 @@ static enum proto_status verdict(struct h2 *s, enum cause *cause)
     }
     /* Done with: after a GOAWAY, near the end of the stream ids, or with
      * --no-keepalive after its batch. */
-    if (s->inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
+    if (s->mux.inflight == 0 && (s->draining || (s->conf->no_keepalive && s->batches)))
         return PROTO_CLOSE;
     return PROTO_OK;
 }
@@ -856,7 +669,7 @@ static enum proto_status h2_input(struct proto_session *session, const char *buf
     struct h2 *s = (struct h2 *)(void *)session;
     s->now = now;
     ssize_t rv = nghttp2_session_mem_recv(s->ng, (const uint8_t *)buf, len);
-    if (s->stopped)
+    if (s->mux.stopped)
         return PROTO_OK;
     if (rv < 0)
         fail(s, rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS
@@ -877,7 +690,7 @@ static enum proto_status h2_eof(struct proto_session *session, uint64_t now, enu
         *cause = s->why;
         return PROTO_FAIL;
     }
-    if (s->inflight == 0) /* an idle connection, or one that drained */
+    if (s->mux.inflight == 0) /* an idle connection, or one that drained */
         return PROTO_CLOSE;
     *cause = CAUSE_CLOSED;
     return PROTO_FAIL;
@@ -886,13 +699,13 @@ static enum proto_status h2_eof(struct proto_session *session, uint64_t now, enu
 static size_t h2_inflight(const struct proto_session *session)
 {
     const struct h2 *s = (const struct h2 *)(const void *)session;
-    return s->inflight;
+    return s->mux.inflight;
 }
 
 static uint64_t h2_oldest(const struct proto_session *session)
 {
     const struct h2 *s = (const struct h2 *)(const void *)session;
-    uint64_t t = s->head ? s->head->queued_at : 0;
+    uint64_t t = s->mux.head ? s->mux.head->queued_at : 0;
     if (s->settings_at && (!t || s->settings_at < t))
         t = s->settings_at;
     return t;
@@ -901,12 +714,12 @@ static uint64_t h2_oldest(const struct proto_session *session)
 static enum cause h2_expired(const struct proto_session *session)
 {
     const struct h2 *s = (const struct h2 *)(const void *)session;
-    const struct h2_stream *st = s->head;
-    if (s->settings_at && (!st || s->settings_at <= st->queued_at))
+    const struct h2_stream *st = stream(s->mux.head);
+    if (s->settings_at && (!st || s->settings_at <= st->r.queued_at))
         return CAUSE_SETTINGS_TIMEOUT;
-    if (st && !st->sent_at) /* the oldest never got a stream */
+    if (st && !st->r.sent_at) /* the oldest never got a stream */
         return CAUSE_STREAM_LIMIT;
-    if (st && st->body_off < st->msg->body_len) /* its body waits for a window */
+    if (st && st->body_off < st->r.msg->body_len) /* its body waits for a window */
         return CAUSE_FLOW_CONTROL;
     return CAUSE_RESPONSE_TIMEOUT;
 }
@@ -920,23 +733,8 @@ static void h2_abort(struct proto_session *session)
         nghttp2_session_del(s->ng);
         s->ng = NULL;
     }
-    s->head = s->tail = NULL;
-    s->inflight = 0;
+    mux_abort(&s->mux);
     s->last_id = 0;
-    s->free_streams = NULL;
-    for (size_t i = 0; i < s->nstreams; i++) {
-        struct h2_stream *st = s->streams[i];
-        if (st->used) {
-            st->batch = NULL;
-            stream_put(s, st);
-        } else {
-            st->next = s->free_streams;
-            s->free_streams = st;
-        }
-    }
-    s->free_batches = NULL;
-    for (size_t i = 0; i < s->nbatches; i++)
-        batch_put(s, s->all_batches[i]);
     s->out.len = s->out_off = 0;
     s->offered = false;
     s->settings_at = 0;

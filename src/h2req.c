@@ -1,6 +1,7 @@
 /* HTTP/1.1 request bytes as HTTP/2 header lists and bodies (RFC 9113 §8.2.2,
- * §8.3.1): the request line becomes the pseudo-header fields, Host becomes
- * :authority, connection-specific fields are dropped and names lower-cased.
+ * §8.3.1), which HTTP/3 takes as they are (RFC 9114 §4.2, §4.3.1): the request
+ * line becomes the pseudo-header fields, Host becomes :authority,
+ * connection-specific fields are dropped and names lower-cased.
  *
  * The same walk over the batch runs twice: first it only measures (how many
  * header fields, how many bytes to copy) and finds what cannot be sent, then
@@ -29,6 +30,7 @@ struct builder {
     char *copy;
     size_t ncopy;
     size_t index, count; /* the request being converted (from 1), of count */
+    const char *proto;   /* "HTTP/2" or "HTTP/3", for the messages */
     char *err;
     size_t err_len;
 };
@@ -153,9 +155,10 @@ static bool absolute_target(struct builder *b, const char *s, size_t n, struct t
 static bool check_authority(struct builder *b, const char *what, const char *s, size_t n)
 {
     if (n == 0)
-        return fail(b, "empty %s: HTTP/2 needs an :authority", what);
+        return fail(b, "empty %s: %s needs an :authority", what, b->proto);
     if (memchr(s, '@', n))
-        return fail(b, "%s '%.*s' has user information, which HTTP/2 forbids", what, (int)n, s);
+        return fail(b, "%s '%.*s' has user information, which %s forbids", what, (int)n, s,
+                    b->proto);
     if (!nghttp2_check_authority((const uint8_t *)s, n))
         return fail(b, "%s '%.*s' is not a valid :authority", what, (int)n, s);
     return true;
@@ -170,7 +173,7 @@ static bool request_target(struct builder *b, const struct http_request_info *ri
     size_t n = ri->target_len;
     *t = (struct target){.scheme = tls ? "https" : "http", .scheme_len = tls ? 5 : 4};
     if (NAME_EQ(ri->method, ri->method_len, "CONNECT"))
-        return fail(b, "CONNECT opens a tunnel; volley cannot send it over HTTP/2");
+        return fail(b, "CONNECT opens a tunnel; volley cannot send it over %s", b->proto);
     if (s[0] == '/' || (n == 1 && s[0] == '*')) {
         if (s[0] == '*' && !(ri->method_len == 7 && memcmp(ri->method, "OPTIONS", 7) == 0))
             return fail(b, "request target * is for OPTIONS only");
@@ -197,9 +200,9 @@ static bool host(struct builder *b, const struct http_request_info *ri, struct t
         t->authority_len = f.value_len;
     }
     if (hosts > 1)
-        return fail(b, "%zu Host header fields (HTTP/2 has one :authority)", hosts);
+        return fail(b, "%zu Host header fields (%s has one :authority)", hosts, b->proto);
     if (!t->authority)
-        return fail(b, "no Host header field: HTTP/2 needs an :authority");
+        return fail(b, "no Host header field: %s needs an :authority", b->proto);
     return true;
 }
 
@@ -274,7 +277,7 @@ static bool body(struct builder *b, const struct http_request_info *ri, const ch
     }
     *len = http_request_dechunk(ri, NULL, &trailers);
     if (trailers)
-        return fail(b, "a chunked body with trailer fields cannot be sent over HTTP/2");
+        return fail(b, "a chunked body with trailer fields cannot be sent over %s", b->proto);
     char *d = *len ? take(b, *len) : NULL;
     if (d)
         http_request_dechunk(ri, d, &trailers);
@@ -328,7 +331,13 @@ static void *reserve(void *p, size_t *cap, size_t n, size_t size)
 
 bool h2req_build(struct h2req *h, const struct request *r, bool tls, char *err, size_t err_len)
 {
-    struct builder measure = {.err = err, .err_len = err_len};
+    return h2req_build_for(h, r, tls, "HTTP/2", err, err_len);
+}
+
+bool h2req_build_for(struct h2req *h, const struct request *r, bool tls, const char *proto,
+                     char *err, size_t err_len)
+{
+    struct builder measure = {.proto = proto, .err = err, .err_len = err_len};
     if (err && err_len)
         err[0] = '\0';
     h->count = 0;
@@ -337,7 +346,7 @@ bool h2req_build(struct h2req *h, const struct request *r, bool tls, char *err, 
     h->msgs = reserve(h->msgs, &h->_msgs_cap, r->depth, sizeof *h->msgs);
     h->_nv = reserve(h->_nv, &h->_nv_cap, measure.nnv, sizeof *h->_nv);
     h->_copy = reserve(h->_copy, &h->_copy_cap, measure.ncopy, 1);
-    struct builder fill = {.nv = h->_nv, .copy = h->_copy};
+    struct builder fill = {.nv = h->_nv, .copy = h->_copy, .proto = proto};
     walk(&fill, r, tls, h->msgs);
     h->count = r->depth;
     return true;
@@ -369,3 +378,58 @@ void h2req_free(struct h2req *h)
     free(h->_copy);
     memset(h, 0, sizeof *h);
 }
+
+/* ------------------------------------------------------------------------ */
+/* The batches of sessions that keep requests in flight                     */
+/* ------------------------------------------------------------------------ */
+
+const struct h2req *h2req_static(struct h2req_static *s, const struct request *r, bool tls,
+                                 const char *proto)
+{
+    char err[256];
+    if (s->req != r || s->data != r->data || s->len != r->len) {
+        if (!h2req_build_for(&s->conv, r, tls, proto, err, sizeof err))
+            die("the request cannot be sent over %s: %s", proto, err);
+        s->req = r;
+        s->data = r->data;
+        s->len = r->len;
+    }
+    return &s->conv;
+}
+
+bool h2req_batch_set(struct h2req_batch *b, const struct request *r, bool tls, const char *proto)
+{
+    char err[256];
+    if (b->valid && b->req.len == r->len && memcmp(b->req.data, r->data, r->len) == 0)
+        return false;
+    b->valid = false;
+    if (r->len + 1 > b->req.cap) {
+        b->req.cap = r->len + 1;
+        b->req.data = xrealloc(b->req.data, b->req.cap);
+    }
+    memcpy(b->req.data, r->data, r->len);
+    b->req.data[r->len] = '\0';
+    b->req.len = r->len;
+    /* HTTP/1.1 sends what request() returns as it is; HTTP/2 and HTTP/3 must
+     * read it. */
+    size_t n = http_request_parse(b->req.data, r->len, NULL, 0, err, sizeof err);
+    if (n == 0)
+        die("request() returned a malformed request: %s", err);
+    if (n != r->depth)
+        die("request() returned %zu requests where its first call returned %zu: over %s "
+            "every call must return as many",
+            n, r->depth, proto);
+    b->req.depth = n;
+    if (!h2req_build_for(&b->conv, &b->req, tls, proto, err, sizeof err))
+        die("request() returned a request %s cannot carry: %s", proto, err);
+    b->valid = true;
+    return true;
+}
+
+void h2req_batch_free(struct h2req_batch *b)
+{
+    request_free(&b->req);
+    h2req_free(&b->conv);
+}
+
+void h2req_static_free(struct h2req_static *s) { h2req_free(&s->conv); }

@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct request;
+#include "request.h"
 
 /* One request of the batch. nv holds :method, :scheme, :authority and :path,
  * then the other fields in their order with lower-case names; every entry has
@@ -44,11 +44,46 @@ struct h2req {
  * returns false with a one-line reason in err ("request 2 of 3: ..." in a
  * batch of several) and leaves h empty. */
 bool h2req_build(struct h2req *h, const struct request *r, bool tls, char *err, size_t err_len);
+/* The same for a protocol of that name ("HTTP/3", whose header lists are
+ * HTTP/2's), which the messages in err name. */
+bool h2req_build_for(struct h2req *h, const struct request *r, bool tls, const char *proto,
+                     char *err, size_t err_len);
 
 /* Whether nghttp2 will send each request of h: false, with a one-line reason
  * in err, when a header block is over H2REQ_BLOCK_MAX. */
 bool h2req_fits(const struct h2req *h, char *err, size_t err_len);
 
 void h2req_free(struct h2req *h);
+
+/* The static request's conversion, made once for the whole run. */
+struct h2req_static {
+    const struct request *req;
+    const char *data;
+    size_t len;
+    struct h2req conv;
+};
+
+/* s's conversion of r, made again only when r is another request. Exits
+ * with a one-line message when proto cannot carry it. */
+const struct h2req *h2req_static(struct h2req_static *s, const struct request *r, bool tls,
+                                 const char *proto);
+void h2req_static_free(struct h2req_static *s);
+
+/* A batch request() returned, copied and converted: HTTP/2 and HTTP/3 keep
+ * its requests in flight while the connection's own buffer is refilled by
+ * the next batch. */
+struct h2req_batch {
+    struct request req;
+    struct h2req conv;
+    bool valid; /* conv is the conversion of req */
+};
+
+/* Makes b the conversion of r, unless it holds the same bytes already (most
+ * scripts return the same few requests); returns whether it converted.
+ * Exits with a one-line message naming proto when r is malformed, holds
+ * another number of requests than request()'s first call, or cannot be
+ * carried. */
+bool h2req_batch_set(struct h2req_batch *b, const struct request *r, bool tls, const char *proto);
+void h2req_batch_free(struct h2req_batch *b);
 
 #endif

@@ -177,6 +177,27 @@ double hist_mean(const struct hist *h)
     return (double)((long double)q + (long double)r / h->count);
 }
 
+double hist_sum(const struct hist *h) { return (double)(long double)h->sum; }
+
+void hist_count_at_most(const struct hist *h, const uint64_t *bounds, size_t n, uint64_t *counts)
+{
+    uint64_t below = 0;
+    size_t i = 0, k = 0;
+    if (h->count)
+        i = index_of(h->min);
+    for (; k < n; k++) {
+        /* slots up to the bound's, clamped as recording clamps */
+        uint64_t bound = bounds[k] > h->highest ? h->highest : bounds[k];
+        size_t last = h->count ? index_of(bound) : 0;
+        if (h->count && h->max <= bound)
+            below = h->count;
+        else
+            for (; h->count && i <= last; i++)
+                below += h->counts[i];
+        counts[k] = below;
+    }
+}
+
 /* The sum of squared deviations, sum_sq - sum^2 / n, is computed in integers as
  * far as possible so that no cancellation happens: with sum = q n + r,
  * sum^2 / n = q^2 n + 2 q r + r^2 / n, and every term is at most sum_sq. */

@@ -38,6 +38,15 @@ double hist_stdev(const struct hist *h);
  * prints "-nan") when empty. */
 double hist_within_stdev(const struct hist *h, double mean, double stdev);
 
+/* The exact sum of the recorded values, as a double. */
+double hist_sum(const struct hist *h);
+/* For each of the n bounds, ascending: how many samples are at most it, as
+ * HdrHistogram counts them (getCountBetweenValues(0, bound)): every sample
+ * of the bucket holding bound counts, so the count may take in values up to
+ * its highest equivalent value (0.1% above it). For Prometheus' cumulative
+ * buckets. */
+void hist_count_at_most(const struct hist *h, const uint64_t *bounds, size_t n, uint64_t *counts);
+
 /* wrk's percentile: rank = round(p / 100 * count + 0.5) clamped to 1..count,
  * then the first bucket whose cumulative count reaches rank; its highest
  * equivalent value capped at the exact max (so exact below 2048); p >= 100

@@ -22,7 +22,7 @@ struct intervals {
     struct stats **pending; /* intervals first, first + 1, ... */
     size_t npending, cap;
     struct stats **spare; /* given back, to reuse */
-    size_t nspare;
+    size_t nspare, spare_cap;
 };
 
 struct intervals *intervals_new(size_t nworkers, struct ev_loop *loop, ev_async *ready)
@@ -66,7 +66,6 @@ static struct stats *slot(struct intervals *iv, uint64_t k)
         if (iv->npending == iv->cap) {
             iv->cap = iv->cap ? 2 * iv->cap : 4;
             iv->pending = xrealloc(iv->pending, iv->cap * sizeof *iv->pending);
-            iv->spare = xrealloc(iv->spare, iv->cap * sizeof *iv->spare);
         }
         struct stats *s;
         if (iv->nspare) {
@@ -128,7 +127,12 @@ void intervals_give_back(struct intervals *iv, struct stats *s)
 {
     stats_reset(s);
     pthread_mutex_lock(&iv->lock);
-    /* spare has room: it grows with pending, and a spare was pending once. */
+    /* More may come back than pending ever held at once: main holds one
+     * taken while the workers fill pending up to its capacity again. */
+    if (iv->nspare == iv->spare_cap) {
+        iv->spare_cap = iv->spare_cap ? 2 * iv->spare_cap : 4;
+        iv->spare = xrealloc(iv->spare, iv->spare_cap * sizeof *iv->spare);
+    }
     iv->spare[iv->nspare++] = s;
     pthread_mutex_unlock(&iv->lock);
 }

@@ -126,6 +126,14 @@ void json_uint_or_null(struct json *j, const char *key, uint64_t v)
         json_null(j, key);
 }
 
+char *json_format_double(char buf[32], double v)
+{
+    snprintf(buf, 32, "%.15g", v);
+    if (strtod(buf, NULL) != v)
+        snprintf(buf, 32, "%.17g", v);
+    return buf;
+}
+
 void json_double(struct json *j, const char *key, double v)
 {
     char buf[32];
@@ -134,10 +142,7 @@ void json_double(struct json *j, const char *key, double v)
         fputs("null", j->f);
         return;
     }
-    snprintf(buf, sizeof buf, "%.15g", v);
-    if (strtod(buf, NULL) != v)
-        snprintf(buf, sizeof buf, "%.17g", v);
-    fputs(buf, j->f);
+    fputs(json_format_double(buf, v), j->f);
 }
 
 void json_bool(struct json *j, const char *key, bool v)

@@ -36,6 +36,9 @@ void json_uint_or_null(struct json *j, const char *key, uint64_t v);
 /* Shortest of %.15g / %.17g that reads back as v; NaN and infinities,
  * which JSON cannot represent, are written as null. */
 void json_double(struct json *j, const char *key, double v);
+/* v as json_double writes it (a finite v): the shortest of %.15g and %.17g
+ * that reads back as v. Returns buf. */
+char *json_format_double(char buf[32], double v);
 void json_bool(struct json *j, const char *key, bool v);
 void json_null(struct json *j, const char *key);
 

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "clock.h"
 #include "merge.h"
+#include "metrics.h"
 #include "net.h"
 #include "output.h"
 #include "profile.h"
@@ -35,13 +36,19 @@
 #include "threshold.h"
 #include "timeline.h"
 #include "tls.h"
+#ifdef VOLLEY_HTTP3
+#include "quic.h"
+#include "quic_start.h"
+#endif
 #include "units.h"
+#include "uring.h"
 #include "worker.h"
 #include "xalloc.h"
 
 /* File descriptors besides the connections: stdio, each loop's epoll and
- * async descriptors, the main loop's, and a margin for scripts. */
-#define FD_MARGIN(threads) (16 + 4 * (threads))
+ * async descriptors (and its io_uring and the ring's eventfd), the
+ * main loop's, and a margin for scripts. */
+#define FD_MARGIN(threads) (16 + 6 * (threads))
 /* --start-at: how late a start may be and still run, and how far ahead it
  * may be: further is more likely a mistyped date than a wait anyone means. */
 #define START_GRACE_US 1000000
@@ -78,6 +85,7 @@ struct run {
     struct threshold_watch *watch;
     bool watching, aborted;
     struct threshold_abort abort;
+    struct metrics *metrics; /* --metrics-listen, --remote-write; or NULL */
 };
 
 /* Resolve once and probe the addresses in order, as wrk does, so that a
@@ -101,6 +109,22 @@ static struct net_addr find_target(const struct config *cfg)
     }
     if (!net_lookup(u->host, u->service, &addrs, &n, &why))
         die("unable to resolve %s:%s: %s", u->host, u->service, why);
+#ifdef VOLLEY_HTTP3
+    /* HTTP/3: nothing answers a UDP socket's connect, so the probe is one
+     * QUIC handshake (which checks the certificate and ALPN h3 as well). */
+    if (spec_quic(&cfg->spec)) {
+        char reason[512];
+        for (size_t i = 0; i < n; i++) {
+            if (quic_probe(&addrs[i], timeout_ms, reason, sizeof reason)) {
+                found = addrs[i];
+                free(addrs);
+                return found;
+            }
+        }
+        free(addrs);
+        die("unable to connect to %s:%s over HTTP/3: %s", u->host, u->service, reason);
+    }
+#endif
     for (size_t i = 0; i < n; i++) {
         if ((err = net_probe(&addrs[i], timeout_ms)) == 0) {
             found = addrs[i];
@@ -143,6 +167,36 @@ static void probe_cleartext(const struct config *cfg, const struct route *route)
     if (cfg->spec.unix_socket)
         die("%s: %s %s", cfg->protocol_option, cfg->spec.unix_socket, why);
     die("%s: %s:%s %s", cfg->protocol_option, cfg->url.host, cfg->url.service, why);
+}
+
+/* --engine: io_uring where the kernel allows it, for a transport it
+ * carries (plain TCP and Unix sockets: TLS and QUIC run on epoll), else epoll;
+ * asked for by name, the one named or a one-line reason why not. */
+static void pick_engine(struct config *cfg)
+{
+    char why[200];
+    enum spec_engine asked = cfg->spec.engine;
+    cfg->spec.engine = SPEC_ENGINE_EPOLL;
+    if (asked == SPEC_ENGINE_EPOLL)
+        return;
+    if (spec_quic(&cfg->spec)) {
+        if (asked == SPEC_ENGINE_IO_URING)
+            die("%s: HTTP/3 runs on epoll (QUIC's datagrams are read and written in batches of "
+                "their own)",
+                cfg->engine_option);
+        return;
+    }
+    if (cfg->spec.tls) {
+        if (asked == SPEC_ENGINE_IO_URING)
+            die("%s: an https URL runs on epoll (TLS is read and written through OpenSSL's "
+                "socket calls)",
+                cfg->engine_option);
+        return;
+    }
+    if (uring_usable(why, sizeof why))
+        cfg->spec.engine = SPEC_ENGINE_IO_URING;
+    else if (asked == SPEC_ENGINE_IO_URING)
+        die("%s: io_uring is not available here (%s)", cfg->engine_option, why);
 }
 
 static void check_fd_limit(const struct config *cfg)
@@ -258,12 +312,15 @@ static void on_finished(struct ev_loop *loop, ev_async *a, int revents)
     }
 }
 
-/* --abort-on-fail: each interval, as it is written. */
-static void watch_interval(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
-                           uint64_t length_us)
+/* Each interval, as it is written: into the live metrics, and judged by
+ * --abort-on-fail while the run is on. */
+static void on_interval(void *arg, const struct stats *s, uint64_t index, uint64_t start_us,
+                        uint64_t length_us)
 {
     struct run *run = arg;
-    if (!run->watching || run->aborted)
+    if (run->metrics)
+        metrics_interval(run->metrics, s, start_us, length_us);
+    if (!run->watch || !run->watching || run->aborted)
         return;
     if (threshold_watch_interval(run->watch, s, index, start_us, length_us, &run->abort)) {
         run->aborted = run->over = true;
@@ -507,6 +564,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     ev_async_start(run->loop, &run->finished);
 
     struct intervals *intervals = timeline_attach(run->timeline, run->loop, run->nworkers);
+    if (run->metrics)
+        metrics_attach(run->metrics, run->loop, run->workers, run->nworkers, run->timeline);
     /* --start-at: the connections are all opened first (and TLS done), in
      * the closed model held until the instant; with -R the schedule starts
      * there. Only --ramp-up, which opens them in their turns once the run
@@ -545,6 +604,8 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         r->started.tv_nsec -= 1000000000;
     }
     timeline_start(run->timeline, begin + cfg->spec.warmup_us, &r->started);
+    if (run->metrics)
+        metrics_start(run->metrics, &r->started);
     if (cfg->spec.warmup_us) {
         uint64_t now = clock_us(), end = begin + cfg->spec.warmup_us;
         ev_timer_init(&run->warmed, on_warmed, end > now ? (double)(end - now) / 1e6 : 0., 0.);
@@ -629,8 +690,7 @@ static double rate_target(const struct run *run, const struct config *cfg, const
     worker_result(run->workers[0], &w);
     double from = (double)spec->warmup_us, to = from + (double)r->runtime_us;
     double due = profile_requests(w.profile, to) - profile_requests(w.profile, from);
-    double share = (double)spec->shard.connections / (double)spec->connections;
-    return due * share * 1e6 / (double)r->runtime_us;
+    return due * spec_rate_share(spec) * 1e6 / (double)r->runtime_us;
 }
 
 /* The workers' statistics, added up into r: the run's and the warm-up's. */
@@ -705,7 +765,17 @@ static void free_run(struct run *run)
     free(run->workers);
     timeline_free(run->timeline);
     threshold_watch_free(run->watch);
+    metrics_free(run->metrics);
     ev_loop_destroy(run->loop);
+}
+
+/* The run's TLS contexts: OpenSSL's (HTTPS), GnuTLS's (HTTP/3). */
+static void crypto_cleanup(void)
+{
+    tls_cleanup();
+#ifdef VOLLEY_HTTP3
+    quic_cleanup();
+#endif
 }
 
 int main(int argc, char **argv)
@@ -719,18 +789,33 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "merge") == 0)
         return merge_main(argc - 1, argv + 1);
     cli_parse(argc, argv, &cfg);
+    pick_engine(&cfg);
     check_outputs(&cfg);
     if (cfg.start_at) /* now, not only after the set-up */
         start_lateness(&cfg);
-    if (cfg.spec.tls)
+    if (cfg.spec.tls && !spec_quic(&cfg.spec))
         tls_setup(&cfg);
+#ifdef VOLLEY_HTTP3
+    if (spec_quic(&cfg.spec))
+        quic_setup(&(struct quic_options){.tls = {.host = cfg.url.host,
+                                                  .sni = cfg.sni,
+                                                  .verify = cfg.verify,
+                                                  .cacert = cfg.cacert,
+                                                  .cert = cfg.cert,
+                                                  .key = cfg.key,
+                                                  .early_data = cfg.early_data},
+                                          .ecn = cfg.ecn});
+#endif
     signal(SIGPIPE, SIG_IGN);
     if (cfg.json)
         output_json_open(&json, cfg.json);
+    /* The metrics port is taken now: one in use stops volley before anything. */
+    run.metrics = metrics_new(&cfg);
+    result.metrics = run.metrics;
     struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
     struct route route;
     find_route(&cfg, &route);
-    if (cfg.spec.tls)
+    if (cfg.spec.tls && !spec_quic(&cfg.spec))
         tls_check(&cfg, &route);
     else
         probe_cleartext(&cfg, &route);
@@ -740,11 +825,10 @@ int main(int argc, char **argv)
     run.timeline = timeline_new(&cfg.spec, cfg.server_pids, cfg.nserver_pids);
     result.timeline = run.timeline;
     result.pipeline = create_workers(&run, &cfg, &route, main_script);
-    if (cfg.abort_after) {
+    if (cfg.abort_after)
         run.watch = threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after,
                                         cfg.spec.timeout_us);
-        timeline_on_interval(run.timeline, watch_interval, &run);
-    }
+    timeline_on_interval(run.timeline, on_interval, &run);
 
     report_header(stdout, &cfg.spec);
     output_check();
@@ -763,7 +847,7 @@ int main(int argc, char **argv)
             output_json_abandon(&json);
         free_run(&run);
         script_free(main_script);
-        tls_cleanup();
+        crypto_cleanup();
         cli_free(&cfg);
         return early;
     }
@@ -775,6 +859,8 @@ int main(int argc, char **argv)
     result.sources = sources;
     result.nsources = sources ? cfg.sources.n : 0;
     result.rate_target = rate_target(&run, &cfg, &result);
+    if (run.metrics)
+        metrics_final(run.metrics, &result);
     report_text(stdout, &result);
     bool passed = judge(&run, &cfg, &result, verdicts);
     output_flush_stdout();
@@ -782,7 +868,10 @@ int main(int argc, char **argv)
      * Transfer/sec (a done() hook's output) are not disturbed. */
     report_warnings(stderr, &result);
     report_retired(&run, &cfg);
-    /* Before done(): an error or a Ctrl-C in it cannot lose the result. */
+    /* Remote write delivers the final figures, and /metrics lingers, before
+     * the document says how that went; both before done(), so that an error
+     * or a Ctrl-C in it cannot lose the result. */
+    bool delivered = metrics_finish(run.metrics);
     if (cfg.json)
         output_json_write(&json, report_json, &result);
     /* os.exit() in a hook ended the script's part: done() is not called. */
@@ -805,9 +894,10 @@ int main(int argc, char **argv)
         stats_free(&warmup);
     stats_free(&result.stats);
     script_free(main_script);
-    tls_cleanup();
+    crypto_cleanup();
     cli_free(&cfg);
     /* A failed threshold is an outcome of a run that completed: 2, not 1;
-     * os.exit()'s status is the script's to choose. */
-    return status;
+     * os.exit()'s status is the script's to choose; --remote-write-strict
+     * makes a push that never arrived an error. */
+    return delivered ? status : 1;
 }

@@ -24,13 +24,22 @@
 
 static bool same_value(const struct jdoc *a, const struct jdoc *b);
 
-/* Every member of a is in b with the same value, except the one named skip. */
-static bool same_members(const struct jdoc *a, const struct jdoc *b, const char *skip)
+/* Whether key is one of skip's (a NULL-terminated list, or NULL). */
+static bool skipped(const char *key, const char *const *skip)
+{
+    for (; skip && *skip; skip++)
+        if (strcmp(key, *skip) == 0)
+            return true;
+    return false;
+}
+
+/* Every member of a is in b with the same value, except the ones named in
+ * skip. */
+static bool same_members(const struct jdoc *a, const struct jdoc *b, const char *const *skip)
 {
     for (size_t i = 0; i < a->len; i++) {
         const char *key = a->u.members[i].key;
-        if ((!skip || strcmp(key, skip) != 0) &&
-            !same_value(&a->u.members[i].value, jdoc_get(b, key)))
+        if (!skipped(key, skip) && !same_value(&a->u.members[i].value, jdoc_get(b, key)))
             return false;
     }
     return true;
@@ -84,9 +93,11 @@ static void check_same_run(const struct part *p, const struct part *first, const
     if (p->spec.shard.count != first->spec.shard.count)
         merge_bad(file, "shard %" PRIu64 " of %" PRIu64 ", but %s is one of %" PRIu64,
                   p->spec.shard.index, p->spec.shard.count, first->file, first->spec.shard.count);
-    /* threads may differ: a shard with fewer connections than -t has fewer */
-    if (!same_members(first->options, p->options, "threads") ||
-        !same_members(p->options, first->options, "threads"))
+    /* threads may differ: a shard with fewer connections than -t has fewer;
+     * and the engine, which is where each ran, not what it was asked */
+    static const char *const own[] = {"threads", "engine", NULL};
+    if (!same_members(first->options, p->options, own) ||
+        !same_members(p->options, first->options, own))
         merge_bad(file,
                   "options differ from those of %s: shards of one run are given the same options",
                   first->file);
@@ -337,6 +348,9 @@ static void whole_spec(struct run_spec *spec, const struct inputs *in,
         rate += share->rate;
     }
     spec_copy(spec, &parts[0].spec);
+    for (size_t i = 1; i < in->nparts; i++)
+        if (parts[i].spec.engine != spec->engine)
+            spec->engine = SPEC_ENGINE_AUTO; /* no one engine: not said */
     spec->threads = threads;
     spec->connections = connections;
     spec->requests = requests;

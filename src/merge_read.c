@@ -305,48 +305,37 @@ static void read_cpu(struct part *p)
         p->cpu.wait_s = need_number(p->file, cpu, "run_queue_wait_s");
 }
 
-/* The RST_STREAM frames an HTTP/2 run received, by error code name. */
-static void read_resets(struct part *p, const struct jdoc *h2)
+/* A breakdown by code (stats.h's table), at in: each key a code's name. */
+static void read_by_code(struct part *p, const struct stats_breakdown *b, const struct jdoc *in)
 {
-    const struct jdoc *codes = need_object(p->file, h2, "rst_stream_received", false);
+    const struct jdoc *codes = need_object(p->file, in, b->key, false);
+    const char *object = stats_place_object(b->place);
+    uint64_t *counts = stats_breakdown_at(p->stats, b);
+    char name[STATS_CODE_NAME_MAX];
     for (size_t i = 0; i < codes->len; i++) {
         const struct jdoc_member *m = &codes->u.members[i];
         unsigned code = 0;
-        while (code < STATS_H2_CODES && strcmp(stats_h2_code_name(code), m->key) != 0)
+        while (code < b->n && strcmp(b->name(code, name), m->key) != 0)
             code++;
-        if (code == STATS_H2_CODES || !jdoc_u64(&m->value, &p->stats->h2_resets[code]))
-            merge_bad(p->file, "http2.rst_stream_received.%s: not an error code's count", m->key);
-    }
-}
-
-/* Through an HTTP proxy: the CONNECTs answered with another status than
- * 2xx, by status (read_errors checks them against their cause). */
-static void read_proxy_statuses(struct part *p, const struct jdoc *proxy)
-{
-    const struct jdoc *codes = need_object(p->file, proxy, "connect_status", false);
-    for (size_t i = 0; i < codes->len; i++) {
-        const struct jdoc_member *m = &codes->u.members[i];
-        char *end;
-        uint64_t code = strcmp(m->key, "other") == 0 ? 0 : strtoull(m->key, &end, 10);
-        if ((code && (*end || m->key[0] < '1' || m->key[0] > '9' || code >= STATS_STATUS_MAX)) ||
-            !jdoc_u64(&m->value, &p->stats->proxy_status[code]))
-            merge_bad(p->file, "proxy.connect_status.%s: not a status's count", m->key);
+        if (code == b->n || !jdoc_u64(&m->value, &counts[code]))
+            merge_bad(p->file, "%s.%s.%s: not a count of one of its codes", object, b->key, m->key);
     }
 }
 
 /* A place's object: required for the errors, null or an object for tls,
- * proxy and http2, for rate an object exactly with -R; NULL when it is
- * null (the counters there are then 0), the document for the top level.
- * A result of an earlier version has no proxy: it went through none. */
+ * proxy, http2 and http3, for rate an object exactly with -R; NULL when it
+ * is null (the counters there are then 0), the document for the top level.
+ * A result of an earlier version has no http3 (it spoke no HTTP/3), nor
+ * proxy (it went through none). */
 static const struct jdoc *place_of(struct part *p, enum stats_place place)
 {
     const char *name = stats_place_object(place);
     if (!name)
         return p->doc;
-    if (place == STATS_AT_PROXY && !jdoc_get(p->doc, name))
-        return NULL;
     if (place == STATS_AT_RATE)
         return need_object(p->file, p->doc, name, !p->open_model);
+    if ((place == STATS_AT_HTTP3 || place == STATS_AT_PROXY) && !jdoc_get(p->doc, name))
+        return NULL;
     return need_object(p->file, p->doc, name, place != STATS_AT_ERRORS);
 }
 
@@ -384,10 +373,9 @@ static void read_counters(struct part *p)
             if (!first)
                 first = c;
         }
-        if (in && place == STATS_AT_HTTP2)
-            read_resets(p, in);
-        if (in && place == STATS_AT_PROXY)
-            read_proxy_statuses(p, in);
+        for (size_t i = 0; in && i < stats_nbreakdowns; i++)
+            if (stats_breakdowns[i].place == place && stats_breakdowns[i].name)
+                read_by_code(p, &stats_breakdowns[i], in);
     }
 }
 
@@ -570,6 +558,10 @@ static void read_options(struct part *p)
     spec->bind = optional_string(p->file, o, "bind");
     spec->bind_ports = optional_string(p->file, o, "bind_port_range");
     spec->script = optional_string(p->file, o, "script");
+    char *engine = optional_string(p->file, o, "engine");
+    if (engine && !spec_set_engine(spec, engine))
+        merge_bad(p->file, "options.engine: '%s' is not an engine of volley's", engine);
+    free(engine);
     read_option_lists(p, o);
     p->pipeline = need_u64(p->file, o, "pipeline");
     read_shard(p);

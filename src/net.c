@@ -43,6 +43,87 @@ bool net_lookup(const char *host, const char *service, struct net_addr **addrs, 
     return true;
 }
 
+static bool decimal_port(const char *s)
+{
+    unsigned long v = 0;
+    if (!*s || strlen(s) > 5)
+        return false;
+    for (const char *c = s; *c; c++) {
+        if (*c < '0' || *c > '9')
+            return false;
+        v = v * 10 + (unsigned long)(*c - '0');
+    }
+    return v >= 1 && v <= 65535;
+}
+
+bool net_parse_listen(const char *s, char **host, char **port, const char **why)
+{
+    const char *colon = strrchr(s, ':'), *h = s, *h_end;
+    if (!colon) {
+        *why = "expected HOST:PORT, [IPV6]:PORT or :PORT";
+        return false;
+    }
+    h_end = colon;
+    if (*s == '[') {
+        h = s + 1;
+        h_end = colon > s && colon[-1] == ']' ? colon - 1 : NULL;
+        if (!h_end || h_end == h || memchr(h, ']', (size_t)(h_end - h))) {
+            *why = "an IPv6 address goes in brackets: [::1]:9465";
+            return false;
+        }
+    } else if (memchr(s, ':', (size_t)(colon - s))) {
+        *why = "an IPv6 address goes in brackets: [::1]:9465";
+        return false;
+    }
+    if (!decimal_port(colon + 1)) {
+        *why = "the port must be a number from 1 to 65535";
+        return false;
+    }
+    *host = h_end > h ? xstrndup(h, (size_t)(h_end - h)) : NULL;
+    *port = xstrdup(colon + 1);
+    return true;
+}
+
+int net_listen(const char *host, const char *port, const char **why)
+{
+    struct addrinfo hints = {.ai_family = host ? AF_UNSPEC : AF_INET6,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res;
+    int rc = getaddrinfo(host, port, &hints, &res);
+    if (rc != 0 && !host) { /* no IPv6 here: every IPv4 interface */
+        hints.ai_family = AF_INET;
+        rc = getaddrinfo(host, port, &hints, &res);
+    }
+    if (rc != 0) {
+        *why = rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc);
+        return -1;
+    }
+    int fd = -1, err = 0;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        int one = 1, zero = 0;
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            continue;
+        }
+        /* A port left in TIME_WAIT by the last run is free to take again;
+         * one another process listens on is not (no SO_REUSEPORT). */
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (!host && ai->ai_family == AF_INET6)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 64) < 0) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd < 0)
+        *why = strerror(err ? err : EADDRNOTAVAIL);
+    return fd;
+}
+
 bool net_unix_addr(const char *path, struct net_addr *a)
 {
     struct sockaddr_un *un = (struct sockaddr_un *)&a->sa;
@@ -56,11 +137,13 @@ bool net_unix_addr(const char *path, struct net_addr *a)
     return true;
 }
 
-int net_socket(const struct net_addr *a)
+int net_socket(const struct net_addr *a, int type)
 {
     int family = a->sa.ss_family;
-    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && (family == AF_INET || family == AF_INET6)) {
+    int fd = socket(family, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (type == SOCK_STREAM && (family == AF_INET || family == AF_INET6)) {
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     }
@@ -84,9 +167,9 @@ bool net_start_connect(int fd, const struct net_addr *a, bool *in_progress)
     return true;
 }
 
-int net_connect(const struct net_addr *a, bool *in_progress)
+int net_connect(const struct net_addr *a, int type, bool *in_progress)
 {
-    int fd = net_socket(a);
+    int fd = net_socket(a, type);
     return fd >= 0 && net_start_connect(fd, a, in_progress) ? fd : -1;
 }
 
@@ -96,13 +179,19 @@ int net_connect_error(int fd)
     socklen_t len = sizeof err;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
         return errno;
+    /* A Unix socket that found the backlog full is writable at once, with
+     * no error and no peer: its connect failed as it began (EAGAIN). */
+    struct sockaddr_storage peer;
+    len = sizeof peer;
+    if (!err && getpeername(fd, (struct sockaddr *)&peer, &len) < 0 && errno == ENOTCONN)
+        return EAGAIN;
     return err;
 }
 
 int net_probe(const struct net_addr *a, int timeout_ms)
 {
     bool in_progress;
-    int fd = net_connect(a, &in_progress);
+    int fd = net_connect(a, SOCK_STREAM, &in_progress);
     if (fd < 0)
         return errno;
     int err = 0;

@@ -24,13 +24,16 @@ bool net_unix_addr(const char *path, struct net_addr *a);
  * errno value. */
 int net_probe(const struct net_addr *a, int timeout_ms);
 
-/* Start a non-blocking connect (TCP_NODELAY on TCP). Returns the socket, with
- * *in_progress telling whether the connect is still under way; or -1 with errno set. */
-int net_connect(const struct net_addr *a, bool *in_progress);
-/* The same in two steps, for a socket bound in between: a non-blocking
- * socket for a (-1 with errno set), then its connect (false with errno set,
- * the socket closed). */
-int net_socket(const struct net_addr *a);
+/* A non-blocking socket of this type for a (SOCK_STREAM, with TCP_NODELAY on
+ * TCP; or SOCK_DGRAM), to connect; or -1 with errno set. */
+int net_socket(const struct net_addr *a, int type);
+/* Start a non-blocking connect of a socket of this type (SOCK_STREAM, with
+ * TCP_NODELAY on TCP; or SOCK_DGRAM, connected to the address at once).
+ * Returns the socket, with *in_progress telling whether the connect is still
+ * under way; or -1 with errno set. */
+int net_connect(const struct net_addr *a, int type, bool *in_progress);
+/* The connect of net_connect on a socket of net_socket's (bound in
+ * between): false with errno set, the socket closed. */
 bool net_start_connect(int fd, const struct net_addr *a, bool *in_progress);
 /* The outcome of a connect that was in progress: 0 or an errno value. */
 int net_connect_error(int fd);
@@ -41,6 +44,15 @@ bool net_wait(int fd, short events, uint64_t deadline);
 /* "127.0.0.1:8080", "::1:8080" (wrk's form: IPv6 without brackets), or the
  * socket path. Caller frees. */
 char *net_addr_str(const struct net_addr *a);
+
+/* A listening address as typed: "HOST:PORT", "[IPV6]:PORT" or ":PORT" (every
+ * interface). On success *host (NULL for every interface) and *port are
+ * allocated; on failure *why says what is wrong. The port is 1 to 65535. */
+bool net_parse_listen(const char *s, char **host, char **port, const char **why);
+/* A non-blocking TCP socket listening at what net_parse_listen gave (every
+ * interface: IPv6 and IPv4 where the system has IPv6); -1 with *why set
+ * (errno's text, or the resolver's) when none can be opened. */
+int net_listen(const char *host, const char *port, const char **why);
 
 /* Raise RLIMIT_NOFILE's soft limit as far as the hard limit allows; returns
  * the resulting soft limit. */

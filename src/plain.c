@@ -57,6 +57,7 @@ static void plain_close(struct sock *s) { (void)s; }
 static void plain_release(struct sock *s) { (void)s; }
 
 const struct transport transport_plain = {
+    .ring = true,
     .handshake = plain_handshake,
     .resumed = plain_resumed,
     .alpn = plain_alpn,

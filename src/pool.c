@@ -107,3 +107,8 @@ void pool_clear(struct pool *p)
     }
     p->held = 0;
 }
+
+void *pool_mem_malloc(size_t size, void *pool) { return pool_alloc(pool, size); }
+void pool_mem_free(void *ptr, void *pool) { pool_put(pool, ptr); }
+void *pool_mem_calloc(size_t n, size_t size, void *pool) { return pool_calloc(pool, n, size); }
+void *pool_mem_realloc(void *ptr, size_t size, void *pool) { return pool_realloc(pool, ptr, size); }

@@ -30,4 +30,11 @@ void pool_put(struct pool *p, void *ptr);
  * may be put back later. */
 void pool_clear(struct pool *p);
 
+/* The same, shaped as the allocator callbacks of nghttp2, nghttp3 and
+ * ngtcp2 (their *_mem structures), whose user data is the pool. */
+void *pool_mem_malloc(size_t size, void *pool);
+void pool_mem_free(void *ptr, void *pool);
+void *pool_mem_calloc(size_t n, size_t size, void *pool);
+void *pool_mem_realloc(void *ptr, size_t size, void *pool);
+
 #endif

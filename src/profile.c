@@ -64,6 +64,20 @@ double profile_requests(const struct profile *p, double us)
     return last->before + stage_requests(last, last->us);
 }
 
+double profile_rate(const struct profile *p, double us)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        const struct profile_stage *s = &p->stages[i];
+        if (us < s->start_us + s->us) {
+            if (s->from == s->to) /* also the stage without end */
+                return s->from;
+            double at = us > s->start_us ? us - s->start_us : 0;
+            return s->from + (s->to - s->from) * at / s->us;
+        }
+    }
+    return 0;
+}
+
 /* The time into stage s at which m of its requests are due (0 <= m and
  * fewer than the stage holds). */
 static double stage_time_us(const struct profile_stage *s, double m)

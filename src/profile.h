@@ -28,6 +28,9 @@ void profile_add(struct profile *p, double us, double rate);
 
 /* Requests due in the first us of the run: the integral of the rate. */
 double profile_requests(const struct profile *p, double us);
+/* The target rate at us from the start, requests per second; 0 after
+ * the last stage. */
+double profile_rate(const struct profile *p, double us);
 /* When request n (counting from 0; a fraction is allowed) is due, in us
  * from the start: the latest time by which at most n requests are due, so
  * a stage at rate 0 sends nothing and the first request of a ramp from 0

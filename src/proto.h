@@ -19,6 +19,8 @@ struct route;
 struct request;
 /* A protocol's session: its own state, opaque to the connection. */
 struct proto_session;
+struct sock;
+struct transport;
 
 /* A final response as the response() hook sees it, whatever the protocol,
  * and when it came. */
@@ -101,8 +103,8 @@ enum proto_status {
 /* A protocol, as a table of operations on its sessions, with what the
  * rest of volley needs to know of it. */
 struct proto_ops {
-    const char *name; /* "HTTP/1.1", "HTTP/2" */
-    const char *alpn; /* its ALPN id (RFC 7301): "http/1.1", "h2" */
+    const char *name; /* "HTTP/1.1", "HTTP/2", "HTTP/3" */
+    const char *alpn; /* its ALPN id (RFC 7301): "http/1.1", "h2", "h3" */
     /* Where its own figures sit in the document (STATS_AT_HTTP2), or
      * STATS_AT_NONE. */
     enum stats_place figures;
@@ -117,14 +119,18 @@ struct proto_ops {
      * why it does not speak this protocol in why, when it plainly does
      * not. NULL: none. */
     bool (*probe)(const struct route *route, uint64_t deadline, char *why, size_t len);
+    /* The transport it needs (HTTP/3: QUIC's, over UDP), offered alone; NULL
+     * when TCP, or TLS over it, carries it as the URL says. */
+    const struct transport *transport;
     /* A session that ends its requests in sink, with arg; conf and sink
      * outlive it. */
     struct proto_session *(*create)(const struct proto_conf *conf, const struct proto_sink *sink,
                                     void *arg);
     void (*destroy)(struct proto_session *s);
-    /* The connection is (re)opened and ready: start afresh. What it has to
-     * say first (HTTP/2's preface) goes out through output(). */
-    void (*open)(struct proto_session *s);
+    /* The connection is (re)opened over sock and ready: start afresh. What
+     * it has to say first (HTTP/2's preface) goes out through output(). A
+     * session above QUIC finds the QUIC connection in sock's state. */
+    void (*open)(struct proto_session *s, struct sock *sock);
     /* Whether it can take another batch now: nothing is in flight (HTTP/1.1),
      * or a batch fits in the streams it may open (HTTP/2). */
     bool (*ready)(const struct proto_session *s);
@@ -149,6 +155,11 @@ struct proto_ops {
     /* The peer closed the stream. PROTO_CLOSE when that is a normal end
      * (nothing was outstanding, or it ended a close-delimited body). */
     enum proto_status (*eof)(struct proto_session *s, uint64_t now, enum cause *cause);
+    /* A timer of the transport's own fired (QUIC's loss recovery or idle
+     * timeout): whether the connection goes on. What the session has to
+     * send then (recovery's packets) the connection writes after it. NULL
+     * over transports without timers. */
+    enum proto_status (*wake)(struct proto_session *s, uint64_t now, enum cause *cause);
     /* Requests in flight: sent, or being sent, and not answered. */
     size_t (*inflight)(const struct proto_session *s);
     /* Since when the oldest thing the connection waits for has been waited

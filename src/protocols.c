@@ -6,8 +6,17 @@
 
 #include "h1.h"
 #include "h2.h"
+#ifdef VOLLEY_HTTP3
+#include "h3.h"
+#endif
 
-const struct proto_ops *const protocols_all[PROTOCOLS_COUNT] = {&proto_h1, &proto_h2};
+const struct proto_ops *const protocols_all[PROTOCOLS_COUNT] = {
+    &proto_h1,
+    &proto_h2,
+#ifdef VOLLEY_HTTP3
+    &proto_h3,
+#endif
+};
 
 size_t protocols_index(const struct proto_ops *p)
 {

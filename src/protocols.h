@@ -10,7 +10,11 @@
 #include "proto.h"
 #include "stats.h"
 
+#ifdef VOLLEY_HTTP3
+#define PROTOCOLS_COUNT 3
+#else
 #define PROTOCOLS_COUNT 2
+#endif
 _Static_assert(PROTOCOLS_COUNT <= STATS_PROTOCOLS, "stats count connections per protocol");
 
 /* Every protocol, in order of preference; a protocol's place here is its

@@ -48,6 +48,10 @@ void report_header(FILE *f, const struct run_spec *spec)
                 proto);
     fprintf(f, "  %" PRIu64 " threads and %" PRIu64 " connections\n", spec->threads,
             spec->shard.connections);
+    /* how the connections move their bytes (unknown for a merge of results
+     * that did not say) */
+    if (spec_engine_name(spec->engine))
+        fprintf(f, "  engine: %s\n", spec_engine_name(spec->engine));
     if (spec->shard.count)
         report_shard(f, spec);
     if (spec->warmup_us)
@@ -248,9 +252,19 @@ void report_cpu_load(const struct result *r, struct cpu_load *load)
     load->saturated = r->cpu.busiest > REPORT_SATURATED && r->runtime_us >= REPORT_SATURATED_MIN_US;
 }
 
+/* HTTP/2 and HTTP/3: the streams a connection could open at once, -m
+ * capped by the server's limit (the fewest any server allowed);
+ * UINT64_MAX when no server said. */
+static uint64_t streams_allowed(const struct result *r)
+{
+    uint64_t h2 = spec_offers_figures(r->spec, STATS_AT_HTTP2) ? r->stats.h2_streams : UINT64_MAX;
+    uint64_t h3 = spec_offers_figures(r->spec, STATS_AT_HTTP3) ? r->stats.h3_streams : UINT64_MAX;
+    return h2 < h3 ? h2 : h3;
+}
+
 size_t report_inflight(const struct result *r)
 {
-    uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
+    uint64_t allowed = streams_allowed(r);
     bool streams = false;
     for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         streams |= r->stats.by_protocol[i] && protocols_all[i]->multiplexed;
@@ -259,15 +273,38 @@ size_t report_inflight(const struct result *r)
     return (size_t)(allowed < r->spec->streams ? allowed : r->spec->streams);
 }
 
-/* HTTP/2: -m asked for more streams than the server lets a connection open. */
+/* -m asked for more streams than the server lets a connection open. */
 static void streams_capped(FILE *f, const struct result *r)
 {
-    uint64_t allowed = r->stats.h2_streams; /* UINT64_MAX: no server said */
-    if (spec_offers_figures(r->spec, STATS_AT_HTTP2) && allowed < r->spec->streams)
+    uint64_t allowed = streams_allowed(r);
+    if (allowed < r->spec->streams)
         fprintf(f,
                 "Note: the server allows %" PRIu64 " concurrent streams per connection: "
                 "-m %" PRIu64 " ran as -m %" PRIu64 "\n",
                 allowed, r->spec->streams, allowed);
+}
+
+/* HTTP/3: the causes of the socket errors (the text report has wrk's
+ * classes only), and the packets QUIC lost and sent again. */
+static void quic_events(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    const char *sep = "";
+    if (!spec_quic(r->spec))
+        return;
+    if (s->errors.connect + s->errors.read + s->errors.write + s->errors.timeout) {
+        fputs("Note: HTTP/3 errors by cause:", f);
+        for (int c = 0; c < CAUSE_COUNT; c++) {
+            if (!s->causes[c])
+                continue;
+            fprintf(f, "%s %s %" PRIu64, sep, stats_cause_name((enum cause)c), s->causes[c]);
+            sep = ",";
+        }
+        fputc('\n', f);
+    }
+    if (s->h3_lost)
+        fprintf(f, "Note: QUIC declared %" PRIu64 " packets of requests lost and sent them again\n",
+                s->h3_lost);
 }
 
 /* Connections that spoke different protocols (--alpn): how many each. */
@@ -291,17 +328,16 @@ static void protocol_mix(FILE *f, const struct result *r)
     fputc('\n', f);
 }
 
-/* HTTP/2: the requests the server refused unprocessed, and its GOAWAY
- * frames. A refused request is sent again, so only those refused too often
- * are in the error lines. */
-static void h2_refusals(FILE *f, const struct result *r)
+/* HTTP/2 and HTTP/3 (proto, whose figures are at place): the requests the
+ * server refused unprocessed, and its GOAWAY frames. A refused request is
+ * sent again, so only those refused too often are in the error lines. */
+static void refusals(FILE *f, const struct result *r, const char *proto, enum stats_place place,
+                     uint64_t goaways, uint64_t refused)
 {
-    const struct stats *s = &r->stats;
-    uint64_t failed = s->causes[CAUSE_REFUSED_STREAM], goaways = s->h2_goaways;
-    uint64_t refused = s->h2_refused;
-    if (!spec_offers_figures(r->spec, STATS_AT_HTTP2) || (!goaways && !refused))
+    uint64_t failed = r->stats.causes[CAUSE_REFUSED_STREAM];
+    if (!spec_offers_figures(r->spec, place) || (!goaways && !refused))
         return;
-    fprintf(f, "Note: HTTP/2: ");
+    fprintf(f, "Note: %s: ", proto);
     if (goaways)
         fprintf(f, "the server sent %" PRIu64 " GOAWAY frame%s%s", goaways, goaways == 1 ? "" : "s",
                 refused ? "; " : "");
@@ -418,8 +454,10 @@ void report_warnings(FILE *f, const struct result *r)
     proxy_errors(f, r);
     protocol_mix(f, r);
     streams_capped(f, r);
-    h2_refusals(f, r);
+    refusals(f, r, "HTTP/2", STATS_AT_HTTP2, r->stats.h2_goaways, r->stats.h2_refused);
+    refusals(f, r, "HTTP/3", STATS_AT_HTTP3, r->stats.h3_goaways, r->stats.h3_refused);
     errors_without_requests(f, r);
+    quic_events(f, r);
     report_cpu_load(r, &load);
     if (load.saturated)
         fprintf(f,

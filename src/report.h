@@ -12,6 +12,7 @@
 #include "run_end.h"
 #include "stats.h"
 
+struct metrics;
 struct run_spec;
 struct threshold_abort;
 struct threshold_verdict;
@@ -60,6 +61,7 @@ struct result {
      * run that ran (its share of -R, or of --stages' profile); 0 without. */
     double rate_target;
     const struct timeline *timeline; /* intervals and server CPU, or NULL */
+    const struct metrics *metrics;   /* live metrics, or NULL */
     /* --warmup: what it recorded, left out of everything above; or NULL */
     const struct stats *warmup;
     /* --threshold: each one's verdict (NULL without), and why the run was

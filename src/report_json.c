@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "json.h"
+#include "metrics.h"
 #include "spec.h"
 #include "threshold.h"
 #include "timeline.h"
@@ -218,20 +219,16 @@ static void rate(struct json *j, const struct result *r, double seconds)
     json_object_end(j);
 }
 
-/* Through an HTTP proxy: the CONNECTs it answered with another status
- * than 2xx, by status (those none was answered with are absent). */
-static void proxy_statuses(struct json *j, const struct stats *s)
+/* A breakdown by code: an object keyed by the codes' names, those never
+ * counted left out. */
+static void by_code(struct json *j, const struct stats *s, const struct stats_breakdown *b)
 {
-    char code[8];
-    json_object_begin(j, "connect_status");
-    for (int i = 1; i < STATS_STATUS_MAX; i++) {
-        if (s->proxy_status[i]) {
-            snprintf(code, sizeof code, "%d", i);
-            json_uint(j, code, s->proxy_status[i]);
-        }
-    }
-    if (s->proxy_status[0])
-        json_uint(j, "other", s->proxy_status[0]);
+    const uint64_t *counts = stats_breakdown_get(s, b);
+    char name[STATS_CODE_NAME_MAX];
+    json_object_begin(j, b->key);
+    for (unsigned code = 0; code < b->n; code++)
+        if (counts[code])
+            json_uint(j, b->name(code, name), counts[code]);
     json_object_end(j);
 }
 
@@ -246,21 +243,15 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
     }
     json_object_begin(j, key);
     counters(j, s, place, 0);
-    if (place == STATS_AT_HTTP2) {
-        json_object_begin(j, "rst_stream_received");
-        for (unsigned code = 0; code < STATS_H2_CODES; code++)
-            if (s->h2_resets[code])
-                json_uint(j, stats_h2_code_name(code), s->h2_resets[code]);
-        json_object_end(j);
-    }
+    for (size_t i = 0; i < stats_nbreakdowns; i++)
+        if (stats_breakdowns[i].place == place && stats_breakdowns[i].name)
+            by_code(j, s, &stats_breakdowns[i]);
     if (place == STATS_AT_TLS) {
         json_object_begin(j, "handshake_failures");
         for (int i = 0; i < TLS_FAIL_COUNT; i++)
             json_uint(j, stats_tls_failure_name(i), s->tls_failures[i]);
         json_object_end(j);
     }
-    if (place == STATS_AT_PROXY)
-        proxy_statuses(j, s);
     json_object_end(j);
 }
 
@@ -372,6 +363,7 @@ bool report_json(FILE *f, const struct result *r)
     place_object(&j, s, STATS_AT_PROXY, r->spec->proxy != NULL);
     protocols(&j, s);
     place_object(&j, s, STATS_AT_HTTP2, spec_offers_figures(r->spec, STATS_AT_HTTP2));
+    place_object(&j, s, STATS_AT_HTTP3, spec_offers_figures(r->spec, STATS_AT_HTTP3));
     distributions(&j, r);
     rate(&j, r, seconds);
     cpu(&j, r);
@@ -382,6 +374,7 @@ bool report_json(FILE *f, const struct result *r)
         json_null(&j, "server");
     }
     warmup(&j, r);
+    metrics_json(&j, r->metrics);
     threshold_json(&j, r->verdicts, r->nverdicts, r->aborted);
     json_object_begin(&j, "end");
     run_end_json(&j, &r->end);

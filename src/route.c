@@ -20,6 +20,16 @@ size_t route_source(const struct route *r, uint64_t g)
     return r->sources ? (size_t)(g % r->sources->n) : 0;
 }
 
+void route_count(const struct route *r, struct sources_count *counts, uint64_t g, bool connected)
+{
+    if (!counts)
+        return;
+    if (connected)
+        counts[route_source(r, g)].connects++;
+    else
+        counts[route_source(r, g)].errors++;
+}
+
 /* Binding failed: the address is not this machine's, or it has no port
  * left (of the range, of the window). */
 static enum cause bind_cause(int err)
@@ -30,7 +40,7 @@ static enum cause bind_cause(int err)
                                             : CAUSE_CONNECT_OTHER;
 }
 
-enum cause route_connect_cause(const struct route *r, int err)
+static enum cause errno_cause(const struct route *r, int err)
 {
     switch (err) {
     case ECONNREFUSED:
@@ -53,8 +63,16 @@ enum cause route_connect_cause(const struct route *r, int err)
     }
 }
 
-int route_connect(const struct route *r, struct sources_ports *ports, uint64_t g, bool *in_progress,
-                  enum cause *cause)
+enum cause route_connect_cause(const struct route *r, struct sources_ports *ports, uint64_t g,
+                               int err)
+{
+    if (r->sources && ports && err == EADDRNOTAVAIL)
+        sources_found_full(ports, route_source(r, g), clock_us());
+    return errno_cause(r, err);
+}
+
+int route_open(const struct route *r, struct sources_ports *ports, uint64_t g, int type,
+               bool *in_progress, enum cause *cause)
 {
     size_t i = route_source(r, g);
     if (r->sources && sources_full(ports, i, clock_us())) {
@@ -62,9 +80,9 @@ int route_connect(const struct route *r, struct sources_ports *ports, uint64_t g
         errno = EADDRINUSE;
         return -1;
     }
-    int fd = net_socket(&r->addr);
+    int fd = net_socket(&r->addr, type);
     if (fd < 0) {
-        *cause = route_connect_cause(r, errno);
+        *cause = errno_cause(r, errno);
         return -1;
     }
     int err = r->sources ? sources_bind(r->sources, ports, i, fd) : 0;
@@ -74,10 +92,10 @@ int route_connect(const struct route *r, struct sources_ports *ports, uint64_t g
         errno = err;
         return -1;
     }
-    if (!net_start_connect(fd, &r->addr, in_progress)) {
-        *cause = route_connect_cause(r, errno);
-        if (r->sources && errno == EADDRNOTAVAIL)
-            sources_found_full(ports, i, clock_us());
+    if (in_progress && !net_start_connect(fd, &r->addr, in_progress)) {
+        int e = errno;
+        *cause = route_connect_cause(r, ports, g, e);
+        errno = e;
         return -1;
     }
     return fd;
@@ -105,7 +123,7 @@ int route_dial(const struct route *r, uint64_t deadline, char *why, size_t len)
     /* the whole range is this check's */
     if (r->sources)
         sources_ports_init(&ports, r->sources, 0, 1, 1);
-    int fd = route_connect(r, &ports, 0, &in_progress, &cause);
+    int fd = route_open(r, &ports, 0, SOCK_STREAM, &in_progress, &cause);
     if (fd < 0)
         err = errno;
     if (r->sources)

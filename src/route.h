@@ -14,6 +14,7 @@
 #include "stats.h"
 
 struct sources;
+struct sources_count;
 struct sources_ports;
 struct tunnel;
 
@@ -27,13 +28,22 @@ struct route {
 /* The source address (its index in sources) of connection g of the run:
  * round-robin over the run's connections, whatever their thread or shard. */
 size_t route_source(const struct route *r, uint64_t g);
-/* Start a non-blocking connect for connection g (ports: its worker's, or
- * NULL at start-up). Returns the socket, with *in_progress telling whether
- * the connect is under way; or -1 with the cause in *cause. */
-int route_connect(const struct route *r, struct sources_ports *ports, uint64_t g, bool *in_progress,
-                  enum cause *cause);
-/* The cause of a connect that failed with err once under way. */
-enum cause route_connect_cause(const struct route *r, int err);
+/* --bind: connection g connected (or failed to), counted for its source
+ * address in counts (one per address; NULL: not counted). */
+void route_count(const struct route *r, struct sources_count *counts, uint64_t g, bool connected);
+/* A non-blocking socket of type (SOCK_STREAM, SOCK_DGRAM) for connection g,
+ * bound to its source address (ports: its worker's, or NULL at start-up),
+ * and its connect started unless in_progress is NULL (io_uring connects it
+ * itself, to r->addr). Returns the socket, with *in_progress telling
+ * whether the connect is under way; or -1 with the cause in *cause (and
+ * errno set). */
+int route_open(const struct route *r, struct sources_ports *ports, uint64_t g, int type,
+               bool *in_progress, enum cause *cause);
+/* The cause of connection g's connect that failed with err once under way
+ * (an address found without a free port is not searched again for a
+ * while: sources_full). */
+enum cause route_connect_cause(const struct route *r, struct sources_ports *ports, uint64_t g,
+                               int err);
 
 /* For the checks before the run: one connection as the run makes them,
  * ready for the transport's handshake (connected, through the tunnel),

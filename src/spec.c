@@ -30,10 +30,18 @@ void spec_copy(struct run_spec *dst, const struct run_spec *src)
     dst->timeline = dup_or_null(src->timeline);
     dst->hdr_log = dup_or_null(src->hdr_log);
     dst->stages = xcalloc(src->nstages + 1, sizeof *dst->stages);
-    memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
+    if (src->nstages) /* no --stages: src->stages may be NULL, which memcpy may not take */
+        memcpy(dst->stages, src->stages, src->nstages * sizeof *dst->stages);
     dst->script_args = xcalloc(src->nscript_args + 1, sizeof *dst->script_args);
     for (size_t i = 0; i < src->nscript_args; i++)
         dst->script_args[i] = xstrdup(src->script_args[i]);
+    dst->labels = xcalloc(src->nlabels + 1, sizeof *dst->labels);
+    for (size_t i = 0; i < src->nlabels; i++)
+        dst->labels[i] =
+            (struct label){xstrdup(src->labels[i].name), xstrdup(src->labels[i].value)};
+    dst->buckets = xcalloc(src->nbuckets + 1, sizeof *dst->buckets);
+    if (src->nbuckets)
+        memcpy(dst->buckets, src->buckets, src->nbuckets * sizeof *dst->buckets);
     dst->headers = xcalloc(src->nheaders + 1, sizeof *dst->headers);
     for (size_t i = 0; i < src->nheaders; i++)
         dst->headers[i] =
@@ -47,6 +55,12 @@ void spec_free(struct run_spec *spec)
         free(spec->headers[i].value);
     }
     free(spec->headers);
+    for (size_t i = 0; i < spec->nlabels; i++) {
+        free(spec->labels[i].name);
+        free(spec->labels[i].value);
+    }
+    free(spec->labels);
+    free(spec->buckets);
     for (size_t i = 0; i < spec->nscript_args; i++)
         free(spec->script_args[i]);
     free(spec->script_args);
@@ -133,6 +147,7 @@ void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline)
     json_uint(j, "streams", spec->streams);
     json_bool(j, "keepalive", !spec->no_keepalive);
     json_string(j, "unix_socket", spec->unix_socket);
+    json_string(j, "engine", spec_engine_name(spec->engine));
     json_string(j, "proxy", spec->proxy);
     json_string(j, "bind", spec->bind);
     json_string(j, "bind_port_range", spec->bind_ports);
@@ -152,6 +167,28 @@ void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline)
     json_object_end(j);
 }
 
+static const char *const engine_names[] = {
+    [SPEC_ENGINE_AUTO] = "auto",
+    [SPEC_ENGINE_EPOLL] = "epoll",
+    [SPEC_ENGINE_IO_URING] = "io_uring",
+};
+
+const char *spec_engine_name(enum spec_engine engine)
+{
+    return engine == SPEC_ENGINE_AUTO ? NULL : engine_names[engine];
+}
+
+bool spec_set_engine(struct run_spec *spec, const char *name)
+{
+    for (size_t i = 0; i < sizeof engine_names / sizeof *engine_names; i++) {
+        if (strcmp(name, engine_names[i]) == 0) {
+            spec->engine = (enum spec_engine)i;
+            return true;
+        }
+    }
+    return false;
+}
+
 bool spec_offers(const struct run_spec *spec, const struct proto_ops *p)
 {
     for (size_t i = 0; i < spec->nprotocols; i++)
@@ -166,6 +203,11 @@ bool spec_offers_figures(const struct run_spec *spec, enum stats_place place)
         if (spec->protocols[i]->figures == place)
             return true;
     return false;
+}
+
+bool spec_quic(const struct run_spec *spec)
+{
+    return spec->nprotocols && spec->protocols[0]->transport;
 }
 
 const struct proto_ops *spec_only_protocol(const struct run_spec *spec)
@@ -271,4 +313,21 @@ bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen)
         spec->rate = 1;
     spec->duration_us = total_us;
     return true;
+}
+
+void spec_profile(const struct run_spec *spec, struct profile *p)
+{
+    double from = (double)(spec->nstages ? spec->stages_from : spec->rate);
+    profile_init(p, from);
+    if (spec->warmup_us)
+        profile_add(p, (double)spec->warmup_us, from);
+    for (size_t i = 0; i < spec->nstages; i++)
+        profile_add(p, (double)spec->stages[i].duration_us, (double)spec->stages[i].rate);
+    if (!spec->nstages)
+        profile_add(p, INFINITY, (double)spec->rate);
+}
+
+double spec_rate_share(const struct run_spec *spec)
+{
+    return (double)spec->shard.connections / (double)spec->connections;
 }

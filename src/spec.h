@@ -39,6 +39,19 @@ struct shard {
     double rate;           /* its share of -R, 0 without -R */
 };
 
+/* How the connections move their bytes (--engine). */
+enum spec_engine {
+    SPEC_ENGINE_AUTO,     /* io_uring where the kernel allows it and the connections' transport
+                             runs on it, else epoll; settled before the run starts */
+    SPEC_ENGINE_EPOLL,    /* readiness, through the workers' libev loops */
+    SPEC_ENGINE_IO_URING, /* completions, through a ring per worker */
+};
+
+/* --label NAME=VALUE: names the run in /metrics and remote write. */
+struct label {
+    char *name, *value;
+};
+
 struct run_spec {
     char *url; /* as typed */
     bool tls;  /* an https URL */
@@ -86,6 +99,15 @@ struct run_spec {
     struct shard shard;
     /* What the text report prints: -L, -U. */
     bool latency, u_latency;
+    /* --engine as asked; from the header on, the one the run ran on (auto
+     * only in a merged result of versions that did not say). */
+    enum spec_engine engine;
+    /* Live metrics (/metrics, remote write): the labels beside url and
+     * shard, and the latency histograms' bucket bounds (us, ascending). */
+    struct label *labels;
+    size_t nlabels;
+    uint64_t *buckets;
+    size_t nbuckets;
 };
 
 /* A copy of src, owning its own strings and lists. */
@@ -102,11 +124,20 @@ void spec_set_header(struct run_spec *spec, const char *name, size_t name_len, c
  * the requests a batch held (pipeline). */
 void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline);
 
+/* "epoll", "io_uring"; NULL for auto. */
+const char *spec_engine_name(enum spec_engine engine);
+/* The engine named name ("auto" too); false when there is none of that
+ * name. */
+bool spec_set_engine(struct run_spec *spec, const char *name);
+
 /* Whether a connection may speak p. */
 bool spec_offers(const struct run_spec *spec, const struct proto_ops *p);
 /* Whether a connection may speak the protocol whose own figures sit at
  * place (STATS_AT_HTTP2): whether the document has them. */
 bool spec_offers_figures(const struct run_spec *spec, enum stats_place place);
+/* Whether the run speaks a protocol with a transport of its own: HTTP/3,
+ * over QUIC (UDP) rather than TCP. */
+bool spec_quic(const struct run_spec *spec);
 /* The protocol asked for when it is one, or NULL for several. */
 const struct proto_ops *spec_only_protocol(const struct run_spec *spec);
 /* Its name ("HTTP/2"), or NULL for several. */
@@ -129,5 +160,14 @@ bool spec_shard_shares(struct run_spec *spec, char *err, size_t errlen);
  * wherever one rate is reported; the profile starts from -R. False with a
  * reason in err when the stages last no time or send nothing. */
 bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen);
+
+/* -R, --stages: the whole run's target rate over time, from the start of
+ * the schedule: the warm-up at the rate the run starts from, then the
+ * stages, or -R to the end. Free it with profile_free. */
+struct profile;
+void spec_profile(const struct run_spec *spec, struct profile *p);
+/* The part of the whole run's target rate this shard sends: its share of
+ * the connections (1 unsharded). */
+double spec_rate_share(const struct run_spec *spec);
 
 #endif

@@ -3,6 +3,7 @@
 #include "stats.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const cause_names[CAUSE_COUNT] = {
@@ -31,6 +32,12 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_STREAM_LIMIT] = "stream_limit",
     [CAUSE_REFUSED_STREAM] = "refused_stream",
     [CAUSE_REQUEST_TOO_LARGE] = "request_too_large",
+    [CAUSE_QUIC_CLOSE] = "connection_close",
+    [CAUSE_QUIC_IDLE_TIMEOUT] = "idle_timeout",
+    [CAUSE_QUIC_STATELESS_RESET] = "stateless_reset",
+    [CAUSE_QUIC_VERSION] = "version_negotiation",
+    [CAUSE_QUIC_PROTOCOL] = "quic_protocol",
+    [CAUSE_H3_PROTOCOL] = "http3_protocol",
     [CAUSE_NO_PORT] = "no_free_port",
     [CAUSE_BIND_ADDRESS] = "bind_address",
     [CAUSE_PROXY_REFUSED] = "proxy_refused",
@@ -79,20 +86,78 @@ static const char *const h2_code_names[STATS_H2_CODES] = {
     "OTHER",
 };
 
+static const char *const h3_code_names[STATS_H3_CODES] = {
+    "H3_NO_ERROR",
+    "H3_GENERAL_PROTOCOL_ERROR",
+    "H3_INTERNAL_ERROR",
+    "H3_STREAM_CREATION_ERROR",
+    "H3_CLOSED_CRITICAL_STREAM",
+    "H3_FRAME_UNEXPECTED",
+    "H3_FRAME_ERROR",
+    "H3_EXCESSIVE_LOAD",
+    "H3_ID_ERROR",
+    "H3_SETTINGS_ERROR",
+    "H3_MISSING_SETTINGS",
+    "H3_REQUEST_REJECTED",
+    "H3_REQUEST_CANCELLED",
+    "H3_REQUEST_INCOMPLETE",
+    "H3_MESSAGE_ERROR",
+    "H3_CONNECT_ERROR",
+    "H3_VERSION_FALLBACK",
+    "OTHER",
+};
+
+static const char *const quic_code_names[STATS_QUIC_CODES] = {
+    "NO_ERROR",
+    "INTERNAL_ERROR",
+    "CONNECTION_REFUSED",
+    "FLOW_CONTROL_ERROR",
+    "STREAM_LIMIT_ERROR",
+    "STREAM_STATE_ERROR",
+    "FINAL_SIZE_ERROR",
+    "FRAME_ENCODING_ERROR",
+    "TRANSPORT_PARAMETER_ERROR",
+    "CONNECTION_ID_LIMIT_ERROR",
+    "PROTOCOL_VIOLATION",
+    "INVALID_TOKEN",
+    "APPLICATION_ERROR",
+    "CRYPTO_BUFFER_EXCEEDED",
+    "KEY_UPDATE_ERROR",
+    "AEAD_LIMIT_REACHED",
+    "NO_VIABLE_PATH",
+    "OTHER",
+};
+
+static const char *const ecn_names[STATS_ECN_MARKS] = {"not_ect", "ect1", "ect0", "ce"};
+
 const struct stats_counter stats_counters[STATS_NCOUNTERS] = {
-#define STATS_COUNTER_ROW(f, place, key, column, rule, flags)                                      \
-    {key, offsetof(struct stats, f), place, key, column, rule, flags},
+#define STATS_COUNTER_ROW(f, place, key, column, metric, rule, flags)                              \
+    {key, offsetof(struct stats, f), place, key, column, metric, rule, flags},
     STATS_COUNTERS(STATS_COUNTER_ROW)
 #undef STATS_COUNTER_ROW
 #define STATS_ERROR_ROW(name, what)                                                                \
-    {what, offsetof(struct stats, errors.name), STATS_AT_ERRORS, #name, #name, STATS_SUM, 0},
+    {what,                                                                                         \
+     offsetof(struct stats, errors.name),                                                          \
+     STATS_AT_ERRORS,                                                                              \
+     #name,                                                                                        \
+     #name,                                                                                        \
+     "errors_by_class_total",                                                                      \
+     STATS_SUM,                                                                                    \
+     0},
         STATS_ERRORS(STATS_ERROR_ROW)
 #undef STATS_ERROR_ROW
 };
 
+const struct stats_breakdown stats_breakdowns[STATS_NBREAKDOWNS] = {
+#define STATS_BREAKDOWN_ROW(f, n, place, key, name)                                                \
+    {offsetof(struct stats, f), n, place, key, name},
+    STATS_BREAKDOWNS(STATS_BREAKDOWN_ROW)
+#undef STATS_BREAKDOWN_ROW
+};
+
 const struct stats_dist stats_dists[STATS_NDISTS] = {
-#define STATS_DIST_ROW(f, key, column, highest, flags)                                             \
-    {offsetof(struct stats, f), key, column, highest, flags},
+#define STATS_DIST_ROW(f, key, column, metric, highest, flags)                                     \
+    {offsetof(struct stats, f), key, column, metric, highest, flags},
     STATS_DISTRIBUTIONS(STATS_DIST_ROW)
 #undef STATS_DIST_ROW
 };
@@ -108,6 +173,8 @@ const char *stats_place_object(enum stats_place place)
         return "proxy";
     case STATS_AT_HTTP2:
         return "http2";
+    case STATS_AT_HTTP3:
+        return "http3";
     case STATS_AT_RATE:
         return "rate";
     default:
@@ -143,9 +210,11 @@ void stats_list_fields(FILE *f)
                 : c->flags & STATS_MEAN  ? "mean"
                                          : "count");
     }
-#define STATS_BREAKDOWN_LINE(field, n, path) fprintf(f, "breakdown %s - sum\n", path);
-    STATS_BREAKDOWNS(STATS_BREAKDOWN_LINE)
-#undef STATS_BREAKDOWN_LINE
+    for (size_t i = 0; i < stats_nbreakdowns; i++) {
+        const struct stats_breakdown *b = &stats_breakdowns[i];
+        const char *object = stats_place_object(b->place);
+        fprintf(f, "breakdown %s%s%s - sum\n", object ? object : "", object ? "." : "", b->key);
+    }
     for (size_t i = 0; i < stats_ndists; i++)
         fprintf(f, "distribution %s %s histogram\n", stats_dists[i].key,
                 stats_dists[i].column ? stats_dists[i].column : "-");
@@ -189,7 +258,7 @@ void stats_merge(struct stats *dst, const struct stats *src)
         else if (v < *d)
             *d = v;
     }
-#define STATS_BREAKDOWN_ADD(field, n, path)                                                        \
+#define STATS_BREAKDOWN_ADD(field, n, place, key, name)                                            \
     for (size_t i = 0; i < (n); i++)                                                               \
         dst->field[i] += src->field[i];
     STATS_BREAKDOWNS(STATS_BREAKDOWN_ADD)
@@ -209,7 +278,7 @@ bool stats_merge_overflows(const struct stats *dst, const struct stats *src)
             sum_overflows(stats_counter_get(dst, c), stats_counter_get(src, c)))
             return true;
     }
-#define STATS_BREAKDOWN_OVERFLOWS(field, n, path)                                                  \
+#define STATS_BREAKDOWN_OVERFLOWS(field, n, place, key, name)                                      \
     for (size_t i = 0; i < (n); i++)                                                               \
         if (sum_overflows(dst->field[i], src->field[i]))                                           \
             return true;
@@ -247,7 +316,65 @@ const char *stats_cause_name(enum cause c) { return cause_names[c]; }
 
 const char *stats_tls_failure_name(enum tls_failure f) { return tls_failure_names[f]; }
 
-const char *stats_h2_code_name(unsigned code)
+enum tls_failure stats_tls_alert_failure(unsigned alert)
 {
+    switch (alert) {
+    case 70: /* protocol_version */
+        return TLS_FAIL_PROTOCOL_VERSION;
+    case 40: /* handshake_failure */
+    case 71: /* insufficient_security */
+        return TLS_FAIL_HANDSHAKE;
+    case 116: /* certificate_required */
+        return TLS_FAIL_CERT_REQUIRED;
+    case 42: /* bad_certificate */
+    case 43: /* unsupported_certificate */
+    case 44: /* certificate_revoked */
+    case 45: /* certificate_expired */
+    case 46: /* certificate_unknown */
+    case 48: /* unknown_ca */
+    case 49: /* access_denied */
+        return TLS_FAIL_CERT_REFUSED;
+    case 120: /* no_application_protocol */
+        return TLS_FAIL_NO_ALPN;
+    default:
+        return TLS_FAIL_OTHER_ALERT;
+    }
+}
+
+const char *stats_h2_code_name(unsigned code, char *buf)
+{
+    (void)buf;
     return h2_code_names[code < STATS_H2_CODES ? code : STATS_H2_CODES - 1];
+}
+
+const char *stats_h3_code_name(unsigned code, char *buf)
+{
+    (void)buf;
+    return h3_code_names[code < STATS_H3_CODES ? code : STATS_H3_CODES - 1];
+}
+
+const char *stats_quic_code_name(unsigned code, char *buf)
+{
+    (void)buf;
+    return quic_code_names[code < STATS_QUIC_CODES ? code : STATS_QUIC_CODES - 1];
+}
+
+const char *stats_alert_name(unsigned code, char *buf)
+{
+    snprintf(buf, STATS_CODE_NAME_MAX, "%u", code);
+    return buf;
+}
+
+const char *stats_status_name(unsigned code, char *buf)
+{
+    if (code == 0 || code >= STATS_STATUS_MAX)
+        return "other";
+    snprintf(buf, STATS_CODE_NAME_MAX, "%u", code % STATS_STATUS_MAX);
+    return buf;
+}
+
+const char *stats_ecn_name(unsigned code, char *buf)
+{
+    (void)buf;
+    return ecn_names[code & (STATS_ECN_MARKS - 1)];
 }

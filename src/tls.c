@@ -68,28 +68,8 @@ static enum tls_failure why_failed(int err)
     if (err != SSL_ERROR_SSL || ERR_GET_LIB(e) != ERR_LIB_SSL)
         return TLS_FAIL_OTHER;
     int reason = ERR_GET_REASON(e);
-    switch (reason - SSL_AD_REASON_OFFSET) {
-    case SSL_AD_PROTOCOL_VERSION:
-        return TLS_FAIL_PROTOCOL_VERSION;
-    case SSL_AD_HANDSHAKE_FAILURE:
-    case SSL_AD_INSUFFICIENT_SECURITY:
-        return TLS_FAIL_HANDSHAKE;
-    case SSL_AD_CERTIFICATE_REQUIRED:
-        return TLS_FAIL_CERT_REQUIRED;
-    case SSL_AD_BAD_CERTIFICATE:
-    case SSL_AD_UNSUPPORTED_CERTIFICATE:
-    case SSL_AD_CERTIFICATE_REVOKED:
-    case SSL_AD_CERTIFICATE_EXPIRED:
-    case SSL_AD_CERTIFICATE_UNKNOWN:
-    case SSL_AD_UNKNOWN_CA:
-    case SSL_AD_ACCESS_DENIED:
-        return TLS_FAIL_CERT_REFUSED;
-    case SSL_AD_NO_APPLICATION_PROTOCOL:
-        return TLS_FAIL_NO_ALPN;
-    default:
-        if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256)
-            return TLS_FAIL_OTHER_ALERT;
-    }
+    if (reason >= SSL_AD_REASON_OFFSET && reason < SSL_AD_REASON_OFFSET + 256)
+        return stats_tls_alert_failure((unsigned)(reason - SSL_AD_REASON_OFFSET));
     switch (reason) {
     case SSL_R_UNSUPPORTED_PROTOCOL:
     case SSL_R_VERSION_TOO_LOW:

@@ -1,5 +1,6 @@
 /* The seam between a connection and the bytes on its socket: plain TCP or
- * Unix sockets, or TLS. A connection calls these and never the syscalls.
+ * Unix sockets, TLS, or QUIC's datagrams. A connection calls these and never
+ * the syscalls.
  * SPDX-License-Identifier: MIT */
 #ifndef VOLLEY_TRANSPORT_H
 #define VOLLEY_TRANSPORT_H
@@ -7,6 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "stats.h"
+
+struct ev_loop;
 
 /* Results below zero from the calls below. */
 enum io_result {
@@ -22,10 +27,23 @@ enum io_result {
 struct sock {
     int fd;
     void *state;
+    /* Set by the connection for a transport with timers and figures of its
+     * own (QUIC's loss recovery and idle timeout): the worker's loop and
+     * stats, and what to call when such a timer fired and the connection
+     * should look again (at what there is to send, or at its end). */
+    struct ev_loop *loop;
+    struct stats *stats;
+    void (*wake)(struct sock *s);
 };
 
 struct transport {
-    bool secure; /* TLS: handshake() is a TLS handshake */
+    bool secure;   /* TLS: handshake() is a TLS handshake */
+    bool datagram; /* the socket is UDP (QUIC): read() and write() move
+                      datagrams, which only the session above can read */
+    /* The io_uring engine can carry it: no handshake, and read() and write()
+     * move the socket's bytes as they are (uring.h). Otherwise its
+     * connections run on epoll whatever the engine. */
+    bool ring;
     /* After the TCP connect: finish setting up (the TLS handshake). IO_OK when
      * ready to send, IO_WANT_* to wait, IO_ERROR when it failed. */
     int (*handshake)(struct sock *s);
@@ -52,6 +70,9 @@ struct transport {
     /* When the connection slot is freed: drop what the transport keeps across
      * reconnects. */
     void (*release)(struct sock *s);
+    /* Why the handshake, a read or a write failed; NULL when errno says
+     * (TCP), or the TLS handshake failed. */
+    enum cause (*cause)(struct sock *s);
 };
 
 extern const struct transport transport_plain;

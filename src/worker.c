@@ -21,6 +21,8 @@
 #include "cli.h"
 #include "clock.h"
 #include "conn.h"
+#include "conn_ring.h"
+#include "conn_tunnel.h"
 #include "http.h"
 #include "interval.h"
 #include "net.h"
@@ -31,6 +33,7 @@
 #include "sources.h"
 #include "tls.h"
 #include "transport.h"
+#include "uring.h"
 #include "xalloc.h"
 
 struct worker {
@@ -38,6 +41,7 @@ struct worker {
     const struct config *cfg;
     struct route route; /* every connection of this worker goes this way */
     struct ev_loop *loop;
+    struct uring *ring; /* its connections' io_uring, or NULL (epoll) */
     pthread_t thread;
     struct conn_config conn; /* what its connections see of it */
     struct conn_live live;   /* and what changes while the run is on */
@@ -81,6 +85,8 @@ struct worker {
      * line: the hot path keeps plain counters, and a display needs no
      * ordering, so relaxed stores and loads suffice. */
     _Atomic uint64_t live_requests, live_errors;
+    /* Its connections open now, published likewise for the live metrics. */
+    _Atomic uint64_t live_open;
     struct cpu_busy load; /* how busy the thread was while it ran */
     bool running;         /* its thread has started (set and read on that thread) */
     bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
@@ -112,6 +118,7 @@ static void on_sample(struct ev_loop *loop, ev_timer *t, int revents)
     atomic_store_explicit(&w->live_requests, requests, memory_order_relaxed);
     atomic_store_explicit(&w->live_errors, stats_errors(&w->total) + stats_errors(&w->stats),
                           memory_order_relaxed);
+    atomic_store_explicit(&w->live_open, w->live.open, memory_order_relaxed);
     if (n == 0 || now <= w->sample_at)
         return;
     hist_record(w->stats.rps, (uint64_t)((double)n * 1e6 / (double)(now - w->sample_at)));
@@ -366,6 +373,14 @@ static void settled(void *arg)
         w->events.settled(w->events.arg);
 }
 
+/* TCP, TLS over it, or the transport the run's protocol brings (QUIC's). */
+static const struct transport *transport_of(const struct run_spec *spec)
+{
+    if (spec->protocols[0]->transport)
+        return spec->protocols[0]->transport;
+    return spec->tls ? &transport_tls : &transport_plain;
+}
+
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
                           const struct route *route, const struct worker_events *events)
 {
@@ -398,11 +413,12 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     }
     w->conn = (struct conn_config){
         .loop = w->loop,
-        .transport = cfg->spec.tls ? &transport_tls : &transport_plain,
+        .transport = transport_of(&cfg->spec),
         .route = &w->route,
         .first = w->first_conn,
         .by_source = w->by_source,
         .ports = &w->ports,
+        .tunnel = route->tunnel ? conn_tunnel_step : NULL,
         .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
         .rbuf = w->buf,
@@ -425,10 +441,15 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
         };
     }
     w->conn.nprotocols = cfg->spec.nprotocols;
+    if (cfg->spec.engine == SPEC_ENGINE_IO_URING && w->conn.transport->ring)
+        w->ring = uring_new(w->loop, nconns);
     w->nconns = nconns;
     w->conns = xcalloc(nconns, sizeof *w->conns);
-    for (size_t i = 0; i < nconns; i++)
+    for (size_t i = 0; i < nconns; i++) {
         conn_init(&w->conns[i], &w->conn, &w->live, i);
+        if (w->ring)
+            conn_ring_init(&w->conns[i], w->ring, i);
+    }
     ev_async_init(&w->stop_watcher, on_stop);
     w->stop_watcher.data = w;
     ev_async_start(w->loop, &w->stop_watcher);
@@ -503,24 +524,10 @@ void worker_script(struct worker *w, struct script *main_script, size_t *pipelin
 
 void worker_set_budget(struct worker *w, struct budget *budget) { w->conn.budget = budget; }
 
-/* The target over time: the warm-up at the rate the run starts from, then
- * the stages, or -R to the end. */
-static void build_profile(struct profile *p, const struct config *cfg)
-{
-    double from = (double)(cfg->spec.nstages ? cfg->spec.stages_from : cfg->spec.rate);
-    profile_init(p, from);
-    if (cfg->spec.warmup_us)
-        profile_add(p, (double)cfg->spec.warmup_us, from);
-    for (size_t i = 0; i < cfg->spec.nstages; i++)
-        profile_add(p, (double)cfg->spec.stages[i].duration_us, (double)cfg->spec.stages[i].rate);
-    if (!cfg->spec.nstages)
-        profile_add(p, INFINITY, (double)cfg->spec.rate);
-}
-
 void worker_set_rate(struct worker *w)
 {
     struct pace *p = &w->pace;
-    build_profile(&p->profile, w->cfg);
+    spec_profile(&w->cfg->spec, &p->profile);
     p->depth = w->conn.sessions[0].depth;
     /* Batch k of connection g goes when request (g + k C) depth is due:
      * one depth for every connection. */
@@ -598,6 +605,8 @@ static void *run(void *arg)
      * on a schedule, send on the microsecond. */
     if (w->cfg->spec.rate)
         prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    if (w->ring)
+        uring_start(w->ring);
     /* In the closed model each connection sends as soon as it is open (or,
      * with --ramp-up, opens in its turn once the run starts); with -R, and
      * held for --start-at, they are all opened first, and the run starts
@@ -611,6 +620,9 @@ static void *run(void *arg)
     last_sample(w);
     for (size_t i = 0; i < w->nconns; i++)
         conn_stop(&w->conns[i]);
+    if (w->ring)
+        uring_finish(w->ring);
+    atomic_store_explicit(&w->live_open, w->live.open, memory_order_relaxed);
     ev_timer_stop(w->loop, &w->interval_timer);
     if (w->warming) /* the run ended within the warm-up */
         end_warmup(w, clock_us());
@@ -662,6 +674,11 @@ void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors)
     *errors = atomic_load_explicit(&w->live_errors, memory_order_relaxed);
 }
 
+uint64_t worker_open(struct worker *w)
+{
+    return atomic_load_explicit(&w->live_open, memory_order_relaxed);
+}
+
 void worker_free(struct worker *w)
 {
     for (size_t i = 0; i < w->nconns; i++)
@@ -671,6 +688,7 @@ void worker_free(struct worker *w)
     for (size_t i = 0; i < PROTOCOLS_COUNT; i++)
         request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
+    uring_free(w->ring);
     sources_ports_free(&w->ports);
     free(w->by_source);
     buf_free(&w->absolute);

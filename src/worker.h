@@ -97,6 +97,9 @@ void worker_result(const struct worker *w, struct worker_result *out);
  * errors and status >= 400) it counted so far, as of its last sample tick
  * (every 100 ms), for the progress line. */
 void worker_live(struct worker *w, uint64_t *requests, uint64_t *errors);
+/* From another thread, at any time: its connections open now, as of its
+ * last sample tick (0 once the run is over), for the live metrics. */
+uint64_t worker_open(struct worker *w);
 
 /* Requests per batch: what request() returns, or the static request (the
  * most of any protocol's: HTTP/1.1 pipelines it -m deep). */

@@ -11,16 +11,18 @@ import json
 import os
 import re
 import resource
-import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 
 import pytest
 
+import gobuild
 from nginx_conf import nginx_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -177,6 +179,41 @@ def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     return run
 
 
+def uring_refused():
+    """Why this machine refuses io_uring (volley's one line), or None when it
+    allows it; asked without VOLLEY_ENGINE, whose choice is not the kernel's."""
+    env = {k: v for k, v in os.environ.items() if k != "VOLLEY_ENGINE"}
+    run = volley("--engine", "io_uring", "-t1", "-c1", "-n1", "http://127.0.0.1:1/", env=env)
+    if "--engine io_uring" in run.stderr:
+        assert run.returncode == 1, run
+        return run.stderr.strip()
+    return None
+
+
+# make check ENGINE=epoll|io_uring (VOLLEY_TEST_ENGINE): every run of the
+# suite on that engine. epoll through VOLLEY_ENGINE; io_uring is volley's own
+# choice for http URLs (https runs on epoll), so the suite checks first that
+# this machine allows it and stops if not, rather than run on epoll unseen.
+SUITE_ENGINE = os.environ.get("VOLLEY_TEST_ENGINE", "")
+
+
+def pytest_configure(config):
+    if SUITE_ENGINE == "epoll":
+        os.environ["VOLLEY_ENGINE"] = "epoll"
+    elif SUITE_ENGINE == "io_uring":
+        os.environ.pop("VOLLEY_ENGINE", None)
+        refused = uring_refused()
+        if refused:
+            pytest.exit(f"ENGINE=io_uring, but io_uring is refused here: {refused}", returncode=1)
+    elif SUITE_ENGINE:
+        pytest.exit(f"ENGINE must be epoll or io_uring, not {SUITE_ENGINE!r}", returncode=1)
+
+
+def pytest_report_header(config):
+    return f"engine: {SUITE_ENGINE or 'as volley picks'} (VOLLEY_ENGINE=" \
+           f"{os.environ.get('VOLLEY_ENGINE', '')})"
+
+
 def volley_signalled(*args, sig=signal.SIGINT, after=1.0, cwd=None, timeout=30):
     """Run volley and send it sig after `after` seconds (as a terminal's
     Ctrl-C finds it); returns a Run."""
@@ -228,6 +265,15 @@ def parse_metric(text):
     return float(m.group(1)) * UNITS_METRIC[m.group(2)]
 
 
+def printed(out):
+    """The lines a script printed during the run: between the header (its
+    first line and the indented ones after it) and the table of the report."""
+    lines = out.split("  Thread Stats")[0].splitlines()[1:]
+    while lines and lines[0].startswith("  "):
+        lines.pop(0)
+    return lines
+
+
 def parse_report(out):
     """The figures of wrk's text report as a dict (missing lines are absent)."""
     r = {}
@@ -237,6 +283,9 @@ def parse_report(out):
     m = re.search(r"^  (\d+) threads and (\d+) connections$", out, re.M)
     if m:
         r["threads"], r["connections"] = int(m.group(1)), int(m.group(2))
+    m = re.search(r"^  engine: (\S+)$", out, re.M)
+    if m:
+        r["engine"] = m.group(1)
     m = re.search(r"^    Latency\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)%$", out, re.M)
     if m:
         r["latency_avg"] = parse_time_us(m.group(1))
@@ -303,7 +352,9 @@ class StatsServer:
         """Stop the server; returns its stats (what it saw)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=10)
+            # A Python peer whose threads still flood a closed connection
+            # takes a while on a loaded machine to write its stats.
+            self.proc.wait(timeout=30)
         if self._stats is None:
             check_sanitizer(self.name, self.proc.stderr.read())
             with open(self.stats_file) as f:
@@ -342,19 +393,27 @@ class Testd(StatsServer):
             return [json.loads(line) for line in f if line.strip()]
 
 
+def started(make, end="kill"):
+    """The body of a server fixture: yields start(...), which starts a
+    server with make(...) and returns it; at the end each is ended (its
+    kill() or stop())."""
+    servers = []
+
+    def start(*args, **kw):
+        server = make(*args, **kw)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        getattr(server, end)()
+
+
 @pytest.fixture
 def testd(tmp_path):
     """Factory: testd("--delay", 20) starts a server; all are stopped at the end."""
-    servers = []
-
-    def start(*options, listen="127.0.0.1:0"):
-        s = Testd(str(tmp_path), *options, listen=listen)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda *options, listen="127.0.0.1:0":
+                       Testd(str(tmp_path), *options, listen=listen))
 
 
 # --------------------------------------------------------------------------
@@ -498,16 +557,7 @@ def tls_front(nginx, certs, upstream_port):
 @pytest.fixture
 def nginx(tmp_path):
     """Factory: nginx(server='location / { return 200 "x"; }') starts one."""
-    servers = []
-
-    def start(**kw):
-        n = Nginx(str(tmp_path), **kw)
-        servers.append(n)
-        return n
-
-    yield start
-    for n in servers:
-        n.stop()
+    yield from started(lambda **kw: Nginx(str(tmp_path), **kw), end="stop")
 
 
 # --------------------------------------------------------------------------
@@ -600,64 +650,27 @@ class Nghttpd:
 def nghttpd(tmp_path, server_cert):
     """Factory: nghttpd(tls=False, max_streams=None) starts one (-m sets its
     SETTINGS_MAX_CONCURRENT_STREAMS, 100 by default)."""
-    servers = []
-
-    def start(tls=False, max_streams=None):
-        s = Nghttpd(str(tmp_path), tls=tls, cert=server_cert, max_streams=max_streams)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.stop()
+    yield from started(lambda tls=False, max_streams=None:
+                       Nghttpd(str(tmp_path), tls=tls, cert=server_cert, max_streams=max_streams),
+                       end="stop")
 
 
-GO_MIN = (1, 24)  # http.Server's Protocols (SetUnencryptedHTTP2) came in Go 1.24
 GO_H2C_SRC = os.path.join(ROOT, "tests", "server", "h2c")
 GO_H2C = os.path.join(ROOT, "build", "tests", "volley-h2c")
 
 
-def find_go():
-    """The first Go >= GO_MIN where deps/install.sh looks: on PATH, in
-    /usr/local/go or a Debian golang-1.NN-go; (path, None) or (None, why)."""
-    found = []
-    candidates = [shutil.which("go"), "/usr/local/go/bin/go"] + \
-        sorted(glob.glob("/usr/lib/go-1.*/bin/go"), reverse=True)
-    for go in filter(None, candidates):
-        try:
-            v = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True,
-                               timeout=30).stdout.strip()
-        except OSError:
-            continue
-        m = re.match(r"go(\d+)\.(\d+)", v)
-        if m and (int(m.group(1)), int(m.group(2))) >= GO_MIN:
-            return go, None
-        found.append(f"{go} ({v or '?'})")
-    return None, (f"Go >= {GO_MIN[0]}.{GO_MIN[1]} is needed to build tests/server/h2c "
-                  f"(found: {', '.join(found) or 'none'}); run deps/install.sh --test")
+def go_build(src, out):
+    """gobuild.go_build, failing the test when Go or the build fails."""
+    try:
+        return gobuild.go_build(src, out)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @pytest.fixture(scope="session")
 def go_h2c_binary():
-    """build/tests/volley-h2c, built from tests/server/h2c with the Go on this
-    machine (again only when a source is newer)."""
-    sources = [os.path.join(GO_H2C_SRC, f) for f in os.listdir(GO_H2C_SRC)]
-    if os.path.exists(GO_H2C) and \
-            os.path.getmtime(GO_H2C) >= max(os.path.getmtime(f) for f in sources):
-        return GO_H2C
-    go, why = find_go()
-    if not go:
-        pytest.fail(why, pytrace=False)
-    env = dict(os.environ, GOTOOLCHAIN="local")
-    if not env.get("HOME") and not env.get("XDG_CACHE_HOME") and not env.get("GOCACHE"):
-        env["GOCACHE"] = os.path.join(ROOT, "build", "go-cache")
-    os.makedirs(os.path.dirname(GO_H2C), exist_ok=True)
-    cmd = [go, "build", "-o", GO_H2C, "."]
-    p = subprocess.run(cmd, cwd=GO_H2C_SRC, env=env, capture_output=True, text=True,
-                       timeout=600)
-    if p.returncode != 0:
-        pytest.fail(f"{shlex.join(cmd)} failed:\n{p.stdout}{p.stderr}", pytrace=False)
-    return GO_H2C
+    """build/tests/volley-h2c, built from tests/server/h2c."""
+    return go_build(GO_H2C_SRC, GO_H2C)
 
 
 class GoH2c(StatsServer):
@@ -681,16 +694,8 @@ def go_h2c(go_h2c_binary, tmp_path):
     """Factory: go_h2c(max_streams=None) starts the Go h2c server, or with
     tls=[options] (--cert F --key F [--alternate]) its TLS server; .stats()
     stops it and returns what it saw (see tests/server/h2c/main.go)."""
-    servers = []
-
-    def start(max_streams=None, tls=None):
-        s = GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams, tls=tls)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda max_streams=None, tls=None:
+                       GoH2c(go_h2c_binary, str(tmp_path), max_streams=max_streams, tls=tls))
 
 
 H2PEER = os.path.join(ROOT, "tests", "server", "h2peer.py")
@@ -712,16 +717,7 @@ class H2Peer(StatsServer):
 def h2peer(tmp_path):
     """Factory: h2peer("goaway", "--after", 5) starts the hostile HTTP/2 peer
     in that mode; .stats() stops it and returns what it saw."""
-    servers = []
-
-    def start(mode="normal", *options):
-        s = H2Peer(str(tmp_path), mode, *options)
-        servers.append(s)
-        return s
-
-    yield start
-    for s in servers:
-        s.kill()
+    yield from started(lambda mode="normal", *options: H2Peer(str(tmp_path), mode, *options))
 
 
 # --------------------------------------------------------------------------
@@ -843,6 +839,204 @@ def microsocks(tmp_path):
 
 
 # --------------------------------------------------------------------------
+# HTTP/3 servers: quic-go, aioquic (and its hostile modes), a lossy relay
+# --------------------------------------------------------------------------
+
+GO_H3_SRC = os.path.join(ROOT, "tests", "server", "h3")
+GO_H3 = os.path.join(ROOT, "build", "tests", "volley-h3")
+H3PEER = os.path.join(ROOT, "tests", "server", "h3peer.py")
+UDPRELAY = os.path.join(ROOT, "tests", "server", "udprelay.py")
+
+
+@pytest.fixture(scope="session")
+def go_h3_binary():
+    """build/tests/volley-h3, built from tests/server/h3 (quic-go, from the Go
+    module proxy the first time)."""
+    return go_build(GO_H3_SRC, GO_H3)
+
+
+class GoH3(StatsServer):
+    """tests/server/h3: quic-go's HTTP/3 server, logging every request."""
+
+    name = "volley-h3"
+
+    def __init__(self, binary, tmp_path, cert, *options):
+        stats_file = os.path.join(tmp_path, f"h3-{id(self)}.stats.json")
+        self.log_file = os.path.join(tmp_path, f"h3-{id(self)}.log")
+        cmd = [binary, "--cert", cert["cert"], "--key", cert["key"], "--stats", stats_file,
+               "--log", self.log_file, "--max-time", "300"] + [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+    def log(self, stop=True):
+        """Every request the server answered, as dicts (volley-testd's log
+        format); stop=False reads it as it is (a server killed mid-run)."""
+        if stop:
+            self.stop()
+        with open(self.log_file) as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture
+def go_h3(go_h3_binary, tmp_path, server_cert):
+    """Factory: go_h3("--max-streams", 8) starts quic-go's HTTP/3 server;
+    .stats() stops it and returns what it saw, .log() what it answered."""
+    yield from started(lambda *options: GoH3(go_h3_binary, str(tmp_path), server_cert, *options))
+
+
+class H3Peer(StatsServer):
+    """tests/server/h3peer.py: aioquic's HTTP/3, misbehaving as its mode says."""
+
+    name = "volley-h3peer"
+
+    def __init__(self, tmp_path, cert, mode, *options):
+        stats_file = os.path.join(tmp_path, f"h3peer-{id(self)}.stats.json")
+        cmd = [sys.executable, H3PEER, "--cert", cert["cert"], "--key", cert["key"],
+               "--stats", stats_file, "--max-time", "300", "--mode", mode] + \
+            [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def h3peer(tmp_path, server_cert):
+    """Factory: h3peer("close", "--after", 5) starts the aioquic server in
+    that mode ("normal": a working one); .stats() stops it and returns what
+    it saw."""
+    yield from started(lambda mode="normal", *options:
+                       H3Peer(str(tmp_path), server_cert, mode, *options))
+
+
+class UdpRelay(StatsServer):
+    """tests/server/udprelay.py in front of a UDP port: https URL to it."""
+
+    name = "volley-udprelay"
+
+    def __init__(self, tmp_path, port, *options):
+        stats_file = os.path.join(tmp_path, f"relay-{id(self)}.stats.json")
+        cmd = [sys.executable, UDPRELAY, "--to", str(port), "--stats", stats_file,
+               "--max-time", "300"] + [str(o) for o in options]
+        super().__init__(cmd, stats_file)
+        self.url = f"https://127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def udp_relay(tmp_path):
+    """Factory: udp_relay(server.port, "--drop", 0.03) relays to a server's
+    port, losing and reordering as told; .stats() stops it and returns the
+    datagrams it relayed and dropped each way."""
+    yield from started(lambda port, *options: UdpRelay(str(tmp_path), port, *options))
+
+
+# --------------------------------------------------------------------------
+# Prometheus from Debian
+# --------------------------------------------------------------------------
+
+class Prometheus:
+    """A Prometheus server with its own storage in tmp_path: it takes remote
+    writes at .remote_write (--web.enable-remote-write-receiver), scrapes
+    what scrape() names every second, and query() asks its HTTP API."""
+
+    def __init__(self, tmp_path):
+        self.dir = os.path.join(tmp_path, f"prometheus-{id(self)}")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.remote_write = self.url + "/api/v1/write"
+        self.conf = os.path.join(self.dir, "prometheus.yml")
+        self.write_conf()
+        prometheus = shutil.which("prometheus") or "/usr/bin/prometheus"
+        self.log = open(os.path.join(self.dir, "log"), "w")
+        self.proc = subprocess.Popen(
+            [prometheus, f"--config.file={self.conf}", f"--storage.tsdb.path={self.dir}/data",
+             f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-remote-write-receiver",
+             "--web.enable-lifecycle",
+             # a series stays the same for 5 minutes after its last sample,
+             # and queries look back that far
+             "--query.lookback-delta=5m"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.wait_ready()
+
+    def write_conf(self, target=None):
+        with open(self.conf, "w") as f:
+            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n")
+            if target:
+                f.write("scrape_configs:\n  - job_name: volley\n    static_configs:\n"
+                        f"      - targets: {json.dumps([target])}\n")
+
+    def scrape(self, target):
+        """Scrape target ("host:port" of volley's /metrics) from now on, once
+        Prometheus has it among its targets (it hands new targets to its
+        scrapers some seconds after it reads them), so that a run started
+        then is scraped from its first second."""
+        self.write_conf(target)
+        urllib.request.urlopen(urllib.request.Request(self.url + "/-/reload", method="POST"),
+                               timeout=30).close()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with urllib.request.urlopen(self.url + "/api/v1/targets", timeout=10) as r:
+                active = json.load(r)["data"]["activeTargets"]
+            if any(t["labels"].get("instance") == target for t in active):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"prometheus never took the target {target}")
+
+    def wait_ready(self, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("prometheus exited: " + open(self.log.name).read())
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("prometheus did not get ready: " + open(self.log.name).read())
+
+    def query(self, promql):
+        """The instant vector (or scalar) promql evaluates to now: a list of
+        (labels, value)."""
+        url = self.url + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(url, timeout=30) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        data = body["data"]
+        if data["resultType"] == "scalar":
+            return [({}, float(data["result"][1]))]
+        return [(s["metric"], float(s["value"][1])) for s in data["result"]]
+
+    def value(self, promql):
+        """The one value promql evaluates to, or None when it has none."""
+        result = self.query(promql)
+        assert len(result) <= 1, (promql, result)
+        return result[0][1] if result else None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+@pytest.fixture
+def prometheus(tmp_path):
+    """Factory: prometheus() starts one."""
+    servers = []
+
+    def start():
+        p = Prometheus(str(tmp_path))
+        servers.append(p)
+        return p
+
+    yield start
+    for p in servers:
+        p.stop()
 # Hostile inputs, and what the chart helpers hand to gnuplot
 # --------------------------------------------------------------------------
 

@@ -32,11 +32,15 @@ LINT_PY = $(sort $(wildcard scripts/*.py tests/*.py tests/*/*.py) \
 #   portability  code that relies on the size of int, long or pointers
 #   --library=posix  the POSIX calls' contracts (descriptors leaked, ...)
 # variableScope (a variable that could be declared in an inner block) is left
-# to the author. -D_GNU_SOURCE checks the one configuration the build compiles,
-# not every combination of #ifdefs. The build directory keeps results between
-# runs, so a second make lint checks only the files that changed.
+# to the author. -D_GNU_SOURCE -DVOLLEY_URING and the machine's own __ARCH__
+# (which the compiler defines and cppcheck does not) check the one
+# configuration the build compiles (with the io_uring engine), not every
+# combination of #ifdefs.
+# The build directory keeps results between runs, so a second make lint checks
+# only the files that changed.
 CPPCHECK_FLAGS = --enable=warning,style,performance,portability --library=posix \
-                 --suppress=variableScope --std=c11 -D_GNU_SOURCE -Isrc \
+                 --suppress=variableScope --std=c11 -D_GNU_SOURCE -DVOLLEY_URING \
+                 -D__$(shell uname -m)__ -Isrc \
                  --inline-suppr --error-exitcode=1 -q
 
 .PHONY: lint lint-format lint-sh lint-py lint-cppcheck format

@@ -42,7 +42,7 @@ $(ASAN_DIR)/tests/volley-testd: tests/server/testd.c | $(ASAN_DIR)/tests
 	$(CC) -D_GNU_SOURCE $(EV_CFLAGS) $(CPPFLAGS) $(VOLLEY_CFLAGS) $(CFLAGS) $(ASAN_FLAGS) \
 	    $(LDFLAGS) -o $@ $< $(EV_LIBS) -lm
 
-tests-asan: $(ASAN_TESTS)
+tests-asan: $(ASAN_TESTS) $(NO_URING)
 
 check-asan: tests-asan
 	VOLLEY_BUILD=$(ASAN_DIR) VOLLEY_SANITIZED=1 $(PYTHON) tests/run.py

@@ -12,11 +12,19 @@ class Volley < Formula
   license "MIT"
 
   depends_on "pkgconf" => :build
+  depends_on "gnutls"
   depends_on "libev"
   depends_on "libnghttp2"
+  depends_on "libnghttp3"
+  depends_on "libngtcp2"
   depends_on "luajit"
   depends_on "openssl@3"
+  depends_on "snappy"
   depends_on "python@3.12"
+
+  on_linux do
+    depends_on "liburing"
+  end
 
   def install
     system "make", "PKG_CONFIG_PATH=#{Formula["openssl@3"].opt_lib}/pkgconfig",

@@ -31,15 +31,31 @@ figure is the sum of both costs):
   G  HTTP/2 cleartext (h2c, prior knowledge), -t1 -c8 -m32 (32 streams per
      connection), against nginx, volley --http2 beside h2load
   H  the same over TLS (ALPN h2)
+  I  HTTP/3 (QUIC), -t1 -c8 -m16, against quic-go's server (tests/server/h3,
+     built with Go), volley --http3 beside oha --http-version 3 (optional:
+     cargo install oha --features http3; without it, volley alone and a note)
+  I2 volley's client CPU per request over HTTP/3 against the same server's
+     HTTP/2 over TLS (its TCP port), -t1 -c8 -m16: the ratio HTTP/3 / HTTP/2
+
+Client-bound rows (the client alone on CPU 0, a volley-testd of their own
+alone on CPU 1, so that the client's own cost decides; needs 2 CPUs): volley
+on each of its engines (--engine epoll, --engine io_uring), wrk and
+h2load --h1, each with requests/s, the client's CPU time per
+request and its system calls per request (one more run of each tool, counted
+by perf stat's raw_syscalls:sys_enter, or strace -c -f without perf):
+  K1 plain GET, -t1 -c50
+  K2 plain GET, -t1 -c500
+  K3 16 requests pipelined per batch, -t1 -c50 (h2load: -m16)
 
 Environment: BENCH_RUNS (runs of each tool per row, default 5), BENCH_DURATION
-(seconds per run, default 3), BENCH_ROWS (e.g. "AF", default all), BENCH_DIR
-(working directory, default build/bench), VOLLEY, WRK, H2LOAD (the binaries),
+(seconds per run, default 3), BENCH_ROWS (e.g. "AF", "K", default all), BENCH_DIR
+(working directory, default build/bench), VOLLEY, WRK, H2LOAD, OHA (the binaries),
 BENCH_VOLLEY_ARGS (options added to volley's runs of rows A, B, D and E, to
 measure what they cost: "--timeline build/bench/t.jsonl").
 Standard library only.
 SPDX-License-Identifier: MIT
 """
+import json
 import os
 import re
 import resource
@@ -56,11 +72,16 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
+import gobuild  # noqa: E402
 from nginx_conf import nginx_conf  # noqa: E402
 
 VOLLEY = os.environ.get("VOLLEY", os.path.join(ROOT, "volley"))
 WRK = os.environ.get("WRK") or shutil.which("wrk") or "/usr/bin/wrk"
 H2LOAD = os.environ.get("H2LOAD") or shutil.which("h2load") or "/usr/bin/h2load"
+PERF = shutil.which("perf") or "/usr/bin/perf"
+STRACE = shutil.which("strace") or "/usr/bin/strace"
+OHA = os.environ.get("OHA") or shutil.which("oha") or os.path.expanduser("~/.cargo/bin/oha")
+GO_H3 = os.path.join(ROOT, "build", "tests", "volley-h3")
 TESTD = os.path.join(ROOT, "build", "tests", "volley-testd")
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 TIME = "/usr/bin/time"
@@ -71,10 +92,15 @@ RSS_CONNS = (5000, 10000)
 RSS_RUNS = 3           # peak RSS hardly varies
 RSS_DURATION = 2
 H2_CONNS, H2_STREAMS = 8, 32  # rows G and H
+# Rows K: title, connections, requests pipelined per batch.
+CLIENT_ROWS = (("K1", "plain GET, -t1 -c50", 50, 1), ("K2", "plain GET, -t1 -c500", 500, 1),
+               ("K3", "pipelined depth 16, -t1 -c50", 50, 16))
+H3_CONNS, H3_STREAMS = 8, 16  # rows I and I2
 BODY = "Hello world\\n"  # nginx's return string, escaped for its config
 
 TARGETS = {"A": ">= 1.05", "B": ">= 1.25", "B2": ">= 1.25", "C5000": "<= 0.35", "D": ">= 1.3",
-           "E": ">= 1.0", "F": ">= 0.97", "G": ">= 1.1", "H": ">= 1.0"}
+           "E": ">= 1.0", "F": ">= 0.97", "G": ">= 1.1", "H": ">= 1.0", "I": ">= 1.5",
+           "I2": "<= 2.0"}
 
 
 def env_int(name, default, low):
@@ -159,6 +185,8 @@ class Sample:
             self.error = f"exit {run.returncode}: " + last_line(run.output)
         elif H2LOAD_FINISHED.search(run.output):
             self.from_h2load(run.output)
+        elif run.output.lstrip().startswith("{"):
+            self.from_oha(run.output)
         elif not m:
             m2 = re.search(r"^\s*(\d+) requests in ([\d.]+)(us|ms|s|m)", run.output, re.M)
             if m2:  # no summary script (row C): the text report's count
@@ -188,6 +216,24 @@ class Sample:
         self.mean_us = float(mean.group(1)) * SECONDS[mean.group(2)] * 1e6
         self.socket_errors = int(requests.group(2))
         self.status_errors = int(status.group(1)) + int(status.group(2))
+        if self.requests == 0:
+            self.error = "no request completed"
+
+    def from_oha(self, out):
+        """oha's --output-format json: its summary, and what failed."""
+        try:
+            doc = json.loads(out)
+            summary = doc["summary"]
+            codes = doc.get("statusCodeDistribution", {})
+            ok = sum(n for code, n in codes.items() if int(code) < 400)
+            self.requests = ok
+            self.rps = ok / summary["total"] if summary["total"] else 0.0
+            self.mean_us = (summary.get("average") or 0) * 1e6
+            self.socket_errors = sum(doc.get("errorDistribution", {}).values())
+            self.status_errors = sum(codes.values()) - ok
+        except (ValueError, KeyError, TypeError) as e:
+            self.error = f"no oha report ({e}): " + last_line(out)
+            return
         if self.requests == 0:
             self.error = "no request completed"
 
@@ -247,13 +293,19 @@ class Server:
         return pids
 
     def cpu(self):
+        """Every thread's (Go's server runs on many)."""
         total = 0
         for pid in self.pids():
             try:
-                with open(f"/proc/{pid}/schedstat") as f:
-                    total += int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                pass
+                tasks = os.listdir(f"/proc/{pid}/task")
+            except OSError:
+                continue
+            for task in tasks:
+                try:
+                    with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                        total += int(f.read().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pass
         return total / 1e9
 
 
@@ -291,20 +343,58 @@ class Servers:
         self.h2c = f"http://127.0.0.1:{self.h2c_port}/"
         self.h2 = f"https://127.0.0.1:{self.h2_port}/" if self.tls else None
 
-        self.testd_port = self.testd_server = None
-        if os.access(TESTD, os.X_OK):
-            argv = ["taskset", "-c", "0", rel(TESTD), "--listen", "127.0.0.1:0",
-                    "--max-time", "3600"]
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    text=True, cwd=ROOT)
-            self.procs.append(proc)
-            self.testd_server = Server(proc)
-            line = proc.stdout.readline().split()
-            if len(line) == 2 and line[0] == "port":
-                self.testd_port = int(line[1])
-                argv[5] = f"127.0.0.1:{self.testd_port}"
-                self.commands.append(" ".join(argv))
+        self.testd_server, self.testd_port = self.start_testd(0)
         self.testd = f"http://127.0.0.1:{self.testd_port}/" if self.testd_port else None
+        self.apart = None  # rows K's, on CPU 1: apart_testd()
+        self.h3 = self.h3_server = None
+        self.h3_why = "not started"
+
+    def start_testd(self, cpu):
+        """A volley-testd pinned to cpu: (Server, port), or (None, None)."""
+        if not os.access(TESTD, os.X_OK):
+            return None, None
+        argv = ["taskset", "-c", str(cpu), rel(TESTD), "--listen", "127.0.0.1:0",
+                "--max-time", "3600"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True, cwd=ROOT)
+        self.procs.append(proc)
+        line = proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            return None, None
+        argv[5] = f"127.0.0.1:{line[1]}"
+        self.commands.append(" ".join(argv))
+        return Server(proc), int(line[1])
+
+    def apart_testd(self):
+        """The volley-testd of rows K, alone on CPU 1: (Server, URL)."""
+        if self.apart is None:
+            server, port = self.start_testd(1)
+            self.apart = (server, f"http://127.0.0.1:{port}/" if port else None)
+        return self.apart
+
+    def start_h3(self):
+        """tests/server/h3 (quic-go), built with Go if need be, over QUIC and,
+        at the same port, over TLS on TCP (--tcp), pinned to CPU 0."""
+        if not self.tls:
+            self.h3_why = f"no certificate ({OPENSSL} failed)"
+            return
+        try:
+            gobuild.go_build(os.path.join(ROOT, "tests", "server", "h3"), GO_H3)
+        except RuntimeError as e:
+            self.h3_why = str(e).splitlines()[0]
+            return
+        argv = ["taskset", "-c", "0", rel(GO_H3), "--cert", rel(self.cert), "--key",
+                rel(self.key), "--tcp", "--max-time", "3600"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True, cwd=ROOT)
+        self.procs.append(proc)
+        line = proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            self.h3_why = "volley-h3 did not start"
+            return
+        self.h3_server = Server(proc)
+        self.h3 = f"https://127.0.0.1:{line[1]}/"
+        self.commands.append(" ".join(argv))
 
     def make_cert(self):
         """A throw-away self-signed P-256 certificate for the HTTPS row."""
@@ -376,7 +466,7 @@ class Bench:
     def __init__(self):
         self.runs = env_int("BENCH_RUNS", 5, 1)
         self.duration = env_int("BENCH_DURATION", 3, 1)
-        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEFGH").upper()
+        self.rows_wanted = os.environ.get("BENCH_ROWS", "ABCDEFGHIK").upper()
         self.dir = os.path.abspath(os.environ.get("BENCH_DIR", os.path.join(ROOT, "build",
                                                                               "bench")))
         os.makedirs(self.dir, exist_ok=True)
@@ -386,11 +476,13 @@ class Bench:
         self.tools = {"volley": rel(VOLLEY), "wrk": WRK}
         self.volley_args = shlex.split(os.environ.get("BENCH_VOLLEY_ARGS", ""))
         self.rows = []
+        self.client_rows, self.client_notes = [], []
         self.nofile = raise_nofile()
 
     def client(self, key, tool, argv, i, timeout, server):
         note(f"{key} {tool} run {i + 1}/{self.runs}")
-        return Run(argv, timeout, os.path.join(self.dir, f"{key}-{tool}-{i + 1}.out"), server)
+        name = tool.replace("/", "")  # "HTTP/2": a file name
+        return Run(argv, timeout, os.path.join(self.dir, f"{key}-{name}-{i + 1}.out"), server)
 
     def alternate(self, key, runs, timeout, argv_of, server=None, tools=("volley", "wrk")):
         """runs runs of each tool, alternating which goes first: tool -> [Run]."""
@@ -455,6 +547,127 @@ class Bench:
         self.collect(row, runs)
         if len(row.value) < 2:
             row.na = "runs failed (see notes)"
+
+    def client_bound(self):
+        """Rows K: each client alone on CPU 0 against volley-testd alone on
+        CPU 1, with its system calls per request from one more run."""
+        server, url = self.servers.apart_testd()
+        for key, title, conns, depth in CLIENT_ROWS:
+            if (os.cpu_count() or 1) < 2:
+                self.client_rows.append(self.na_row(key, title, "needs 2 CPUs"))
+                continue
+            if not url:
+                self.client_rows.append(self.na_row(key, title, f"{rel(TESTD)} missing"))
+                continue
+            commands = self.client_commands(conns, depth, url)
+            row = Row(key, title, "req/s", commands)
+            self.client_rows.append(row)
+            tools = tuple(commands)
+            runs = self.alternate(key, self.runs, self.duration + 30, commands.get, server, tools)
+            self.collect(row, runs)
+            row.calls = {}
+            for tool in tools:
+                row.calls[tool] = self.syscalls(key, tool, commands[tool], row)
+            if len(row.value) < 2:
+                row.na = "runs failed (see notes)"
+        self.rows = [r for r in self.rows if r not in self.client_rows]
+
+    def client_commands(self, conns, depth, url):
+        """tool -> argv of a client-bound row, pinned to CPU 0."""
+        d = self.duration
+        script = rel(os.path.join(HERE, "pipeline16.lua" if depth > 1 else "summary.lua"))
+        pin = ["taskset", "-c", "0"]
+        own = ["-t1", f"-c{conns}", f"-d{d}s", "-s", script]
+        commands = {f"volley {e}": pin + [self.tools["volley"], "--engine", e] + own + [url]
+                    for e in self.engines()}
+        commands["wrk"] = pin + [WRK] + own + [url]
+        if os.access(H2LOAD, os.X_OK):
+            commands["h2load --h1"] = pin + [H2LOAD, "--h1", "-t1", f"-c{conns}", f"-m{depth}",
+                                             "-D", str(d), url]
+        return commands
+
+    def engines(self):
+        """volley's engines that run here: epoll, and io_uring unless the
+        kernel or the build refuses it (then a note says why)."""
+        if not hasattr(self, "_engines"):
+            p = subprocess.run([VOLLEY, "--engine", "io_uring", "-n1", "http://127.0.0.1:1/"],
+                               capture_output=True, text=True, timeout=30)
+            refused = "--engine io_uring" in p.stderr
+            self._engines = ("epoll",) if refused else ("epoll", "io_uring")
+            if refused:
+                self.client_notes.append(p.stderr.strip())
+        return self._engines
+
+    def syscalls(self, key, tool, argv, row):
+        """System calls per request of one more run of argv: perf stat's
+        count of raw_syscalls:sys_enter (every thread of the client), or
+        strace -c -f's total without perf. None when neither works."""
+        path = os.path.join(self.dir, f"{key}-{tool.replace(' ', '_')}-calls.txt")
+        counters = []
+        if os.access(PERF, os.X_OK):
+            counters.append(([PERF, "stat", "-x,", "-e", "raw_syscalls:sys_enter", "-o", path,
+                              "--"], r"^(\d+),[^,]*,raw_syscalls:sys_enter,"))
+        if os.access(STRACE, os.X_OK):
+            counters.append(([STRACE, "-c", "-f", "-o", path],
+                             r"^-+.*\n\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?total$"))
+        for counter, pattern in counters:
+            note(f"{key} {tool} counting system calls ({os.path.basename(counter[0])})")
+            run = Run(counter + argv, self.duration + 60,
+                      os.path.join(self.dir, f"{key}-{tool.replace(' ', '_')}-calls.out"))
+            sample = Sample(run)
+            try:
+                with open(path) as f:
+                    m = re.search(pattern, f.read(), re.M)
+            except OSError:
+                m = None
+            if sample.error or not m:
+                continue
+            row.counted_by = os.path.basename(counter[0])
+            return int(m.group(1)) / sample.requests
+        row.notes.append(f"{tool}: system calls not counted (perf and strace failed)")
+        return None
+
+    def http3(self):
+        """Rows I and I2: volley --http3 beside oha --http-version 3 against
+        quic-go, and volley's own CPU per request over HTTP/3 and over HTTP/2
+        with TLS against the same server."""
+        title = f"HTTP/3, -t1 -c{H3_CONNS} -m{H3_STREAMS}, one core, quic-go"
+        title2 = "client CPU per request, HTTP/3 / HTTP/2+TLS"
+        self.servers.start_h3()
+        url = self.servers.h3
+        if not url:
+            self.na_row("I", title, self.servers.h3_why)
+            return self.na_row("I2", title2, self.servers.h3_why)
+        d = self.duration
+        flags = ["-t1", f"-c{H3_CONNS}", f"-m{H3_STREAMS}", f"-d{d}s", "-s",
+                 rel(os.path.join(HERE, "summary.lua"))]
+        volley3 = ["taskset", "-c", "0", self.tools["volley"], "--http3", *flags, url]
+        commands = {"volley": volley3}
+        tools = ("volley",)
+        if os.access(OHA, os.X_OK):
+            commands["oha"] = ["taskset", "-c", "0", OHA, "--http-version", "3", "--insecure",
+                               "--no-tui", "--output-format", "json", "-c", str(H3_CONNS), "-p",
+                               str(H3_STREAMS), "-z", f"{d}s", url]
+            tools = ("volley", "oha")
+        row = Row("I", title, "req/s", commands, rival="oha")
+        self.rows.append(row)
+        if len(tools) == 1:
+            row.notes.append(f"{OHA} not found (cargo install oha --features http3): volley alone")
+        runs = self.alternate("I", self.runs, d + 30, commands.get, self.servers.h3_server, tools)
+        self.collect(row, runs)
+        if not row.value:
+            row.na = "runs failed (see notes)"
+        # I2: the same volley run over HTTP/2 with TLS, the server's TCP port.
+        commands2 = {"volley": volley3,
+                     "HTTP/2": ["taskset", "-c", "0", self.tools["volley"], "--http2", *flags, url]}
+        row2 = Row("I2", title2, "us", commands2, rival="HTTP/2")
+        self.rows.append(row2)
+        runs = self.alternate("I2", self.runs, d + 30, commands2.get, self.servers.h3_server,
+                              ("volley", "HTTP/2"))
+        self.collect(row2, runs)
+        row2.value = dict(row2.cpu)  # what the row compares: client CPU per request
+        if len(row2.value) < 2:
+            row2.na = "runs failed (see notes)"
 
     def rss(self, conns):
         key = f"C{conns}"
@@ -552,6 +765,10 @@ class Bench:
             if "H" in want:
                 self.http2("H", f"HTTP/2 TLS, -t1 -c{H2_CONNS} -m{H2_STREAMS}, one core, nginx",
                            self.servers.h2)
+            if "I" in want:
+                self.http3()
+            if "K" in want:
+                self.client_bound()
             if "A" not in want:
                 self.rows = [r for r in self.rows if r.key != "A"]
         finally:
@@ -581,17 +798,20 @@ class Bench:
                          version([NGINX, "-v"], 3)[len("nginx version: "):]]
         if set("GH") & set(self.rows_wanted) and os.access(H2LOAD, os.X_OK):
             self.versions.insert(2, version([H2LOAD, "--version"], 2))
+        if "I" in self.rows_wanted and os.access(OHA, os.X_OK):
+            self.versions.insert(2, version([OHA, "--version"], 2))
         self.machine = f"{os.cpu_count()} CPUs ({cpu}), load {os.getloadavg()[0]:.2f} at start"
 
     def report(self):
         out = []
-        out.append("volley vs wrk (and h2load for HTTP/2), side by side on 127.0.0.1")
+        out.append("volley vs wrk (and h2load for HTTP/2, oha for HTTP/3), side by side on "
+                   "127.0.0.1")
         out.append("  " + "; ".join(self.versions))
         out.append(f"  {self.machine}")
         out.append(f"  medians of {self.runs} alternating runs of {self.duration}s per tool "
                    f"(row C: {min(self.runs, RSS_RUNS)} runs of {RSS_DURATION}s)")
         self.rows.sort(key=lambda r: (r.key[0], int(r.key[1:] or 0)))
-        for rival in ("wrk", "h2load"):
+        for rival in ("wrk", "h2load", "oha", "HTTP/2"):
             rows = [r for r in self.rows if r.rival == rival]
             if rows:
                 out.append("")
@@ -605,14 +825,19 @@ class Bench:
                    "volley's, the requests/s")
         out.append("ratio on a core nothing else uses; on a shared machine it is the steadier "
                    "figure.")
-        notes = [(r.key, n) for r in self.rows for n in r.notes]
+        if self.client_rows:
+            out.append("")
+            out += self.client_table()
+        notes = [(r.key, n) for r in self.rows + self.client_rows for n in r.notes]
         spread = [(r.key, pair_spread(r)) for r in self.rows if not r.na and r.commands]
+        spread += [(f"{r.key} {t}", pair_spread(r, t, "wrk")) for r in self.client_rows
+                   if not r.na for t in r.samples if t.startswith("volley")]
         out.append("")
         out.append("Ratio of each alternation (volley run i / the other's run i), lowest to "
                    "highest:")
         for key, s in spread:
             if s:
-                out.append(f"  {key:6} {s}")
+                out.append(f"  {key:{max(6, len(key))}} {s}")
         if notes:
             out.append("")
             out.append("Notes:")
@@ -628,12 +853,38 @@ class Bench:
                     out.append(f"  {row.key:6}  {' '.join(argv)}")
             elif row.commands:
                 out.append(f"  {row.key:6}  {' '.join(fill(row.commands, 'TOOL'))}")
+        for row in self.client_rows:
+            for argv in (row.commands or {}).values():
+                out.append(f"  {row.key:6}  {' '.join(argv)}")
         if self.volley_args:
             out.append(f"  volley's runs of rows A, B, D, E also had: {shlex.join(self.volley_args)}")
         if any(r.key == "F" for r in self.rows):
             out.append("  F       row A's runs: latency_mean_us / 1e6 x requests/s / "
                        f"{CONNS} (both from tests/bench/summary.lua's done())")
         print("\n".join(out))
+
+    def client_table(self):
+        """Rows K: a line per tool, then volley's ratios beside the targets."""
+        counted = {getattr(r, "counted_by", None) for r in self.client_rows} - {None}
+        out = ["Client-bound: the client alone on CPU 0, volley-testd alone on CPU 1; medians "
+               "as above, system",
+               f"calls per request from one more run of each tool "
+               f"({', '.join(sorted(counted)) or 'not counted'}):",
+               f"{'':36}{'req/s':>10}{'CPU us/req':>12}{'calls/req':>11}"]
+        for row in self.client_rows:
+            out.append(f"{row.key} {row.title}" + (f"  n/a: {row.na}" if row.na else ""))
+            if row.na:
+                continue
+            for tool in row.commands:
+                calls = row.calls.get(tool)
+                out.append(f"    {tool:32}{fmt(row.value.get(tool), 'req/s'):>10}"
+                           f"{fmt2(row.cpu.get(tool)):>12}{fmt2(calls):>11}")
+            out += ["    " + t for t in client_ratios(row)]
+        out += ["  " + n for n in self.client_notes]
+        out.append("Targets: volley io_uring's CPU per request <= 0.6 x wrk's and <= 0.75 x "
+                   "volley epoll's, its requests/s")
+        out.append(">= 1.4 x wrk's, its system calls per request <= 0.3 at -c50.")
+        return out
 
     @staticmethod
     def table(rows, rival):
@@ -672,12 +923,32 @@ def fmt(v, unit):
         return f"{v:,.0f}"
     if unit == "MiB":
         return f"{v:.1f} MiB"
+    if unit == "us":
+        return f"{v:.2f} us"
     return f"{v:.3f}"
 
 
-def pair_spread(row):
+def fmt2(v):
+    return "-" if v is None else f"{v:.2f}"
+
+
+def client_ratios(row):
+    """volley io_uring's figures over wrk's and volley epoll's, where both
+    have one: requests/s (higher is better) and CPU per request (lower)."""
+    ours = "volley io_uring"
+    lines = []
+    for rival in ("wrk", "volley epoll"):
+        if ours not in row.value or rival not in row.value:
+            continue
+        rps = row.value[ours] / row.value[rival] if row.value[rival] else None
+        cpu = row.cpu[ours] / row.cpu[rival] if row.cpu.get(rival) else None
+        lines.append(f"{ours} / {rival}: req/s {fmt2(rps)}, CPU per request {fmt2(cpu)}")
+    return lines
+
+
+def pair_spread(row, ours="volley", rival=None):
     """The per-alternation ratios, to judge the noise."""
-    vs, ws = row.samples.get("volley", []), row.samples.get(row.rival, [])
+    vs, ws = row.samples.get(ours, []), row.samples.get(rival or row.rival, [])
     ratios = []
     for v, w in zip(vs, ws):
         if not v.error and not w.error and w.rps:

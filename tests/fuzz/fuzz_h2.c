@@ -127,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     submitted = 0;
 
     struct proto_session *session = proto_h2.create(&conf, &sink, NULL);
-    proto_h2.open(session);
+    proto_h2.open(session, NULL);
     the_request(&r, post);
     enum proto_status st = PROTO_OK;
     enum cause cause;

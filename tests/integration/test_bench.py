@@ -70,3 +70,21 @@ def test_bench_runs_http2_rows_g_and_h(tmp_path):
                          re.M), out
         with open(os.path.join(tmp_path, f"{key}-h2load-1.out")) as fh:
             assert re.search(rf"^Application protocol: {alpn}$", fh.read(), re.M)
+
+
+def test_bench_runs_http3_rows_i_and_i2(tmp_path):
+    """Rows I and I2: volley --http3 against quic-go's server, beside oha
+    where it is installed (a note says so where not), and volley's own CPU
+    per request over HTTP/3 against HTTP/2 with TLS on the same server."""
+    out = bench(tmp_path, "I")
+    i = re.search(r"^I HTTP/3, -t1 -c8 -m16, one core, quic-go\s+([\d,]+)\s+(\S+)\s+(\S+)\s+"
+                  r">= 1\.5\s+([\d.]+)\+([\d.]+)", out, re.M)
+    assert i, out
+    assert int(i.group(1).replace(",", "")) > 500 and float(i.group(5)) > 0, out
+    assert i.group(2) != "-" or "oha not found (cargo install oha --features http3)" in out, out
+    i2 = re.search(r"^I2 client CPU per request, HTTP/3 / HTTP/2\+TLS\s+([\d.]+) us\s+([\d.]+) us"
+                   r"\s+([\d.]+)\s+<= 2\.0", out, re.M)
+    assert i2, out
+    v3, v2, ratio = (float(x) for x in i2.groups())
+    assert v3 > 0 and v2 > 0 and abs(ratio - v3 / v2) < 0.01, out
+    assert re.search(r"^  I2\s+taskset -c 0 \S*volley --http2 -t1 -c8 -m16 -d1s ", out, re.M), out

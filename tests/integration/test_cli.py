@@ -35,7 +35,8 @@ def test_version_names_libraries_and_exits_0():
         run = volley(flag)
         assert run.returncode == 0, run
         assert re.fullmatch(r"volley \d+\.\d+\.\d+ \[(epoll|kqueue|evport|poll|select)\] "
-                            r"\((LuaJIT|Lua) [^,]+, OpenSSL [^,]+, nghttp2 \d+\.\d+\.\d+\)\n",
+                            r"\((LuaJIT|Lua) [^,]+, OpenSSL [^,]+, nghttp2 \d+\.\d+\.\d+"
+                            r"(, ngtcp2 \d+\.\d+\.\d+, nghttp3 \d+\.\d+\.\d+, GnuTLS [\d.]+)?\)\n",
                             run.stdout), run
 
 

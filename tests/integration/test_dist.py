@@ -1,5 +1,6 @@
 """What a distribution packager relies on: the manual page documents exactly
-the options --help lists and man finds nothing to warn about; the release
+the options --help lists, every environment variable volley reads and the
+names --engine takes, and man finds nothing to warn about; the release
 tarball holds the tracked files, builds in parallel without .git, passes its
 own tests there and gives the same tarball and the same binary again; make
 install and uninstall honour DESTDIR and the directory variables and leave
@@ -7,6 +8,7 @@ nothing behind; make static links LuaJIT, OpenSSL, libev and libnghttp2 in; user
 reach every compile and link; PUC Lua 5.1 can stand in for LuaJIT.
 SPDX-License-Identifier: MIT
 """
+import glob
 import json
 import os
 import re
@@ -117,7 +119,7 @@ def help_options(*command):
         if m:
             group = m.group(1)
             continue
-        m = re.match(r" {4}(?:-(\w), | {4})--([a-z][a-z0-9_-]*) *(?:<(\w)>)? {2,}\S", line)
+        m = re.match(r" {4}(?:-(\w), | {4})--([a-z0-9][a-z0-9_-]*) *(?:<(\w)>)? {2,}\S", line)
         if m:
             options.append((group,) + m.groups())
     return options
@@ -143,7 +145,7 @@ def man_options(name="OPTIONS"):
             group = line[4:].strip()
         elif line == ".TP":
             tag = unescape(lines[i + 1])
-            m = re.fullmatch(r"(?:-(\w), )?--([a-z][a-z0-9_-]*)(?: (\w))?", tag)
+            m = re.fullmatch(r"(?:-(\w), )?--([a-z0-9][a-z0-9_-]*)(?: (\w))?", tag)
             assert m, f"unexpected option tag: {lines[i + 1]!r}"
             options.append((group,) + m.groups())
     return options
@@ -223,8 +225,65 @@ def test_json_doc_describes_every_tls_handshake_failure(nginx, certs, tmp_path):
 
 def test_man_page_names_no_option_volley_lacks():
     known = {o[2] for o in help_options()}
-    named = set(re.findall(r"(?<![\w-])--([a-z][a-z0-9_-]*)", unescape(man_text())))
+    named = set(re.findall(r"(?<![\w-])--([a-z0-9][a-z0-9_-]*)", unescape(man_text())))
     assert named and named <= known, named - known
+
+
+def man_entry(tag, section="OPTIONS"):
+    """The text of the entry under section whose tag line holds tag,
+    formatting left out: up to the next entry or section."""
+    text = man_text()
+    part = text[text.index(f"\n.SH {section}\n"):]
+    part = part[:part.index("\n.SH ", 1)]
+    entries = part.split("\n.TP\n")
+    found = [e for e in entries
+             if tag in re.findall(r"[\w-]+", unescape(e.split("\n", 1)[0]))]
+    assert len(found) == 1, (tag, found)
+    return unescape(re.sub(r"^\.\w+ ?", "", found[0].split("\n.SS ")[0], flags=re.M))
+
+
+def readme_paragraph(start):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    return readme[readme.index(start):].split("\n\n")[0]
+
+
+def test_man_page_environment_names_every_variable_volley_reads():
+    """Each variable src/ reads (getenv) has its ENVIRONMENT entry, and
+    volley's own (VOLLEY_*) are in the README or a document of docs/ too."""
+    read = set()
+    for path in glob.glob(os.path.join(ROOT, "src", "*.c")):
+        with open(path) as f:
+            read |= set(re.findall(r'getenv\("(\w+)"\)', f.read()))
+    assert {"VOLLEY_ENGINE", "VOLLEY_SHARD", "VOLLEY_SHARDS"} <= read, read
+    docs = ""
+    for path in [os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "*.md")):
+        with open(path) as f:
+            docs += f.read()
+    for name in sorted(read):
+        assert man_entry(name, "ENVIRONMENT"), name
+        if name.startswith("VOLLEY_"):
+            assert f"`{name}`" in docs, name
+
+
+def test_engines_volley_takes_are_the_ones_documented():
+    """The names --engine and VOLLEY_ENGINE take (as volley's own message
+    lists them) are in --help, the man page's entries and the README, and
+    the ones a run can report are in docs/json.md."""
+    run = volley("--engine", "none", "http://127.0.0.1:1/")
+    m = re.match(r"volley: invalid --engine 'none': (.+)\n", run.stderr)
+    assert run.returncode == 1 and m, run
+    names = re.split(r", | or ", m.group(1))
+    assert set(names) == {"epoll", "io_uring", "auto"}, names
+    ran = [n for n in names if n != "auto"]  # what a run names, in its header and --json
+    helped = [l for l in volley("--help").stdout.splitlines() if "--engine" in l]
+    assert helped and all(n in helped[0] for n in ran), helped
+    with open(os.path.join(ROOT, "docs", "json.md")) as f:
+        doc = [l for l in f if l.startswith("| `engine` |")]
+    assert len(doc) == 1 and all(f'`"{n}"`' in doc[0] for n in ran), doc
+    for text in (man_entry("--engine"), man_entry("VOLLEY_ENGINE", "ENVIRONMENT"),
+                 readme_paragraph("**`--engine epoll|io_uring`**")):
+        assert all(re.search(rf"(?<![\w-]){n}(?![\w-])", text) for n in names), (names, text)
 
 
 def test_man_page_has_the_sections_and_the_scripting_api():
@@ -532,12 +591,14 @@ def test_static_binary_runs_scripts_without_the_shared_libraries(built, testd, t
 
 
 def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
-    """Built against Lua 5.1 instead of LuaJIT, with a packager's flags: the
-    flags reach every compile and link, and wrk's scripting API works."""
+    """Built against Lua 5.1 instead of LuaJIT, without libsnappy and
+    liburing, with a packager's flags: the flags reach every compile and link,
+    wrk's scripting API works, --remote-write says in one line what it lacks,
+    and the one engine is epoll."""
     tarball, name = dist
     unpack(tarball, tmp_path)
     tree = str(tmp_path / name)
-    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "CFLAGS=-O1 -g",
+    proc = make(tree, "-j4", "volley", "LUA_PKG=lua5.1", "SNAPPY=0", "URING=0", "CFLAGS=-O1 -g",
                 "CPPFLAGS=-DVOLLEY_PACKAGER_FLAG", "LDFLAGS=-Wl,-z,now")
     compiles = [l for l in proc.stdout.splitlines() if " -c -o build/" in l]
     assert compiles and all("-DVOLLEY_PACKAGER_FLAG" in l and "-O1 -g" in l and
@@ -546,7 +607,14 @@ def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
     dynamic = subprocess.run(["readelf", "-d", binary], capture_output=True, text=True,
                              check=True, timeout=60).stdout
     assert re.search(r"\(FLAGS\)\s+BIND_NOW", dynamic), dynamic  # LDFLAGS reached the link
-    assert "liblua5.1" in dynamic and "luajit" not in dynamic
+    assert "liblua5.1" in dynamic and "luajit" not in dynamic and "snappy" not in dynamic
+    assert "liburing" not in dynamic
+    no_snappy = subprocess.run([binary, "--remote-write", "http://127.0.0.1:1/w",
+                                "http://127.0.0.1:1/"], capture_output=True, text=True,
+                               timeout=60)
+    assert no_snappy.returncode == 1 and no_snappy.stderr.splitlines()[0] == (
+        "volley: --remote-write: this volley was built without libsnappy (remote write "
+        "compresses with it): install libsnappy-dev (deps/install.sh does), then rebuild")
 
     line = subprocess.run([binary, "-v"], capture_output=True, text=True, check=True,
                           timeout=60).stdout
@@ -554,3 +622,13 @@ def test_puc_lua_build_with_user_flags(dist, tmp_path, testd):
     script = tmp_path / "api.lua"
     script.write_text(SCRIPT)
     check_script_run(*run_against_testd(testd, binary, "-s", str(script)))
+    env = {k: v for k, v in os.environ.items() if k != "VOLLEY_ENGINE"}
+    srv = testd()
+    run = subprocess.run([binary, "-t1", "-c2", "-n", "100", srv.url], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert run.returncode == 0 and "  engine: epoll\n" in run.stdout, run
+    run = subprocess.run([binary, "--engine", "io_uring", "-n1", srv.url], capture_output=True,
+                         text=True, timeout=60, env=env)
+    assert (run.returncode, run.stderr) == (1, "volley: --engine io_uring: io_uring is not "
+                                               "available here (this volley was built without "
+                                               "liburing)\n"), run

@@ -513,9 +513,9 @@ def compare_with_wrk(url, *args):
     # volley's own warnings (a saturated generator, say) go to stderr; a line
     # of its own says how many connections it reopened, and with --latency
     # the thread-stats table ends with a row of its own, the time to first
-    # byte (README: differences from wrk).
+    # byte (README: differences from wrk); the header names the engine.
     a = [l for l in ours.stdout.splitlines()
-         if not l.startswith(("  Connections reopened: ", "    TTFB  "))]
+         if not l.startswith(("  Connections reopened: ", "    TTFB  ", "  engine: "))]
     b = theirs.stdout.splitlines()
     assert [shape(l)[0] for l in a] == [shape(l)[0] for l in b], (ours.stdout, theirs.stdout)
     for la, lb in zip(a, b):

@@ -32,9 +32,11 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
         "timeout_us": 2000000, "rate": None, "requests": None, "stages": None,
         "stages_from": None, "ramp_up_us": None, "warmup_us": None, "pipeline": 1,
         "protocol": "HTTP/1.1", "alpn": None, "streams": 1, "keepalive": True,
-        "unix_socket": None, "proxy": None, "bind": None, "bind_port_range": None,
+        "unix_socket": None, "engine": rep["engine"], "proxy": None, "bind": None,
+        "bind_port_range": None,
         "script": None, "script_args": [],
         "headers": [["X-Test", "1"]]}
+    assert rep["engine"] in ("epoll", "io_uring")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["start_time"])
     assert doc["volley"]["build"] == volley("-v").stdout.strip()
 

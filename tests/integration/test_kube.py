@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, VOLLEY, find_go, parse_report, read_timeline
+from conftest import ROOT, VOLLEY, parse_report, read_timeline
+from gobuild import find_go
 
 KUBE_DIR = os.path.join(ROOT, "tests", "kube")
 VOLLEY_KUBE = os.path.join(ROOT, "scripts", "volley-kube")

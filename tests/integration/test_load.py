@@ -60,8 +60,9 @@ def test_stalls_show_in_corrected_latency_only(testd):
     assert 150e3 <= corrected[90] <= 450e3, run.stdout
     assert uncorrected[90] < 50e3, run.stdout
     # The rate is held through the stalls: the server got its 4000 requests
-    # (less those sent during a stall at the very end).
-    assert 3400 <= server.stop()["requests"] <= 4050, run
+    # (less those sent during a stall at the very end; more when a loaded
+    # machine ended the run late, 1000 a second of it).
+    assert 3400 <= server.stop()["requests"] <= 1000 * max(run.elapsed, 4) + 50, run
 
 
 def test_rate_latency_block_has_wrk2_shape(testd):

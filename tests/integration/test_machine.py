@@ -184,9 +184,13 @@ def test_server_closing_every_connection_at_once_is_not_hammered(testd, tmp_path
     # reopening for its next request when the run ended.
     assert doc["connects"] <= sent + 20, doc
     assert stats["connections"] <= sent + 20 + 1, stats
-    # Each request sent failed once (but those still in flight at the end).
+    # Each request sent ended once (but those still in flight at the end):
+    # failed, or answered when it reached the server within the 10 us before
+    # its close (a request that goes out as its connect completes, as on
+    # io_uring, sometimes does), as the server counted.
     errors = doc["errors"]["read"] + doc["errors"]["write"]
-    assert outcomes(doc) == errors and sent - 10 <= errors <= sent, doc
+    assert outcomes(doc) == doc["requests"] + errors and sent - 10 <= outcomes(doc) <= sent, doc
+    assert doc["requests"] <= stats["responses"], (doc, stats)  # some at the very end unread
 
 
 # --------------------------------------------------------------------------

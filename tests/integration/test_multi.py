@@ -23,7 +23,7 @@ from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
 from conftest import (VOLLEY, check_sanitizer, mutants, parse_report, read_timeline,
-                      run_json, sigint_default, tls_front, volley, volley_signalled)
+                      run_json, sigint_default, tls_front, uring_refused, volley, volley_signalled)
 
 
 def shards(n, args, url, tmp_path, start_in=1.5, env=None, extra=lambda i: [], apart=0, at=None):
@@ -173,8 +173,9 @@ def test_results_without_ttfb_merge_into_a_whole_without_it(testd, tmp_path):
 def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tmp_path):
     """data/earlier-*: a result and its timeline written by an earlier
     volley 0.2.0, before the causes refused_stream and request_too_large,
-    ttfb, protocols, start_late_us and the timeline's end record. Merged
-    with today's, the causes it lacks count none, and every count adds up."""
+    ttfb, protocols, start_late_us, the http3 object and the timeline's end
+    record. Merged with today's, the causes it lacks count none, and every
+    count adds up."""
     srv = testd()
     # Its URL made today's server's, as though both had run against it.
     data = os.path.join(os.path.dirname(__file__), "data")
@@ -186,6 +187,7 @@ def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tm
     with open(earlier) as f:
         old = json.load(f)
     assert "refused_stream" not in old["error_causes"] and "ttfb" not in old
+    assert "http3" not in old
     _, new = run_json(tmp_path, "-t1", "-c2", "-d300ms", srv.url)
     out = os.path.join(tmp_path, "m.json")
     merge("--json", out, earlier, os.path.join(tmp_path, "result.json"))
@@ -194,7 +196,7 @@ def test_a_result_and_timeline_of_an_earlier_version_merge_with_todays(testd, tm
     assert m["requests"] == old["requests"] + new["requests"]
     for cause, n in m["error_causes"].items():
         assert n == old["error_causes"].get(cause, 0) + new["error_causes"][cause], cause
-    assert m["ttfb"] is None
+    assert m["ttfb"] is None and m["http3"] is None
     # Its timeline, which ends without an end record, with its result.
     merged_timeline = os.path.join(tmp_path, "m.jsonl")
     merge("--json", out, "--timeline", merged_timeline, earlier, earlier_timeline)
@@ -213,6 +215,29 @@ def test_merge_reads_stdin_writes_json_to_stdout_and_prints_latency(testd, tmp_p
     assert [i["file"] for i in m["inputs"]] == [files[0], "standard input"]
     rep = parse_report(run.stderr)
     assert rep["requests"] == m["requests"] and set(rep["percentiles"]) == {50, 75, 90, 99}
+
+
+def test_shards_on_different_engines_are_one_run(testd, tmp_path):
+    """The engine is where a shard ran (a node whose seccomp profile refuses
+    io_uring runs epoll), not an option of the run: shards that differ in it
+    merge, and the merged result names no engine; shards on one engine keep it."""
+    if uring_refused():
+        pytest.skip(uring_refused())
+    srv = testd()
+    docs, files = shards(2, ["-t1", "-c2", "-d300ms"], srv.url, tmp_path,
+                         extra=lambda i: ["--engine", ("epoll", "io_uring")[i]])
+    assert [d["options"]["engine"] for d in docs] == ["epoll", "io_uring"]
+    out = os.path.join(tmp_path, "m.json")
+    run = merge("--json", out, *files)
+    with open(out) as f:
+        m = json.load(f)
+    assert m["options"]["engine"] is None and "engine:" not in run.stdout, run
+    assert m["requests"] == docs[0]["requests"] + docs[1]["requests"]
+    docs, files = shards(2, ["-t1", "-c2", "-d300ms", "--engine", "epoll"], srv.url, tmp_path)
+    run = merge("--json", out, *files)
+    with open(out) as f:
+        assert json.load(f)["options"]["engine"] == "epoll"
+    assert "  engine: epoll\n" in run.stdout, run
 
 
 def test_merged_results_merge_again(testd, tmp_path):
@@ -769,8 +794,8 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
             assert flat[path] == pytest.approx(m["requests"] / seconds)
         elif head == "shard":
             assert m["shard"] is None
-        elif head == "http2":  # HTTP/1.1 parts; test_h2.py merges HTTP/2 ones
-            assert m["http2"] is None and all(d["http2"] is None for d in docs)
+        elif head in ("http2", "http3"):  # HTTP/1.1 parts: test_h2.py and test_h3.py merge
+            assert m[head] is None and all(d[head] is None for d in docs)
         elif head == "inputs":
             assert [(i["file"], i["timeline"], i["shard"], i["start_time_us"], i["duration_us"],
                      i["requests"]) for i in m["inputs"]] == \
@@ -787,7 +812,7 @@ def test_merged_document_agrees_with_its_parts_field_by_field(testd, nginx, cert
         elif head == "end":  # the first part's cut short, or completed
             assert m["end"] == next((d["end"] for d in docs if d["end"]["reason"] != "completed"),
                                     docs[0]["end"]), path
-        elif head in ("warmup", "thresholds", "aborted"):
+        elif head in ("warmup", "thresholds", "aborted", "telemetry"):
             # a part's warm-up and verdicts stay its own: merge judges the
             # whole with its own --threshold
             assert m[head] is None, head

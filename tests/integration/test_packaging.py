@@ -35,11 +35,23 @@ LIBRARIES = {
            "alpine": "libev-dev", "homebrew": "libev"},
     "NGHTTP2": {"debian": "libnghttp2-dev", "rpm": "pkgconfig(libnghttp2)",
                 "arch": "libnghttp2", "alpine": "nghttp2-dev", "homebrew": "libnghttp2"},
+    # HTTP/3's (optional: deps/libs.mk builds without them)
+    "NGTCP2": {"debian": "libngtcp2-crypto-gnutls-dev", "rpm": "pkgconfig(libngtcp2_crypto_gnutls)",
+               "arch": "libngtcp2", "alpine": "ngtcp2-dev", "homebrew": "libngtcp2"},
+    "NGHTTP3": {"debian": "libnghttp3-dev", "rpm": "pkgconfig(libnghttp3)",
+                "arch": "libnghttp3", "alpine": "nghttp3-dev", "homebrew": "libnghttp3"},
+    "GNUTLS": {"debian": "libgnutls28-dev", "rpm": "pkgconfig(gnutls)", "arch": "gnutls",
+               "alpine": "gnutls-dev", "homebrew": "gnutls"},
+    "SNAPPY": {"debian": "libsnappy-dev", "rpm": "snappy-devel", "arch": "snappy",
+               "alpine": "snappy-dev", "homebrew": "snappy"},
+    # Linux's alone: Homebrew's formula asks for it on Linux only.
+    "URING": {"debian": "liburing-dev", "rpm": "pkgconfig(liburing)", "arch": "liburing",
+              "alpine": "liburing-dev"},
 }
 
 
 def libraries(fmt):
-    return {names[fmt] for names in LIBRARIES.values()}
+    return {names[fmt] for names in LIBRARIES.values() if fmt in names}
 
 
 def read(path):
@@ -140,6 +152,7 @@ def test_every_format_builds_with_the_system_libraries():
     assert "python3" in alpine["depends"].split()
     formula = set(re.findall(r'^  depends_on "([^"]+)"$', read(FORMULA), re.M))
     assert libraries("homebrew") <= formula
+    assert re.search(r'^  on_linux do\n    depends_on "liburing"\n  end$', read(FORMULA), re.M)
     # volley-sweep is Python: every format's package needs it at run time.
     assert re.search(r"^Depends: python3,", control, re.M)
     assert "python3" in spec_field("Requires")
@@ -190,8 +203,11 @@ def test_deps_installs_every_header_the_build_includes():
     """On Debian, deps/install.sh installs (with what those packages depend
     on, without recommends, as it installs them) the package of every header
     volley's sources include: a minimal Debian 12 machine builds after it."""
-    apt = re.search(r'^    build="([^"]+)"', read(os.path.join(ROOT, "deps", "install.sh")), re.M)
-    installed = debian_closure(apt.group(1).split())
+    script = read(os.path.join(ROOT, "deps", "install.sh"))
+    apt = re.search(r'^    build="([^"]+)"', script, re.M).group(1).split()
+    # and HTTP/3's, each with the oldest version it takes
+    http3 = re.search(r'^    pkgs="(libngtcp2[^"]+)"', script, re.M).group(1).split()
+    installed = debian_closure(apt + [p.split(":")[0] for p in http3])
     cppflags = run("make", "-s", "--no-print-directory", "--eval",
                    "print-cppflags: ; @echo $(VOLLEY_CPPFLAGS)", "print-cppflags", cwd=ROOT)
     sources = sorted(f for f in os.listdir(os.path.join(ROOT, "src")) if f.endswith(".c"))
@@ -199,7 +215,11 @@ def test_deps_installs_every_header_the_build_includes():
                 *(os.path.join("src", f) for f in sources), cwd=ROOT)
     headers = {h for h in rules.replace("\\\n", " ").split() if h.startswith("/")}
     owners = debian_owners(headers)
-    assert {"libc6-dev", "libluajit-5.1-dev", "libssl-dev", "libev-dev", "libnghttp2-dev"} <= owners
+    assert {"libc6-dev", "libluajit-5.1-dev", "libssl-dev", "libev-dev", "libnghttp2-dev",
+            "liburing-dev"} <= owners
+    if "-DVOLLEY_HTTP3" in cppflags.split():
+        assert {"libngtcp2-dev", "libngtcp2-crypto-gnutls-dev", "libnghttp3-dev",
+                "libgnutls28-dev"} <= owners
     assert owners <= installed, owners - installed
 
 
@@ -222,6 +242,8 @@ def test_the_container_image_installs_every_library_volley_links():
     ca-certificates for --verify, nothing more."""
     stage = read(os.path.join(ROOT, "Containerfile")).split("\nFROM ")[-1]
     listed = re.search(r"--no-install-recommends\s*\\\n(.*?)&&", stage, re.S).group(1).split()
+    # "package/release": from that release (bookworm-backports)
+    listed = [p.split("/")[0] for p in listed if p != "\\"]
     # debian:12-slim is debootstrap's minbase: the required packages and apt.
     in_slim = debian_closure(["apt"] + [p for p, priority in debian_index()[0].items()
                                         if priority == "required"])

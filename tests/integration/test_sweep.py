@@ -487,6 +487,10 @@ def test_every_field_of_a_dat_broken_in_turn(sweeps, tmp_path, monkeypatch, caps
             failures.append(f"{''.join(case)}: exit {code}: {out.err}")
     assert len(cases) > 200
     assert not failures, "\n".join(failures[:10])
+    # main() left this process's SIGPIPE as it was (ignored, as Python sets
+    # it): a server thread of a later test writing to a closed socket would
+    # otherwise kill the test process.
+    assert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN
 
 
 def write_dat(path, header, rows):
@@ -668,8 +672,11 @@ def test_rate_sweep(testd, tmp_path):
         assert doc["options"]["rate"] == rate and doc["options"]["connections"] == 4
         assert [t["expression"] for t in doc["thresholds"]] == ["p99 < 1s", "errors < 1%"]
         assert row["qps"] == round(doc["throughput"]["requests_per_sec"], 2)
-        held = doc["rate"]["sent"] >= 0.98 * rate and \
-            doc["scheduling_lag"]["percentiles"]["90"] <= 50000  # requests sent on time
+        # 98% sent or at most 3 requests short (a busy machine's pause at the
+        # end of a run), and sent on time
+        held = (doc["rate"]["sent"] >= 0.98 * rate or
+                (rate - doc["rate"]["sent"]) * doc["duration_us"] / 1e6 <= 3) and \
+            doc["scheduling_lag"]["percentiles"]["90"] <= 50000
         assert ("rate-short" in row["flags"]) is (not held)
         total += doc["requests"]
     rows = dat_rows(os.path.join(out, "rates.dat"))

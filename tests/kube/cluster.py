@@ -222,10 +222,15 @@ def image_archive(path, tag, layers, config):
 
 def volley_image(work):
     """volley's image: the Debian layer and a layer of this tree's make
-    install, run as 65534 as the Containerfile's."""
+    install, run as 65534 as the Containerfile's. Its volley is
+    volley-static: HTTP/3's libraries come from bookworm-backports, which
+    debootstrap does not take, and are linked in there (GnuTLS, which it
+    loads, is in every Debian root: apt needs it)."""
     base = debian_layer()
     staging = os.path.join(work, "volley-root")
     run(["make", "-C", ROOT, "install", f"DESTDIR={staging}", "PREFIX=/usr/local"], 600)
+    run(["make", "-C", ROOT, "static"], 600)
+    shutil.copy(os.path.join(ROOT, "volley-static"), os.path.join(staging, "usr/local/bin/volley"))
     layer = os.path.join(work, "volley-layer.tar")
     top = (layer, layer_of(staging, layer))
     path = os.path.join(work, "volley-image.tar")
@@ -505,6 +510,11 @@ state = "{d}/containerd-state"
                 "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%",
                                  "imagefs.available": "1%", "nodefs.inodesFree": "1%"},
                 "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+                # A pod's downward API volume (volley-kube's start) is
+                # refreshed on the update, or at the latest at this sync: a
+                # loaded node was seen missing the update and a pod getting
+                # its start a minute late (the default sync, 1m).
+                "syncFrequency": "10s",
             }, f)
         self.spawn("kubelet", [
             f"{self.bin}/kubelet", f"--config={d}/kubelet.json",

@@ -374,3 +374,68 @@ TEST(h2req_reused_for_larger_and_smaller_batches)
     h2req_free(&h);
     request_free(&r);
 }
+
+TEST(h2req_messages_name_the_protocol_asked_for)
+{
+    struct request r = {0};
+    struct h2req h = {0};
+    char err[256], parse_err[128];
+    const char *text = H1("GET /", "Accept: */*\r\n");
+    CHECK(request_set(&r, xstrdup(text), strlen(text), parse_err, sizeof parse_err));
+    CHECK(!h2req_build_for(&h, &r, true, "HTTP/3", err, sizeof err));
+    CHECK_STR(err, "no Host header field: HTTP/3 needs an :authority");
+    CHECK(!h2req_build(&h, &r, true, err, sizeof err));
+    CHECK_STR(err, "no Host header field: HTTP/2 needs an :authority");
+    h2req_free(&h);
+    request_free(&r);
+}
+
+/* A batch copy converts again only when the bytes changed; the copy, not the
+ * caller's buffer, is what its header lists point into. */
+TEST(h2req_batch_converts_once_per_new_bytes)
+{
+    struct h2req_batch b = {0};
+    struct request r = {0};
+    struct buf got = {0};
+    char parse_err[128];
+    const char *text = H1("GET /one", HOST);
+    CHECK(request_set(&r, xstrdup(text), strlen(text), parse_err, sizeof parse_err));
+    CHECK(h2req_batch_set(&b, &r, false, "HTTP/3"));
+    CHECK(!h2req_batch_set(&b, &r, false, "HTTP/3"));
+    render(&got, &b.conv);
+    CHECK_STR(got.data, PSEUDO("GET", "/one"));
+    memset(r.data, 'X', r.len); /* the caller's buffer is refilled */
+    render(&got, &b.conv);
+    CHECK_STR(got.data, PSEUDO("GET", "/one"));
+    text = H1("GET /two", HOST);
+    request_free(&r);
+    CHECK(request_set(&r, xstrdup(text), strlen(text), parse_err, sizeof parse_err));
+    CHECK(h2req_batch_set(&b, &r, false, "HTTP/3"));
+    render(&got, &b.conv);
+    CHECK_STR(got.data, PSEUDO("GET", "/two"));
+    buf_free(&got);
+    h2req_batch_free(&b);
+    request_free(&r);
+}
+
+/* The static request's conversion follows the request it is given. */
+TEST(h2req_static_converts_the_request_it_is_given)
+{
+    struct h2req_static s = {0};
+    struct request r1 = {0}, r2 = {0};
+    struct buf got = {0};
+    char parse_err[128];
+    const char *one = H1("GET /s", HOST), *two = H1("GET /t", HOST);
+    CHECK(request_set(&r1, xstrdup(one), strlen(one), parse_err, sizeof parse_err));
+    CHECK(request_set(&r2, xstrdup(two), strlen(two), parse_err, sizeof parse_err));
+    render(&got, h2req_static(&s, &r1, false, "HTTP/3"));
+    CHECK_STR(got.data, PSEUDO("GET", "/s"));
+    render(&got, h2req_static(&s, &r2, false, "HTTP/3"));
+    CHECK_STR(got.data, PSEUDO("GET", "/t"));
+    render(&got, h2req_static(&s, &r1, false, "HTTP/3"));
+    CHECK_STR(got.data, PSEUDO("GET", "/s"));
+    buf_free(&got);
+    h2req_static_free(&s);
+    request_free(&r1);
+    request_free(&r2);
+}

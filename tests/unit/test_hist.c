@@ -1153,3 +1153,31 @@ TEST(set_summary_refuses_figures_that_do_not_fit_the_buckets)
     hist_free(h);
     free(enc);
 }
+
+/* Prometheus' cumulative buckets: the samples at most each bound, counting
+ * the whole slot that holds the bound as HdrHistogram does, and the exact
+ * sum. */
+TEST(count_at_most_gives_cumulative_buckets)
+{
+    struct hist *h = hist_new(DAY_US);
+    uint64_t values[] = {5, 999, 1000, 1001, 2500, 2501, 100000, DAY_US + 7};
+    uint64_t bounds[] = {1, 1000, 2500, 99999, 100000, DAY_US * 2};
+    uint64_t counts[6];
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+        hist_record(h, values[i]);
+    hist_count_at_most(h, bounds, 6, counts);
+    CHECK_U64(counts[0], 0);
+    CHECK_U64(counts[1], 3);
+    /* 2500 and 2501 share a slot above 2048 (two values wide) */
+    CHECK_U64(counts[2], 6);
+    /* 99999's slot, 64 values wide, holds 100000 too */
+    CHECK_U64(counts[3], 7);
+    CHECK_U64(counts[4], 7);
+    CHECK_U64(counts[5], 8); /* past the highest: every sample, clamped or not */
+    CHECK_DBL(hist_sum(h), 5 + 999 + 1000 + 1001 + 2500 + 2501 + 100000 + (double)DAY_US, 0.5);
+    hist_reset(h);
+    hist_count_at_most(h, bounds, 6, counts);
+    CHECK_U64(counts[5], 0);
+    CHECK_DBL(hist_sum(h), 0, 0);
+    hist_free(h);
+}

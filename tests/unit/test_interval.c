@@ -115,3 +115,32 @@ TEST(an_ended_worker_holds_nothing_up)
     CHECK(intervals_take(f.iv, &k) == NULL);
     teardown(&f);
 }
+
+TEST(more_given_back_than_were_ever_pending_at_once)
+{
+    /* Main holds one interval while the worker fills pending up to its
+     * capacity (4) again: five come back, one more than pending held. */
+    struct fixture f;
+    uint64_t k;
+    setup(&f, 1);
+    for (int i = 0; i < 4; i++)
+        deliver(&f, 0, 1, 1);
+    struct stats *held = intervals_take(f.iv, &k);
+    CHECK(held != NULL && k == 0);
+    deliver(&f, 0, 1, 1);
+    intervals_give_back(f.iv, held);
+    struct stats *s;
+    while ((s = intervals_take(f.iv, &k)))
+        intervals_give_back(f.iv, s);
+    CHECK(k == 4);
+    /* The spares are reused, each reset. */
+    for (int i = 0; i < 6; i++)
+        deliver(&f, 0, 2, 1);
+    for (uint64_t want = 5; want < 11; want++) {
+        s = intervals_take(f.iv, &k);
+        CHECK(s != NULL && k == want && s->requests == 2);
+        if (s)
+            intervals_give_back(f.iv, s);
+    }
+    teardown(&f);
+}

@@ -98,3 +98,24 @@ TEST(due_time_inverts_the_count)
     }
     profile_free(&p);
 }
+
+/* The live target (volley_target_rate): the rate of the stage at that
+ * moment, along a ramp in proportion, and 0 once the stages are over. */
+TEST(the_rate_now_follows_the_stages)
+{
+    struct profile p;
+    profile_init(&p, 100);
+    profile_add(&p, 1e6, 100); /* a warm-up at -R 100 */
+    profile_add(&p, 2e6, 500); /* 2s:500 */
+    profile_add(&p, 1e6, 500); /* 1s:500 */
+    CHECK_DBL(profile_rate(&p, 0), 100, 0);
+    CHECK_DBL(profile_rate(&p, 1e6), 100, 1e-9);
+    CHECK_DBL(profile_rate(&p, 2e6), 300, 1e-9);
+    CHECK_DBL(profile_rate(&p, 3.5e6), 500, 1e-9);
+    CHECK_DBL(profile_rate(&p, 4e6), 0, 0);
+    profile_free(&p);
+    profile_init(&p, 2000);
+    profile_add(&p, INFINITY, 2000);
+    CHECK_DBL(profile_rate(&p, 1e12), 2000, 0);
+    profile_free(&p);
+}
