@@ -277,6 +277,7 @@ void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64
     uint64_t to = s->lo + (first + n) * span / total;
     p->to = to > p->from ? (uint16_t)(to - 1) : p->from;
     p->next = xmalloc(s->n * sizeof *p->next);
+    p->reuse = xcalloc(s->n, sizeof *p->reuse);
     for (size_t i = 0; i < s->n; i++)
         p->next[i] = p->from;
 }
@@ -284,6 +285,7 @@ void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64
 void sources_ports_free(struct sources_ports *p)
 {
     free(p->next);
+    free(p->reuse);
     free(p->full_at);
     memset(p, 0, sizeof *p);
 }
@@ -296,20 +298,45 @@ static void set_port(struct net_addr *a, uint16_t port)
         ((struct sockaddr_in *)&a->sa)->sin_port = htons(port);
 }
 
-/* The next free port of the window, from where the last one was found. */
+/* The window's next port, from where the last one was taken. */
+static uint16_t next_port(struct sources_ports *p, size_t i)
+{
+    uint16_t port = p->next[i];
+    p->next[i] = port == p->to ? p->from : (uint16_t)(port + 1);
+    return port;
+}
+
+/* A port of the window for the socket fd of address i. First one no
+ * socket holds (bound without SO_REUSEADDR, which fails on any socket of
+ * that address and port, live or in TIME_WAIT); then SO_REUSEADDR is set,
+ * so that the TIME_WAIT its close may leave (a minute of it) does not keep
+ * later sockets of this run, or of the next, off the port. When none is
+ * free of sockets (a run again within the minute, or a range the run has
+ * cycled through), the address's next ports are bound with SO_REUSEADDR:
+ * past TIME_WAIT, and past this run's own connections, where connect()
+ * then finds the 4-tuple taken (EADDRNOTAVAIL, the address full for a
+ * while: sources_found_full, which brings the search back). */
 static int bind_own_port(const struct sources *s, struct sources_ports *p, size_t i, int fd)
 {
     struct net_addr a = s->addrs[i];
     size_t span = (size_t)(p->to - p->from) + 1;
-    for (size_t tries = 0; tries < span && tries < OWN_PORT_TRIES; tries++) {
-        uint16_t port = p->next[i];
-        p->next[i] = port == p->to ? p->from : (uint16_t)(port + 1);
-        set_port(&a, port);
-        if (bind(fd, (const struct sockaddr *)&a.sa, a.len) == 0)
+    int one = 1;
+    for (size_t tries = 0; !p->reuse[i] && tries < span && tries < OWN_PORT_TRIES; tries++) {
+        set_port(&a, next_port(p, i));
+        if (bind(fd, (const struct sockaddr *)&a.sa, a.len) == 0) {
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
             return 0;
+        }
         if (errno != EADDRINUSE)
             return errno;
     }
+    p->reuse[i] = true;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    set_port(&a, next_port(p, i));
+    if (bind(fd, (const struct sockaddr *)&a.sa, a.len) == 0)
+        return 0;
+    if (errno != EADDRINUSE) /* a server listens there */
+        return errno;
     sources_found_full(p, i, clock_us());
     return EADDRINUSE;
 }
@@ -319,7 +346,12 @@ bool sources_full(const struct sources_ports *p, size_t i, uint64_t now)
     return p->full_at[i] && now - p->full_at[i] < FULL_RETRY_US;
 }
 
-void sources_found_full(struct sources_ports *p, size_t i, uint64_t now) { p->full_at[i] = now; }
+void sources_found_full(struct sources_ports *p, size_t i, uint64_t now)
+{
+    p->full_at[i] = now;
+    if (p->reuse)
+        p->reuse[i] = false; /* the next search looks for a port free of sockets first */
+}
 
 int sources_bind(const struct sources *s, struct sources_ports *p, size_t i, int fd)
 {

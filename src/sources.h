@@ -35,6 +35,7 @@ struct sources_count {
 struct sources_ports {
     uint16_t from, to; /* the window: ports from to to, both included */
     uint16_t *next;    /* per address, with own ports */
+    bool *reuse;       /* per address, with own ports: none free of sockets, bind past them */
     uint64_t *full_at; /* per address: when a search for its port last found none, or 0 */
 };
 

@@ -127,6 +127,23 @@ def test_one_address_runs_out_of_ports_where_four_do_not(nginx, tmp_path, outsid
     assert len(seen) == 60 and all(lo <= int(p) <= hi for _, p in seen)
 
 
+def test_ports_of_its_own_are_taken_again_past_time_wait(nginx, tmp_path):
+    """A run leaves the ports of the connections it closed in TIME_WAIT for
+    a minute; the next run from the same address and range (here to
+    another server), or its own reconnects, still bind them."""
+    lo, hi = port_range(20, outside=True)
+    args = ["-t1", "-c20", "-n", 200, "--bind", "127.0.0.2", "--bind-port-range", f"{lo}-{hi}"]
+    for _ in range(2):
+        srv = web(nginx)
+        run, doc = run_json(tmp_path, *args, srv.url + "/")
+        ok(run)
+        assert sources(doc) == {"127.0.0.2": (20, 0)}
+        seen = connections(srv)
+        assert len(seen) == 20 and all(lo <= int(p) <= hi for _, p in seen)
+    waiting = [line.split() for line in open("/proc/net/tcp").readlines()[1:]]
+    assert any(f[3] == "06" and lo <= int(f[1].rsplit(":", 1)[1], 16) <= hi for f in waiting)
+
+
 def test_through_a_proxy_the_sources_are_the_connections_to_it(nginx, tinyproxy, tmp_path):
     srv, proxy = web(nginx), tinyproxy()
     run, doc = run_json(tmp_path, "-t1", "-c4", "-n", 100, "--bind", "127.0.0.2,127.0.0.3",
