@@ -73,20 +73,22 @@ def test_ipv6_source_addresses(nginx, tmp_path):
     assert len(seen) == 10 and all(a == "::1" and lo <= int(p) <= hi for a, p in seen)
 
 
-def listening_ports():
-    """The ports TCP servers of this machine listen on: a port bound so is
-    not one the kernel's connect() takes, whatever the addresses."""
+def used_ports():
+    """The local ports of this machine's TCP sockets, in any state. A port
+    bound by bind() (a server's, or a proxy's connection to its upstream
+    from an address of its own, which TIME_WAIT keeps for a minute) is not
+    one the kernel's connect() takes, whatever the addresses; one a
+    connect() took may be, but telling them apart is not worth it."""
     ports = set()
     for name in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(name) as f:
             for fields in (line.split() for line in f.readlines()[1:]):
-                if fields[3] == "0A":
-                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+                ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
 
 
 def port_range(n, outside):
-    """n local ports no server listens on: inside the kernel's ephemeral range
+    """n local ports no socket uses: inside the kernel's ephemeral range
     (where it chooses the port, within the range), or above it (where volley
     binds each port itself)."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
@@ -94,7 +96,7 @@ def port_range(n, outside):
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
     step = 200 * (int(worker[2:]) if worker[2:].isdigit() else 0) + 100
     first = hi + step if outside else lo + step
-    taken = listening_ports()
+    taken = used_ports()
     while taken & set(range(first, first + n)):
         first += n
     assert (first > hi if outside else first + n - 1 <= hi) and first + n - 1 <= 65535
