@@ -306,37 +306,51 @@ static uint16_t next_port(struct sources_ports *p, size_t i)
     return port;
 }
 
+/* Whether fd is a TCP socket, whose closes leave TIME_WAIT behind: a UDP
+ * one (HTTP/3) leaves none, and SO_REUSEADDR would let two of them bind
+ * the same port and take each other's datagrams. */
+static bool stream(int fd)
+{
+    int type = 0;
+    socklen_t len = sizeof type;
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
 /* A port of the window for the socket fd of address i. First one no
  * socket holds (bound without SO_REUSEADDR, which fails on any socket of
- * that address and port, live or in TIME_WAIT); then SO_REUSEADDR is set,
- * so that the TIME_WAIT its close may leave (a minute of it) does not keep
- * later sockets of this run, or of the next, off the port. When none is
- * free of sockets (a run again within the minute, or a range the run has
- * cycled through), the address's next ports are bound with SO_REUSEADDR:
- * past TIME_WAIT, and past this run's own connections, where connect()
- * then finds the 4-tuple taken (EADDRNOTAVAIL, the address full for a
- * while: sources_found_full, which brings the search back). */
+ * that address and port, live or in TIME_WAIT); then, over TCP,
+ * SO_REUSEADDR is set, so that the TIME_WAIT its close may leave (a minute
+ * of it) does not keep later sockets of this run, or of the next, off the
+ * port. When none is free of sockets (a run again within the minute, or a
+ * range the run has cycled through), the address's next ports are bound
+ * with SO_REUSEADDR: past TIME_WAIT, and past this run's own connections,
+ * where connect() then finds the 4-tuple taken (EADDRNOTAVAIL, the address
+ * full for a while: sources_found_full, which brings the search back). */
 static int bind_own_port(const struct sources *s, struct sources_ports *p, size_t i, int fd)
 {
     struct net_addr a = s->addrs[i];
     size_t span = (size_t)(p->to - p->from) + 1;
+    bool tcp = stream(fd);
     int one = 1;
     for (size_t tries = 0; !p->reuse[i] && tries < span && tries < OWN_PORT_TRIES; tries++) {
         set_port(&a, next_port(p, i));
         if (bind(fd, (const struct sockaddr *)&a.sa, a.len) == 0) {
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (tcp)
+                setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
             return 0;
         }
         if (errno != EADDRINUSE)
             return errno;
     }
-    p->reuse[i] = true;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    set_port(&a, next_port(p, i));
-    if (bind(fd, (const struct sockaddr *)&a.sa, a.len) == 0)
-        return 0;
-    if (errno != EADDRINUSE) /* a server listens there */
-        return errno;
+    if (tcp) {
+        p->reuse[i] = true;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        set_port(&a, next_port(p, i));
+        if (bind(fd, (const struct sockaddr *)&a.sa, a.len) == 0)
+            return 0;
+        if (errno != EADDRINUSE)
+            return errno;
+    }
     sources_found_full(p, i, clock_us());
     return EADDRINUSE;
 }

@@ -74,14 +74,15 @@ def test_ipv6_source_addresses(nginx, tmp_path):
 
 
 def used_ports():
-    """The local ports of this machine's TCP sockets, in any state. A port
-    bound by bind() (a server's, or a proxy's connection to its upstream
-    from an address of its own, which TIME_WAIT keeps for a minute) is not
-    one the kernel's connect() takes, whatever the addresses; one a
-    connect() took may be, but telling them apart is not worth it."""
+    """The local ports of this machine's TCP sockets, in any state, and of
+    its UDP ones (HTTP/3's). A TCP port bound by bind() (a server's, or a
+    proxy's connection to its upstream from an address of its own, which
+    TIME_WAIT keeps for a minute) is not one the kernel's connect() takes,
+    whatever the addresses; one a connect() took may be, but telling them
+    apart is not worth it."""
     ports = set()
-    for name in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(name) as f:
+    for name in ("tcp", "tcp6", "udp", "udp6"):
+        with open(f"/proc/net/{name}") as f:
             for fields in (line.split() for line in f.readlines()[1:]):
                 ports.add(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
@@ -144,6 +145,30 @@ def test_ports_of_its_own_are_taken_again_past_time_wait(nginx, tmp_path):
         assert len(seen) == 20 and all(lo <= int(p) <= hi for _, p in seen)
     waiting = [line.split() for line in open("/proc/net/tcp").readlines()[1:]]
     assert any(f[3] == "06" and lo <= int(f[1].rsplit(":", 1)[1], 16) <= hi for f in waiting)
+
+
+def test_http3_connections_come_from_the_source_addresses(go_h3, tmp_path):
+    """Over QUIC each connection's UDP socket is bound to its address (its
+    port the kernel's, at connect), round-robin as over TCP."""
+    srv = go_h3()
+    four = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
+    run, doc = run_json(tmp_path, "--http3", "-t2", "-c8", "-n", 400, "--bind", ",".join(four),
+                        srv.url + "/")
+    ok(run)
+    assert sources(doc) == {a: (2, 0) for a in four} and doc["requests"] == 400
+    peers = {r["conn"]: r["peer"] for r in srv.log()}
+    assert len(peers) == 8 and len(set(peers.values())) == 8
+    assert sorted(p.rsplit(":", 1)[0] for p in peers.values()) == sorted(four * 2)
+    # volley's own ports: 4 of them, each address's own (two connections each)
+    lo, hi = port_range(4, outside=True)
+    srv = go_h3()
+    run, doc = run_json(tmp_path, "--http3", "-t2", "-c8", "-n", 400, "--bind", ",".join(four),
+                        "--bind-port-range", f"{lo}-{hi}", srv.url + "/")
+    ok(run)
+    assert sources(doc) == {a: (2, 0) for a in four}
+    peers = {r["conn"]: r["peer"] for r in srv.log()}
+    assert len(set(peers.values())) == 8
+    assert all(lo <= int(p.rsplit(":", 1)[1]) <= hi for p in peers.values())
 
 
 def test_through_a_proxy_the_sources_are_the_connections_to_it(nginx, tinyproxy, tmp_path):
