@@ -84,6 +84,11 @@ void cli_route_check(struct config *cfg, bool from_env, cli_route_fail fail)
              "--bind-port-range");
     if (from_env)
         proxy_env(cfg, fail);
+    /* HTTP and SOCKS5 proxies' CONNECT carry a TCP stream, and QUIC is UDP. */
+    if (cfg->proxy.kind && spec_quic(&cfg->spec))
+        fail("%s cannot go through a proxy (%s): QUIC runs over UDP, and HTTP and SOCKS5 "
+             "CONNECT tunnels carry TCP",
+             cfg->protocol_option, cfg->proxy.shown);
     /* An HTTP proxy forwards http requests in HTTP/1.1; HTTP/2 with prior
      * knowledge would go to the proxy itself. */
     if (proxy_forwards(&cfg->proxy, &cfg->url) && spec_only_protocol(&cfg->spec) != &proto_h1)

@@ -22,8 +22,8 @@ void cli_route_bind(struct config *cfg, const char *list, cli_route_fail fail);
 void cli_route_ports(struct config *cfg, const char *range, cli_route_fail fail);
 /* Once the URL and every option are known: with --proxy-env (from_env),
  * the proxy the environment names, said in a note; then what cannot go
- * that way (a Unix socket, cleartext HTTP/2 through an HTTP proxy) stops
- * volley. */
+ * that way (a Unix socket, HTTP/3 through a proxy, cleartext HTTP/2
+ * through an HTTP proxy) stops volley. */
 void cli_route_check(struct config *cfg, bool from_env, cli_route_fail fail);
 
 #endif

@@ -47,7 +47,7 @@ const char cli_usage_text[] =
     "        --proxy       <U>  Through the proxy U: http://[user:pass@]host:port\n"
     "                           (CONNECT for https, absolute-form requests for\n"
     "                           http), socks5:// or socks5h:// (names resolved by\n"
-    "                           the proxy)\n"
+    "                           the proxy); not with --http3\n"
     "        --proxy-env        Through the proxy HTTPS_PROXY or HTTP_PROXY names,\n"
     "                           unless NO_PROXY lists the host\n"
     "        --bind        <A>  Spread the connections over these source addresses:\n"

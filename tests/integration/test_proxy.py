@@ -155,6 +155,21 @@ def test_cleartext_http2_through_an_http_proxy_is_refused(tinyproxy):
         "URL, or a socks5 proxy"), run
 
 
+@pytest.mark.parametrize("scheme", ["http", "socks5", "socks5h"])
+def test_http3_through_a_proxy_is_refused(scheme):
+    """QUIC is UDP: neither kind of proxy carries it. Refused before the
+    proxy is looked for, whether named or taken from the environment."""
+    message = (f"volley: --http3 cannot go through a proxy ({scheme}://127.0.0.1:1): QUIC runs "
+               "over UDP, and HTTP and SOCKS5 CONNECT tunnels carry TCP")
+    run = volley("--http3", "--proxy", f"{scheme}://127.0.0.1:1", "https://127.0.0.1:2/")
+    assert run.returncode == 1 and run.stdout == "", run
+    assert run.stderr.splitlines()[0] == message, run
+    run = volley("--http3", "--proxy-env", "https://127.0.0.1:2/",
+                 env=clean_env(HTTPS_PROXY=f"{scheme}://127.0.0.1:1", https_proxy="",
+                               NO_PROXY="", no_proxy=""))
+    assert run.returncode == 1 and run.stderr.splitlines()[1] == message, run
+
+
 # --------------------------------------------------------------------------
 # SOCKS5
 # --------------------------------------------------------------------------
