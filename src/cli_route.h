@@ -10,9 +10,8 @@
 struct config;
 
 /* What a bad value stops volley with: cli.c's usage error ("volley: ...",
- * a pointer to --help, exit 1). */
-typedef void (*cli_route_fail)(const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 1, 2)));
+ * a pointer to --help, exit 1), which does not return. */
+typedef void (*cli_route_fail)(const char *fmt, ...);
 
 /* --proxy URL. */
 void cli_route_proxy(struct config *cfg, const char *url, cli_route_fail fail);

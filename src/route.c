@@ -116,7 +116,7 @@ static bool dial_tunnel(const struct route *r, int fd, uint64_t deadline, char *
 
 int route_dial(const struct route *r, uint64_t deadline, char *why, size_t len)
 {
-    struct sources_ports ports;
+    struct sources_ports ports = {0};
     bool in_progress;
     enum cause cause;
     int err = 0;

@@ -227,11 +227,11 @@ static bool ephemeral_range(unsigned *lo, unsigned *hi)
 static bool kernel_picks(const struct sources *s, int family)
 {
     unsigned lo, hi;
-    uint32_t range = (uint32_t)s->lo | (uint32_t)s->hi << 16;
+    uint32_t lo_hi = (uint32_t)s->lo | (uint32_t)s->hi << 16;
     if (!ephemeral_range(&lo, &hi) || s->lo < lo || s->hi > hi)
         return false;
     int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool ok = fd >= 0 && setsockopt(fd, IPPROTO_IP, IP_LOCAL_PORT_RANGE, &range, sizeof range) == 0;
+    bool ok = fd >= 0 && setsockopt(fd, IPPROTO_IP, IP_LOCAL_PORT_RANGE, &lo_hi, sizeof lo_hi) == 0;
     if (fd >= 0)
         close(fd);
     return ok;
@@ -373,8 +373,8 @@ int sources_bind(const struct sources *s, struct sources_ports *p, size_t i, int
     if (s->own_ports)
         return bind_own_port(s, p, i, fd);
     if (s->lo) {
-        uint32_t range = (uint32_t)s->lo | (uint32_t)s->hi << 16;
-        setsockopt(fd, IPPROTO_IP, IP_LOCAL_PORT_RANGE, &range, sizeof range);
+        uint32_t lo_hi = (uint32_t)s->lo | (uint32_t)s->hi << 16;
+        setsockopt(fd, IPPROTO_IP, IP_LOCAL_PORT_RANGE, &lo_hi, sizeof lo_hi);
     }
     if (!s->listed)
         return 0;

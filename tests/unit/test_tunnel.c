@@ -70,9 +70,9 @@ static int fed_split(const struct tunnel *t, const char *reply, size_t len, size
 {
     struct tunnel_conn tc;
     tunnel_begin(&tc);
-    int rc = tunnel_step(t, &tc, p->ours, cause);
+    (void)tunnel_step(t, &tc, p->ours, cause); /* the request goes out */
     answer(p, reply, k);
-    rc = tunnel_step(t, &tc, p->ours, cause);
+    int rc = tunnel_step(t, &tc, p->ours, cause);
     answer(p, reply + k, len - k);
     if (rc == IO_WANT_READ)
         rc = tunnel_step(t, &tc, p->ours, cause);
