@@ -37,8 +37,13 @@
  * to once a second) fail at once. A search costs the kernel a scan of its
  * whole range (13 ms for 64k ports in use), or OWN_PORT_TRIES bind() calls
  * here: tens of thousands of them a second would leave the thread no time
- * for the run, nor for its end. */
+ * for the run, nor for its end. Found full again as soon as it is searched,
+ * the address waits twice as long, up to FULL_RETRY_MAX_US: ten searches a
+ * second in each of sixteen threads (shards of a run on two cores) were
+ * still all the CPU there was, and the connects under way waited for it
+ * past their timeout. */
 #define FULL_RETRY_US 100000
+#define FULL_RETRY_MAX_US 2000000
 
 /* ------------------------------------------------------------------------ */
 /* The list                                                                   */
@@ -267,6 +272,7 @@ void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64
 {
     memset(p, 0, sizeof *p);
     p->full_at = xcalloc(s->n, sizeof *p->full_at);
+    p->full_wait = xcalloc(s->n, sizeof *p->full_wait);
     if (!s->own_ports)
         return;
     /* The window is this worker's share of the range, by its connections'
@@ -287,6 +293,7 @@ void sources_ports_free(struct sources_ports *p)
     free(p->next);
     free(p->reuse);
     free(p->full_at);
+    free(p->full_wait);
     memset(p, 0, sizeof *p);
 }
 
@@ -357,11 +364,15 @@ static int bind_own_port(const struct sources *s, struct sources_ports *p, size_
 
 bool sources_full(const struct sources_ports *p, size_t i, uint64_t now)
 {
-    return p->full_at[i] && now - p->full_at[i] < FULL_RETRY_US;
+    return p->full_at[i] && now - p->full_at[i] < p->full_wait[i];
 }
 
 void sources_found_full(struct sources_ports *p, size_t i, uint64_t now)
 {
+    bool again = p->full_at[i] && now - p->full_at[i] < 2 * (uint64_t)p->full_wait[i];
+    p->full_wait[i] = !again                                    ? FULL_RETRY_US
+                      : 2 * p->full_wait[i] > FULL_RETRY_MAX_US ? FULL_RETRY_MAX_US
+                                                                : 2 * p->full_wait[i];
     p->full_at[i] = now;
     if (p->reuse)
         p->reuse[i] = false; /* the next search looks for a port free of sockets first */

@@ -33,10 +33,11 @@ struct sources_count {
  * its own window of the range, so that no two workers (nor two shards of
  * the run) try the same ports. */
 struct sources_ports {
-    uint16_t from, to; /* the window: ports from to to, both included */
-    uint16_t *next;    /* per address, with own ports */
-    bool *reuse;       /* per address, with own ports: none free of sockets, bind past them */
-    uint64_t *full_at; /* per address: when a search for its port last found none, or 0 */
+    uint16_t from, to;   /* the window: ports from to to, both included */
+    uint16_t *next;      /* per address, with own ports */
+    bool *reuse;         /* per address, with own ports: none free of sockets, bind past them */
+    uint64_t *full_at;   /* per address: when a search for its port last found none, or 0 */
+    uint32_t *full_wait; /* per address: how long it is not searched again after that */
 };
 
 /* --bind LIST: addresses and CIDR ranges (127.0.0.0/28, 2001:db8::/120),
@@ -62,8 +63,9 @@ void sources_ports_free(struct sources_ports *p);
  * not this machine's, EADDRINUSE when no port of the window was free. */
 int sources_bind(const struct sources *s, struct sources_ports *p, size_t i, int fd);
 /* Address i had no free port less than 100 ms ago (a search of
- * sources_bind, or the kernel's at connect(), found none): a connection
- * from it fails at once, without searching again. */
+ * sources_bind, or the kernel's at connect(), found none), or less than
+ * twice that when it was found full again as soon as it was searched (up
+ * to 2 s): a connection from it fails at once, without searching again. */
 bool sources_full(const struct sources_ports *p, size_t i, uint64_t now);
 void sources_found_full(struct sources_ports *p, size_t i, uint64_t now);
 

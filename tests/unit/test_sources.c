@@ -138,6 +138,19 @@ TEST(an_address_without_a_free_port_is_not_searched_again_for_100_ms)
     sources_found_full(&w, 1, 5000000);
     CHECK(sources_full(&w, 1, 5050000));
     CHECK(!sources_full(&w, 1, 5100000));
+    /* found full again as soon as it was searched: twice as long, up to 2 s */
+    sources_found_full(&w, 1, 5100000);
+    CHECK(sources_full(&w, 1, 5299999));
+    CHECK(!sources_full(&w, 1, 5300000));
+    uint64_t at = 5300000;
+    for (int k = 0; k < 10; k++) {
+        sources_found_full(&w, 1, at);
+        at += w.full_wait[1];
+    }
+    CHECK_U64(w.full_wait[1], 2000000);
+    /* searched again long after: 100 ms again */
+    sources_found_full(&w, 1, at + 10000000);
+    CHECK_U64(w.full_wait[1], 100000);
     sources_ports_free(&w);
     close(holder);
 }
