@@ -86,7 +86,7 @@ def run(tmp_path, addresses, shards, label, target):
     srv = Nginx(str(tmp_path / label), listen=False, workers=NGINX_WORKERS,
                 log_format="$remote_addr",
                 server=f"listen {target}:{port} reuseport backlog=65535; access_log off; "
-                       "keepalive_timeout 1h; "
+                       "keepalive_timeout 1h; client_header_timeout 1h; "
                        'location / { return 200 "ok\\n"; } '
                        "location = /status { stub_status; }")
     url = f"http://{target}:{port}"
