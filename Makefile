@@ -38,7 +38,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=build/tests/%)
 TESTD     := build/tests/volley-testd
 NO_URING  := build/tests/no-uring
 
-.PHONY: all check check-kube test tests bench demo clean distclean
+.PHONY: all check check-big check-kube test tests bench demo clean distclean
 .DELETE_ON_ERROR:
 
 all: volley build/volley.1 build/volley-sweep.1 build/volley-plot.1 build/volley-kube.1 \
@@ -95,6 +95,13 @@ endif
 # 127.0.0.1 and tears down: needs root (tests/kube/cluster.py).
 check-kube: all
 	$(PYTHON) tests/run.py tests/kube/check_kube.py
+
+# 150,000 connections to one nginx port from four source addresses (--bind),
+# which one address cannot hold, and the memory each costs volley, nginx and
+# the kernel (tests/big/check_big.py): too heavy for make check, run by hand.
+# The figures go to build/big/figures.txt.
+check-big: all
+	$(PYTHON) tests/run.py -s tests/big/check_big.py
 
 # A short benchmark against the in-tree test server, to see the report.
 demo: volley $(TESTD)

@@ -6,9 +6,9 @@
 # bookworm-backports, which it enables for them alone. With --test, also what
 # the tests and `make bench` use: Python 3 with pytest, hdrhistogram, hpack,
 # aioquic and prometheus_client, nginx, wrk, Prometheus, nghttp2's h2load and
-# nghttpd, Go >= 1.24, gnuplot, chromium, clang (libFuzzer), man, Lua 5.1,
-# dpkg-buildflags and a few tools, the clang-format, cppcheck, shellcheck and
-# pyflakes of make lint, and on Debian and Ubuntu what builds and checks the
+# nghttpd, tinyproxy and microsocks (Debian), Go >= 1.24, gnuplot, chromium,
+# clang (libFuzzer), man, Lua 5.1, dpkg-buildflags and a few tools, the
+# clang-format, cppcheck, shellcheck and pyflakes of make lint, and on Debian and Ubuntu what builds and checks the
 # packages under packaging/ (debhelper, lintian, autopkgtest, rpm and ruby to
 # parse the spec and formula) and what make check-kube's one-node Kubernetes
 # cluster runs on (etcd, containerd, runc, the CNI plugins, debootstrap).
@@ -124,7 +124,7 @@ if command -v apt-get >/dev/null 2>&1; then
     tests="python3 python3-pytest python3-pip nginx-light libnginx-mod-stream wrk gnuplot-nox clang
            libclang-rt-14-dev valgrind procps util-linux time curl man-db groff-base
            dpkg-dev liblua5.1-0-dev openssl nghttp2-client nghttp2-server python3-hpack unzip
-           prometheus chromium"
+           prometheus tinyproxy microsocks chromium"
     tests="$tests clang-format cppcheck shellcheck pyflakes3"
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     # make check-kube's one-node cluster (tests/kube/cluster.py).

@@ -41,6 +41,27 @@ void buf_append(struct buf *b, const void *data, size_t n)
     b->len += n;
 }
 
+void buf_append_base64(struct buf *b, const void *data, size_t n)
+{
+    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *in = data;
+    buf_reserve(b, (n + 2) / 3 * 4 + 1);
+    char *p = b->data + b->len;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t w = (uint32_t)in[i] << 16;
+        if (i + 1 < n)
+            w |= (uint32_t)in[i + 1] << 8;
+        if (i + 2 < n)
+            w |= in[i + 2];
+        *p++ = digits[w >> 18];
+        *p++ = digits[(w >> 12) & 63];
+        *p++ = i + 1 < n ? digits[(w >> 6) & 63] : '=';
+        *p++ = i + 2 < n ? digits[w & 63] : '=';
+    }
+    *p = '\0';
+    b->len = (size_t)(p - b->data);
+}
+
 void buf_reset(struct buf *b, size_t keep)
 {
     if (b->cap > keep)

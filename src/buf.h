@@ -14,6 +14,9 @@ struct buf {
 /* Make room for n more bytes. */
 void buf_reserve(struct buf *b, size_t n);
 void buf_append(struct buf *b, const void *data, size_t n);
+/* n bytes in base64 (RFC 4648 §4, padded), NUL-terminated (the NUL is
+ * not counted in len). */
+void buf_append_base64(struct buf *b, const void *data, size_t n);
 static inline void buf_clear(struct buf *b) { b->len = 0; }
 /* Empty it for reuse, giving the memory back if it grew past keep bytes:
  * thousands of connections must not each hold their largest response ever. */

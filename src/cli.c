@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "chars.h"
+#include "cli_route.h"
 #include "cli_usage.h"
 #include "h1.h"
 #include "net.h"
@@ -68,6 +69,10 @@ enum {
     OPT_METRICS_BUCKETS,
     OPT_ALPN,
     OPT_ENGINE,
+    OPT_PROXY,
+    OPT_PROXY_ENV,
+    OPT_BIND,
+    OPT_BIND_PORT_RANGE,
 };
 
 static const struct option long_options[] = {
@@ -92,6 +97,10 @@ static const struct option long_options[] = {
     {"no-keepalive", no_argument, NULL, OPT_NO_KEEPALIVE},
     {"unix-socket", required_argument, NULL, OPT_UNIX_SOCKET},
     {"engine", required_argument, NULL, OPT_ENGINE},
+    {"proxy", required_argument, NULL, OPT_PROXY},
+    {"proxy-env", no_argument, NULL, OPT_PROXY_ENV},
+    {"bind", required_argument, NULL, OPT_BIND},
+    {"bind-port-range", required_argument, NULL, OPT_BIND_PORT_RANGE},
     {"sni", required_argument, NULL, OPT_SNI},
     {"verify", no_argument, NULL, OPT_VERIFY},
     {"cacert", required_argument, NULL, OPT_CACERT},
@@ -552,7 +561,7 @@ static void validate_metrics(const struct config *cfg, bool linger_set)
         usage_error("--metrics-buckets needs --metrics-listen or --remote-write");
 }
 
-static void parse_options(int argc, char **argv, struct config *cfg)
+static void parse_options(int argc, char **argv, struct config *cfg, bool *from_env)
 {
     int c;
     bool abort_on_fail = false, abort_after_set = false, linger_set = false;
@@ -625,6 +634,18 @@ static void parse_options(int argc, char **argv, struct config *cfg)
             if (!*optarg)
                 usage_error("invalid Unix socket path: empty");
             set_string(&cfg->spec.unix_socket, optarg);
+            break;
+        case OPT_PROXY:
+            cli_route_proxy(cfg, optarg, usage_error);
+            break;
+        case OPT_PROXY_ENV:
+            *from_env = true;
+            break;
+        case OPT_BIND:
+            cli_route_bind(cfg, optarg, usage_error);
+            break;
+        case OPT_BIND_PORT_RANGE:
+            cli_route_ports(cfg, optarg, usage_error);
             break;
         case OPT_SNI:
             set_string(&cfg->sni, optarg);
@@ -813,12 +834,13 @@ static void validate(struct config *cfg)
 void cli_parse(int argc, char **argv, struct config *cfg)
 {
     const char *why;
+    bool from_env = false;
     defaults(cfg);
     const char *engine = getenv("VOLLEY_ENGINE");
     if (engine && *engine)
         engine_arg(cfg, "VOLLEY_ENGINE", engine);
     expand_wrk_prefixes(argc, argv);
-    parse_options(argc, argv, cfg);
+    parse_options(argc, argv, cfg, &from_env);
     /* --shard wins over the environment (it sets a count of at least 1) */
     if (!cfg->spec.shard.count)
         shard_env(cfg);
@@ -836,6 +858,7 @@ void cli_parse(int argc, char **argv, struct config *cfg)
     for (size_t i = 0; i < cfg->spec.nscript_args; i++)
         cfg->spec.script_args[i] = xstrdup(argv[optind + 1 + (int)i]);
     validate(cfg);
+    cli_route_check(cfg, from_env, usage_error);
 }
 
 void cli_free(struct config *cfg)
@@ -854,6 +877,8 @@ void cli_free(struct config *cfg)
     free(cfg->remote_write);
     free(cfg->protocol_option);
     free(cfg->engine_option);
+    proxy_free(&cfg->proxy);
+    sources_free(&cfg->sources);
     free_thresholds(cfg->thresholds, cfg->nthresholds);
     url_free(&cfg->url);
     for (size_t i = 0; i < nexpanded; i++)

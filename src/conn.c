@@ -23,6 +23,7 @@
 #include "hist.h"
 #include "net.h"
 #include "protocols.h"
+#include "route.h"
 
 /* After a failure (a connect that failed, a connection that ended in an
  * error before its first response, requests the server refused unprocessed)
@@ -343,26 +344,6 @@ void conn_write_failed(struct conn *c, int err)
     failed(c, &c->cfg->stats->errors.write, transport_cause(c, cause));
 }
 
-static enum cause connect_cause(int err)
-{
-    switch (err) {
-    case ECONNREFUSED:
-    case ENOENT: /* a Unix socket path that is gone */
-        return CAUSE_REFUSED;
-    case ENETUNREACH:
-    case EHOSTUNREACH:
-    case EADDRNOTAVAIL:
-        return CAUSE_UNREACHABLE;
-    case ETIMEDOUT:
-        return CAUSE_CONNECT_TIMEOUT;
-    case EMFILE:
-    case ENFILE:
-        return CAUSE_FD_LIMIT;
-    default:
-        return CAUSE_CONNECT_OTHER;
-    }
-}
-
 /* Connecting failed. When a batch was waiting for the connection, that is
  * an attempt that failed (a connection opened ahead of its first batch, as
  * -R opens them, ends no request); under -n, the outcome of one of its
@@ -370,10 +351,11 @@ static enum cause connect_cause(int err)
  * every attempt brings the run nearer its end, so a run against a target
  * that cannot be reached ends. Otherwise attempts back off, so a dead
  * target costs no CPU and the counts stay meaningful. */
-static void connect_failed(struct conn *c, enum cause cause)
+void conn_connect_failed(struct conn *c, enum cause cause)
 {
     const struct conn_config *cfg = c->cfg;
     count(c, &cfg->stats->errors.connect, cause, c->want ? 1 : 0);
+    route_count(cfg->route, cfg->by_source, cfg->first + c->index, false);
     bool outcome = c->claimed;
     if (outcome)
         budget_resolve(cfg->budget, c->claimed);
@@ -446,6 +428,7 @@ static void ready(struct conn *c)
     s->connects++;
     if (c->opened)
         s->reopened++;
+    route_count(cfg->route, cfg->by_source, cfg->first + c->index, true);
     hist_record(s->connect, now - c->connect_at);
     if (cfg->transport->secure) {
         s->handshakes++;
@@ -473,12 +456,13 @@ static void handshake_failed(struct conn *c)
     enum cause cause = transport_cause(c, CAUSE_TLS_HANDSHAKE);
     if (cause == CAUSE_TLS_HANDSHAKE && c->cfg->transport->failure)
         c->cfg->stats->tls_failures[c->cfg->transport->failure(&c->sock)]++;
-    connect_failed(c, cause);
+    conn_connect_failed(c, cause);
 }
 
-static void handshake(struct conn *c)
+void conn_handshake(struct conn *c)
 {
     struct ev_loop *loop = c->cfg->loop;
+    c->state = CONN_HANDSHAKE;
     switch (c->cfg->transport->handshake(&c->sock)) {
     case IO_OK:
         ready(c);
@@ -496,17 +480,26 @@ static void handshake(struct conn *c)
     }
 }
 
+/* Connected: through a proxy, its tunnel first (cfg->tunnel), which goes
+ * on to the handshake. */
 static void connected(struct conn *c)
 {
-    c->state = CONN_HANDSHAKE;
     c->connected_at = clock_us();
-    handshake(c);
+    if (!c->cfg->tunnel) {
+        conn_handshake(c);
+        return;
+    }
+    c->state = CONN_TUNNEL;
+    tunnel_begin(&c->tunnel);
+    c->cfg->tunnel(c);
 }
 
 void conn_connect_done(struct conn *c, int err)
 {
+    const struct conn_config *cfg = c->cfg;
+    uint64_t g = cfg->first + c->index;
     if (err)
-        connect_failed(c, connect_cause(err));
+        conn_connect_failed(c, route_connect_cause(cfg->route, cfg->ports, g, err));
     else
         connected(c);
 }
@@ -516,11 +509,14 @@ static void open_socket(struct conn *c)
     const struct conn_config *cfg = c->cfg;
     bool ring = ringed(c), in_progress = true;
     int type = cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM;
+    enum cause cause;
     c->connect_at = clock_us();
-    /* On io_uring, the socket now and its connect through the ring. */
-    int fd = ring ? net_socket(cfg->addr, type) : net_connect(cfg->addr, type, &in_progress);
+    /* On io_uring, the socket now (bound to its source address) and its
+     * connect through the ring. */
+    int fd = route_open(cfg->route, cfg->ports, cfg->first + c->index, type,
+                        ring ? NULL : &in_progress, &cause);
     if (fd < 0) {
-        connect_failed(c, connect_cause(errno));
+        conn_connect_failed(c, cause);
         return;
     }
     c->sock.fd = fd;
@@ -534,7 +530,7 @@ static void open_socket(struct conn *c)
     }
     c->state = CONN_CONNECTING;
     if (ring)
-        uring_connect(&c->link, fd, cfg->addr);
+        uring_connect(&c->link, fd, &cfg->route->addr);
     else
         ev_io_start(cfg->loop, &c->wio);
 }
@@ -729,7 +725,7 @@ static bool pump(struct conn *c)
     const struct conn_config *cfg = c->cfg;
     bool sent = false;
     while (!c->live->stopping && !c->done && !c->live->held) {
-        if (c->state == CONN_CONNECTING || c->state == CONN_HANDSHAKE)
+        if (c->state == CONN_CONNECTING || c->state == CONN_TUNNEL || c->state == CONN_HANDSHAKE)
             break; /* ready() pumps */
         if (c->state == CONN_OPEN && !c->proto->ready(c->session))
             break; /* the session is busy: it pumps when it is done */
@@ -886,8 +882,8 @@ static bool open_for_io(struct conn *c)
 {
     if (c->live->stopping)
         return false;
-    if (c->state == CONN_HANDSHAKE) {
-        handshake(c);
+    if (c->state == CONN_HANDSHAKE || c->state == CONN_TUNNEL) {
+        (c->state == CONN_TUNNEL ? c->cfg->tunnel : conn_handshake)(c);
         return false;
     }
     return c->state == CONN_OPEN;
@@ -921,8 +917,11 @@ static void on_write(struct ev_loop *loop, ev_io *io, int revents)
     case CONN_CONNECTING:
         conn_connect_done(c, net_connect_error(c->sock.fd));
         break;
+    case CONN_TUNNEL:
+        c->cfg->tunnel(c);
+        break;
     case CONN_HANDSHAKE:
-        handshake(c);
+        conn_handshake(c);
         break;
     case CONN_OPEN:
         if (c->read_wants_write) {
@@ -977,8 +976,9 @@ static void on_timer(struct ev_loop *loop, ev_timer *t, int revents)
         pump(c);
         break;
     case CONN_CONNECTING:
+    case CONN_TUNNEL:
     case CONN_HANDSHAKE:
-        connect_failed(c, CAUSE_CONNECT_TIMEOUT);
+        conn_connect_failed(c, CAUSE_CONNECT_TIMEOUT);
         break;
     case CONN_OPEN: {
         uint64_t now = clock_us(), oldest = c->proto->oldest(c->session);

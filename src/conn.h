@@ -19,11 +19,15 @@
 #include "schedule.h"
 #include "stats.h"
 #include "transport.h"
+#include "tunnel.h"
 #include "uring.h"
 
 struct budget;
+struct conn;
 struct http_head_cache;
-struct net_addr;
+struct route;
+struct sources_count;
+struct sources_ports;
 
 /* -R: the open model's schedule. Connection g (numbered over every worker)
  * of total sends its batch k when request (g + k * total) * depth of the
@@ -71,7 +75,17 @@ struct conn_config {
     const struct proto_ops *protocols[PROTOCOLS_COUNT];
     struct proto_conf sessions[PROTOCOLS_COUNT];
     size_t nprotocols;
-    const struct net_addr *addr;
+    /* Where and how connections connect (a proxy, source addresses);
+     * connection i of the worker is the run's first + i. With --bind, what
+     * each source address saw, and where the worker looks for ports. */
+    const struct route *route;
+    uint64_t first;
+    struct sources_count *by_source;
+    struct sources_ports *ports;
+    /* The set-up between the TCP connect and the transport's handshake,
+     * begun and resumed when the socket is ready: a proxy's tunnel
+     * (conn_tunnel_step), or NULL. */
+    void (*tunnel)(struct conn *c);
     uint64_t timeout_us;
     struct stats *stats;   /* what the connections record into */
     struct budget *budget; /* -n, or NULL */
@@ -105,6 +119,7 @@ struct conn_live {
 enum conn_state {
     CONN_CLOSED,     /* no socket */
     CONN_CONNECTING, /* TCP connect in progress */
+    CONN_TUNNEL,     /* through a proxy: its tunnel's set-up in progress */
     CONN_HANDSHAKE,  /* transport set-up (TLS) in progress */
     CONN_OPEN,       /* connected: the session runs */
 };
@@ -115,7 +130,7 @@ struct conn {
     size_t index; /* in the worker */
     struct sock sock;
     enum conn_state state;
-    ev_io rio, wio;         /* over epoll */
+    ev_io rio, wio;         /* over epoll (and a proxy's tunnel on io_uring) */
     struct uring_link link; /* over io_uring (link.ring set) */
     ev_timer timer;         /* connect/response timeout, back-off, delay() pause */
     /* The protocol it speaks (set when it opens) and its session; one
@@ -125,7 +140,8 @@ struct conn {
     struct proto_session *sessions[PROTOCOLS_COUNT];
     struct request own;         /* the batch request() returned */
     uint64_t connect_at;        /* when the current connection attempt began */
-    uint64_t connected_at;      /* when its TCP connect completed */
+    uint64_t connected_at;      /* when its TCP connect completed, then its tunnel */
+    struct tunnel_conn tunnel;  /* how far that tunnel's set-up got */
     uint64_t available_at;      /* when it last became free to send after being set
                                 up or after a delay() pause: under -R latency
                                 counts from the later of this and the intended
@@ -171,6 +187,12 @@ void conn_free(struct conn *c);
  * the watchers' readiness drives them on epoll.
  * The connect completed: err 0, or why it failed (an errno value). */
 void conn_connect_done(struct conn *c, int err);
+/* Setting the connection up failed (connect, a proxy's tunnel, the
+ * handshake), for this cause. */
+void conn_connect_failed(struct conn *c, enum cause cause);
+/* The transport's handshake, begun or continued (through a proxy, once its
+ * tunnel is up: conn_tunnel.c). */
+void conn_handshake(struct conn *c);
 /* Bytes read at now, to the session. Returns whether the connection goes
  * on (it may have ended, normally or not, or the run). */
 bool conn_take(struct conn *c, const char *buf, size_t n, uint64_t now);

@@ -11,6 +11,7 @@
 
 #include "h1.h"
 #include "http.h"
+#include "http_request.h"
 #include "proto.h"
 #include "request.h"
 #include "xalloc.h"
@@ -28,6 +29,7 @@ struct h1 {
     uint64_t sent_at;            /* when the batch's first byte went out */
     uint64_t start_at;           /* where its latency counts from */
     uint64_t first_at;           /* when the current response's first byte came, or 0 */
+    bool answered;               /* a response completed since the connection opened */
 };
 
 static struct proto_session *h1_create(const struct proto_conf *conf, const struct proto_sink *sink,
@@ -63,6 +65,7 @@ static void h1_open(struct proto_session *session, struct sock *sock)
     s->batch = NULL;
     s->pending = 0;
     s->first_at = 0;
+    s->answered = false;
     wants(s);
     http_begin(&s->parser, false);
 }
@@ -140,6 +143,7 @@ static bool response_done(struct h1 *s, uint64_t now, enum proto_status *st)
                                   .done_at = now};
     s->pending--;
     s->first_at = 0; /* the next response's is to come */
+    s->answered = true;
     if (s->parser.want_head || s->parser.want_body)
         hook_view(&s->parser, &view);
     *st = PROTO_OK;
@@ -202,6 +206,37 @@ static enum proto_status h1_input(struct proto_session *session, const char *buf
     return PROTO_OK;
 }
 
+/* Whether the batch's requests from the nth on all have idempotent
+ * methods (RFC 9110 §9.2.2), which a client may send again by itself. */
+static bool idempotent(const struct request *r, size_t n)
+{
+    static const char *const methods[] = {"GET", "HEAD", "PUT", "DELETE", "OPTIONS", "TRACE"};
+    struct http_request_info info;
+    size_t pos = 0;
+    for (size_t i = 0; http_request_next(r->data, r->len, &pos, &info); i++) {
+        bool ok = false;
+        for (size_t k = 0; k < sizeof methods / sizeof methods[0] && !ok; k++)
+            ok = info.method_len == strlen(methods[k]) &&
+                 memcmp(info.method, methods[k], info.method_len) == 0;
+        if (i >= n && !ok)
+            return false;
+    }
+    return true;
+}
+
+/* The connection ended with requests unanswered and not a byte of their
+ * responses come: through a proxy that keeps no connection, they go again. */
+static bool resent(struct h1 *s)
+{
+    if (!s->conf->resend_unanswered || !s->answered || s->first_at ||
+        !idempotent(s->batch, s->depth - s->pending))
+        return false;
+    s->sink->returned(s->arg, s->pending);
+    s->pending = 0;
+    s->batch = NULL;
+    return true;
+}
+
 static enum proto_status h1_eof(struct proto_session *session, uint64_t now, enum cause *cause)
 {
     struct h1 *s = (struct h1 *)(void *)session;
@@ -212,7 +247,7 @@ static enum proto_status h1_eof(struct proto_session *session, uint64_t now, enu
         s->batch = NULL;
         return PROTO_CLOSE;
     case HTTP_MORE:
-        if (s->pending) {
+        if (s->pending && !resent(s)) {
             *cause = CAUSE_CLOSED;
             return PROTO_FAIL;
         }

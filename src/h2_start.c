@@ -12,6 +12,7 @@
 
 #include "h2req.h"
 #include "net.h"
+#include "route.h"
 
 /* Over HTTP/2 a request is HEADERS (and DATA) frames made from its bytes:
  * fields HTTP/2 forbids, a Host that no :authority can stand for, or a
@@ -27,16 +28,15 @@ bool h2_check_request(const struct request *r, bool tls, char *err, size_t errle
 /* What the target answers the client's preface with (the magic, then an
  * empty SETTINGS frame): up to cap - 1 bytes, until the end of a status line
  * or as soon as the answer is plainly no HTTP/1. Returns how many. */
-static size_t preface_reply(const struct net_addr *addr, uint64_t deadline, char *reply, size_t cap)
+static size_t preface_reply(const struct route *route, uint64_t deadline, char *reply, size_t cap)
 {
     static const char preface[] = NGHTTP2_CLIENT_MAGIC "\0\0\0\4\0\0\0\0\0";
     size_t got = 0;
-    bool in_progress;
-    int fd = net_connect(addr, SOCK_STREAM, &in_progress);
+    char why[256];
+    int fd = route_dial(route, deadline, why, sizeof why);
     if (fd < 0)
         return 0;
-    if ((!in_progress || (net_wait(fd, POLLOUT, deadline) && net_connect_error(fd) == 0)) &&
-        send(fd, preface, sizeof preface - 1, MSG_NOSIGNAL) == (ssize_t)sizeof preface - 1) {
+    if (send(fd, preface, sizeof preface - 1, MSG_NOSIGNAL) == (ssize_t)sizeof preface - 1) {
         while (got < cap - 1 && !memchr(reply, '\n', got) &&
                (got < 5 || memcmp(reply, "HTTP/", 5) == 0) && net_wait(fd, POLLIN, deadline)) {
             ssize_t n = recv(fd, reply + got, cap - 1 - got, 0);
@@ -53,10 +53,10 @@ static size_t preface_reply(const struct net_addr *addr, uint64_t deadline, char
  * answers it with an error response (RFC 9113 §3.4); an HTTP/2 server
  * answers with its SETTINGS. Anything else (nothing, a close, garbage) is
  * left to the run, which counts it. */
-bool h2_probe(const struct net_addr *addr, uint64_t deadline, char *why, size_t len)
+bool h2_probe(const struct route *route, uint64_t deadline, char *why, size_t len)
 {
     char reply[80] = "";
-    size_t got = preface_reply(addr, deadline, reply, sizeof reply), n = 0;
+    size_t got = preface_reply(route, deadline, reply, sizeof reply), n = 0;
     if (got < 5 || memcmp(reply, "HTTP/", 5) != 0)
         return true;
     while (n < got && reply[n] >= 0x20 && reply[n] < 0x7f) /* its status line */

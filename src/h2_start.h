@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct net_addr;
+struct route;
 struct request;
 
 /* Whether the batch r can go as HEADERS (and DATA) frames over an http or
@@ -16,6 +16,6 @@ bool h2_check_request(const struct request *r, bool tls, char *err, size_t errle
 /* Over cleartext (prior knowledge): false when the target answers the
  * connection preface as an HTTP/1.1 server would, with why it does not
  * speak HTTP/2 in why. Anything else is left to the run. */
-bool h2_probe(const struct net_addr *addr, uint64_t deadline, char *why, size_t len);
+bool h2_probe(const struct route *route, uint64_t deadline, char *why, size_t len);
 
 #endif

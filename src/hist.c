@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "xalloc.h"
 
 typedef unsigned __int128 u128;
@@ -479,25 +480,6 @@ static size_t zlib_stored(const uint8_t *in, size_t n, uint8_t *out)
     return (size_t)(put_be32(p, check) - out);
 }
 
-static char *base64(const uint8_t *in, size_t n)
-{
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = xmalloc((n + 2) / 3 * 4 + 1), *p = out;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)in[i] << 16;
-        if (i + 1 < n)
-            w |= (uint32_t)in[i + 1] << 8;
-        if (i + 2 < n)
-            w |= in[i + 2];
-        *p++ = digits[w >> 18];
-        *p++ = digits[(w >> 12) & 63];
-        *p++ = i + 1 < n ? digits[(w >> 6) & 63] : '=';
-        *p++ = i + 2 < n ? digits[w & 63] : '=';
-    }
-    *p = '\0';
-    return out;
-}
-
 /* External header (cookie, length of what follows), then the zlib stream. */
 char *hist_encode(const struct hist *h)
 {
@@ -509,10 +491,11 @@ char *hist_encode(const struct hist *h)
     uint8_t *wire = xmalloc(8 + 2 + blocks * 5 + n + 4);
     size_t zlen = zlib_stored(payload, n, wire + 8);
     put_be32(put_be32(wire, V2_COMPRESSED_COOKIE), (uint32_t)zlen);
-    char *b64 = base64(wire, 8 + zlen);
+    struct buf b64 = {0};
+    buf_append_base64(&b64, wire, 8 + zlen);
     free(wire);
     free(payload);
-    return b64;
+    return b64.data;
 }
 
 /* ---- reading the V2 encoding back ----------------------------------------- */

@@ -27,9 +27,12 @@
 #include "output.h"
 #include "profile.h"
 #include "progress.h"
+#include "proxy.h"
 #include "report.h"
 #include "request.h"
+#include "route.h"
 #include "script.h"
+#include "sources.h"
 #include "threshold.h"
 #include "timeline.h"
 #include "tls.h"
@@ -133,15 +136,33 @@ static struct net_addr find_target(const struct config *cfg)
     die("unable to connect to %s:%s: %s", u->host, u->service, strerror(err));
 }
 
+/* How the connections go: to the target, or to the proxy and through it
+ * (checked before the run: a proxy that cannot be reached or refuses stops
+ * it), from the --bind addresses. */
+static void find_route(struct config *cfg, struct route *route)
+{
+    memset(route, 0, sizeof *route);
+    if (cfg->proxy.kind)
+        proxy_find(&cfg->proxy, cfg->spec.timeout_us, &route->addr);
+    else
+        route->addr = find_target(cfg);
+    if (cfg->sources.listed || cfg->sources.lo) {
+        sources_ready(&cfg->sources, route->addr.sa.ss_family);
+        route->sources = &cfg->sources;
+    }
+    if (cfg->proxy.kind)
+        proxy_check(&cfg->proxy, &cfg->url, cfg->spec.timeout_us, route);
+}
+
 /* Over cleartext nothing negotiates: the one protocol asked for may take a
  * look at the target first (HTTP/2 with prior knowledge), so that a server
  * that does not speak it stops the run before it starts, as a TLS server
  * that refuses ALPN does in tls_check. */
-static void probe_cleartext(const struct config *cfg, const struct net_addr *addr)
+static void probe_cleartext(const struct config *cfg, const struct route *route)
 {
     const struct proto_ops *p = spec_only_protocol(&cfg->spec);
     char why[200];
-    if (!p || !p->probe || p->probe(addr, clock_us() + cfg->spec.timeout_us, why, sizeof why))
+    if (!p || !p->probe || p->probe(route, clock_us() + cfg->spec.timeout_us, why, sizeof why))
         return;
     if (cfg->spec.unix_socket)
         die("%s: %s %s", cfg->protocol_option, cfg->spec.unix_socket, why);
@@ -308,7 +329,7 @@ static void on_interval(void *arg, const struct stats *s, uint64_t index, uint64
 }
 
 /* Returns the number of requests per batch. */
-static size_t create_workers(struct run *run, const struct config *cfg, const struct net_addr *addr,
+static size_t create_workers(struct run *run, const struct config *cfg, const struct route *route,
                              struct script *main_script)
 {
     struct request plain = {0};
@@ -322,7 +343,7 @@ static size_t create_workers(struct run *run, const struct config *cfg, const st
     run->workers = xcalloc(run->nworkers, sizeof *run->workers);
     for (size_t i = 0; i < run->nworkers; i++) {
         size_t share = worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
-        struct worker *w = worker_new(i, cfg, share, addr, &events);
+        struct worker *w = worker_new(i, cfg, share, route, &events);
         if (cfg->spec.requests)
             worker_set_budget(w, &run->budget);
         run->workers[i] = w;
@@ -698,6 +719,26 @@ static void gather_stats(struct run *run, const struct config *cfg, struct resul
     r->warmup = cfg->spec.warmup_us ? warmup : NULL;
 }
 
+/* --bind: what the connections did from each source address, added up
+ * over the workers; NULL without. */
+static struct result_source *gather_sources(struct run *run, const struct sources *s)
+{
+    if (!s->listed)
+        return NULL;
+    struct result_source *list = xcalloc(s->n, sizeof *list);
+    for (size_t i = 0; i < s->n; i++)
+        sources_addr_text(&s->addrs[i], list[i].address, sizeof list[i].address);
+    for (size_t w = 0; w < run->nworkers; w++) {
+        struct worker_result res;
+        worker_result(run->workers[w], &res);
+        for (size_t i = 0; i < s->n; i++) {
+            list[i].connects += res.by_source[i].connects;
+            list[i].errors += res.by_source[i].errors;
+        }
+    }
+    return list;
+}
+
 /* --threshold: the verdicts after the report; false when one failed. */
 static bool judge(struct run *run, const struct config *cfg, struct result *r,
                   struct threshold_verdict *verdicts)
@@ -781,17 +822,18 @@ int main(int argc, char **argv)
     run.metrics = metrics_new(&cfg);
     result.metrics = run.metrics;
     struct script *main_script = cfg.spec.script ? script_main_new(&cfg) : NULL;
-    struct net_addr addr = find_target(&cfg);
+    struct route route;
+    find_route(&cfg, &route);
     if (cfg.spec.tls && !spec_quic(&cfg.spec))
-        tls_check(&cfg, &addr);
+        tls_check(&cfg, &route);
     else
-        probe_cleartext(&cfg, &addr);
+        probe_cleartext(&cfg, &route);
     check_fd_limit(&cfg);
     /* Once the target is known to answer: a start that fails leaves an
      * earlier timeline alone. */
     run.timeline = timeline_new(&cfg.spec, cfg.server_pids, cfg.nserver_pids);
     result.timeline = run.timeline;
-    result.pipeline = create_workers(&run, &cfg, &addr, main_script);
+    result.pipeline = create_workers(&run, &cfg, &route, main_script);
     if (cfg.abort_after)
         run.watch = threshold_watch_new(cfg.thresholds, cfg.nthresholds, cfg.abort_after,
                                         cfg.spec.timeout_us);
@@ -822,6 +864,9 @@ int main(int argc, char **argv)
     struct stats warmup;
     struct threshold_verdict *verdicts = xcalloc(cfg.nthresholds + 1, sizeof *verdicts);
     gather_stats(&run, &cfg, &result, &warmup);
+    struct result_source *sources = gather_sources(&run, &cfg.sources);
+    result.sources = sources;
+    result.nsources = sources ? cfg.sources.n : 0;
     result.rate_target = rate_target(&run, &cfg, &result);
     if (run.metrics)
         metrics_final(run.metrics, &result);
@@ -852,6 +897,7 @@ int main(int argc, char **argv)
     output_check();
 
     free_run(&run);
+    free(sources);
     free(verdicts);
     if (result.warmup)
         stats_free(&warmup);

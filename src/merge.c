@@ -387,6 +387,34 @@ static void whole_cpu(struct result *r, const struct inputs *in)
     }
 }
 
+/* --bind: each source address's connections in the whole, the parts'
+ * added up address by address (the shards of a run list the same ones, in
+ * the same order); NULL when no part bound any. */
+static struct result_source *whole_sources(const struct inputs *in, size_t *n)
+{
+    struct result_source *all = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (size_t i = 0; i < in->nparts; i++) {
+        const struct part *p = &in->parts[i];
+        for (size_t k = 0; k < p->nsources; k++) {
+            const struct result_source *a = &p->sources[k];
+            size_t at = k < *n && strcmp(all[k].address, a->address) == 0 ? k : 0;
+            while (at < *n && strcmp(all[at].address, a->address) != 0)
+                at++;
+            if (at == *n) {
+                if (*n == cap)
+                    all = xrealloc(all, (cap = cap ? 2 * cap : 16) * sizeof *all);
+                all[(*n)++] = (struct result_source){.connects = 0};
+                strcpy(all[at].address, a->address);
+            }
+            add_count(p, &all[at].connects, a->connects, "sources.connects");
+            add_count(p, &all[at].errors, a->errors, "sources.connect_errors");
+        }
+    }
+    return all;
+}
+
 /* The run's span is from the earliest start to the latest end. */
 static void whole_result(struct result *r, struct inputs *in, struct result_input *list)
 {
@@ -422,6 +450,7 @@ static void whole_result(struct result *r, struct inputs *in, struct result_inpu
             hist_reset(stats_dist_get(&r->stats, &stats_dists[i]));
     r->inputs = list;
     r->ninputs = in->nparts;
+    r->sources = whole_sources(in, &r->nsources);
     r->rate_target = r->spec->shard.rate;
     /* completed when every part did; otherwise as the first that did not */
     for (size_t i = 0; i < in->nparts && r->end.reason == END_COMPLETED; i++)
@@ -697,6 +726,7 @@ static void free_inputs(struct inputs *in)
         spec_free(&in->parts[i].spec);
         jdoc_free(in->parts[i].doc);
         free(in->parts[i].server.pids);
+        free(in->parts[i].sources);
     }
     for (size_t i = 0; i < in->nseries; i++) {
         for (size_t k = 0; k < in->series[i].n; k++)
@@ -750,6 +780,7 @@ int merge_main(int argc, char **argv)
 
     free_inputs(&in);
     free(list);
+    free((void *)result.sources);
     timeline_free(timeline);
     free(verdicts);
     stats_free(&result.stats);

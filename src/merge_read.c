@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "protocols.h"
+#include "sources.h"
 #include "units.h"
 #include "url.h"
 #include "xalloc.h"
@@ -230,6 +231,14 @@ static void read_status_codes(struct part *p)
                   total, p->stats->requests);
 }
 
+/* An optional member: absent (in results of earlier versions) or null is
+ * 0. */
+static uint64_t optional_u64(const char *file, const struct jdoc *o, const char *key)
+{
+    const struct jdoc *v = jdoc_get(o, key);
+    return !v || is_null(v) ? 0 : need_u64(file, o, key);
+}
+
 /* The causes of the errors, which add up to at least the socket error
  * classes: they count errors that ended no request too. */
 static void read_errors(struct part *p)
@@ -249,6 +258,13 @@ static void read_errors(struct part *p)
         merge_bad(p->file, "error_causes add up to less than the socket errors");
     if (causes_total > UINT64_MAX)
         merge_bad(p->file, "errors: more than 2^64");
+    /* each CONNECT answered so is one error of that cause */
+    unsigned __int128 statuses = 0;
+    for (int code = 0; code < STATS_STATUS_MAX; code++)
+        statuses += p->stats->proxy_status[code];
+    if (statuses != p->stats->causes[CAUSE_PROXY_STATUS])
+        merge_bad(p->file, "proxy.connect_status adds up to other than error_causes.%s",
+                  stats_cause_name(CAUSE_PROXY_STATUS));
 }
 
 /* Why the TLS handshakes failed, which adds up to their cause's count. A
@@ -307,9 +323,10 @@ static void read_by_code(struct part *p, const struct stats_breakdown *b, const 
 }
 
 /* A place's object: required for the errors, null or an object for tls,
- * http2 and http3, for rate an object exactly with -R; NULL when it is null
- * (the counters there are then 0), the document for the top level. A
- * result of an earlier version has no http3: it spoke no HTTP/3. */
+ * proxy, http2 and http3, for rate an object exactly with -R; NULL when it
+ * is null (the counters there are then 0), the document for the top level.
+ * A result of an earlier version has no http3 (it spoke no HTTP/3), nor
+ * proxy (it went through none). */
 static const struct jdoc *place_of(struct part *p, enum stats_place place)
 {
     const char *name = stats_place_object(place);
@@ -317,7 +334,7 @@ static const struct jdoc *place_of(struct part *p, enum stats_place place)
         return p->doc;
     if (place == STATS_AT_RATE)
         return need_object(p->file, p->doc, name, !p->open_model);
-    if (place == STATS_AT_HTTP3 && !jdoc_get(p->doc, name))
+    if ((place == STATS_AT_HTTP3 || place == STATS_AT_PROXY) && !jdoc_get(p->doc, name))
         return NULL;
     return need_object(p->file, p->doc, name, place != STATS_AT_ERRORS);
 }
@@ -420,14 +437,6 @@ static void read_start(struct part *p)
     p->start_late_known = late && !is_null(late);
     if (p->start_late_known && !jdoc_u64(late, &p->start_late_us))
         merge_bad(p->file, "start_late_us: not a number of microseconds or null");
-}
-
-/* An optional member of options: absent (in results of earlier versions)
- * or null is 0. */
-static uint64_t optional_u64(const char *file, const struct jdoc *o, const char *key)
-{
-    const struct jdoc *v = jdoc_get(o, key);
-    return !v || is_null(v) ? 0 : need_u64(file, o, key);
 }
 
 /* An optional string of options: absent or null is NULL; a copy otherwise. */
@@ -545,6 +554,9 @@ static void read_options(struct part *p)
     const struct jdoc *keepalive = jdoc_get(o, "keepalive");
     spec->no_keepalive = keepalive && keepalive->type == JDOC_FALSE;
     spec->unix_socket = optional_string(p->file, o, "unix_socket");
+    spec->proxy = optional_string(p->file, o, "proxy");
+    spec->bind = optional_string(p->file, o, "bind");
+    spec->bind_ports = optional_string(p->file, o, "bind_port_range");
     spec->script = optional_string(p->file, o, "script");
     char *engine = optional_string(p->file, o, "engine");
     if (engine && !spec_set_engine(spec, engine))
@@ -553,6 +565,31 @@ static void read_options(struct part *p)
     read_option_lists(p, o);
     p->pipeline = need_u64(p->file, o, "pipeline");
     read_shard(p);
+}
+
+/* --bind: each source address's connections; null without (or absent, in
+ * results of earlier versions). */
+static void read_sources(struct part *p)
+{
+    const struct jdoc *list = jdoc_get(p->doc, "sources");
+    if (!list || is_null(list))
+        return;
+    if (list->type != JDOC_ARRAY || list->len == 0 || list->len > SOURCES_MAX)
+        merge_bad(p->file, "sources: not a list of source addresses");
+    p->sources = xcalloc(list->len, sizeof *p->sources);
+    p->nsources = list->len;
+    for (size_t i = 0; i < list->len; i++) {
+        const struct jdoc *a = &list->u.items[i];
+        struct result_source *s = &p->sources[i];
+        if (a->type != JDOC_OBJECT)
+            merge_bad(p->file, "sources: not a list of source addresses");
+        const char *address = need_string(p->file, a, "address");
+        if (strlen(address) >= sizeof s->address)
+            merge_bad(p->file, "sources: '%s' is not an address", address);
+        strcpy(s->address, address);
+        s->connects = need_u64(p->file, a, "connects");
+        s->errors = need_u64(p->file, a, "connect_errors");
+    }
 }
 
 /* --server-pid: the processes measured and their CPU time; null without. */
@@ -600,6 +637,7 @@ static void read_part(struct part *p, const char *file, const struct buf *text)
     read_tls_failures(p);
     read_status_codes(p);
     read_distributions(p);
+    read_sources(p);
     /* a result written before the warm-up had connect_time has none */
     if (jdoc_get(need_object(file, p->doc, "warmup", true), "connect_time")) {
         p->warmup_connect = hist_new(STATS_LATENCY_MAX);

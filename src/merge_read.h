@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "jdoc.h"
+#include "report.h"
 #include "run_end.h"
 #include "spec.h"
 #include "stats.h"
@@ -73,6 +74,8 @@ struct part {
     struct hist *warmup_connect; /* --warmup: the connect times in it, or NULL */
     struct run_end end;          /* how its run ended (a result without end: completed) */
     bool end_known;
+    struct result_source *sources; /* --bind's, or NULL */
+    size_t nsources;
 };
 
 /* A part's --timeline (JSON Lines): the run line, then its intervals. */

@@ -86,13 +86,16 @@ struct writer {
                    double v);
 };
 
-/* Whether the run has the figures of place: TLS's over https, a
- * protocol's when one of the protocols it offers is that one. */
+/* Whether the run has the figures of place: TLS's over https, a proxy's
+ * through one, a protocol's when one of the protocols it offers is that
+ * one. */
 static bool offered(const struct run_spec *spec, enum stats_place place)
 {
     switch (place) {
     case STATS_AT_TLS:
         return spec->tls;
+    case STATS_AT_PROXY:
+        return spec->proxy != NULL;
     case STATS_AT_HTTP2:
     case STATS_AT_HTTP3:
         return spec_offers_figures(spec, place);
@@ -194,8 +197,11 @@ static void causes(struct writer *w, const struct metrics *m)
         snprintf(help, sizeof help, "By code (as --json's %s.%s)", place, b->key);
         family(w, name, sizeof name, metric, FAMILY_COUNTER, help);
         const uint64_t *counts = stats_breakdown_at((struct stats *)&m->total, b);
+        /* by HTTP status, as responses_total: only those counted, of 999 */
+        bool all = b->name != stats_status_name;
         for (unsigned code = 0; code < b->n; code++)
-            sample(w, name, "", "code", b->name(code, code_name), (double)counts[code]);
+            if (all || counts[code])
+                sample(w, name, "", "code", b->name(code, code_name), (double)counts[code]);
     }
 }
 

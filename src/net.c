@@ -150,11 +150,8 @@ int net_socket(const struct net_addr *a, int type)
     return fd;
 }
 
-int net_connect(const struct net_addr *a, int type, bool *in_progress)
+bool net_start_connect(int fd, const struct net_addr *a, bool *in_progress)
 {
-    int fd = net_socket(a, type);
-    if (fd < 0)
-        return -1;
     *in_progress = false;
     if (connect(fd, (const struct sockaddr *)&a->sa, a->len) < 0) {
         /* A Unix socket whose backlog is full says EAGAIN: wait for it as for
@@ -163,11 +160,17 @@ int net_connect(const struct net_addr *a, int type, bool *in_progress)
             int e = errno;
             close(fd);
             errno = e;
-            return -1;
+            return false;
         }
         *in_progress = true;
     }
-    return fd;
+    return true;
+}
+
+int net_connect(const struct net_addr *a, int type, bool *in_progress)
+{
+    int fd = net_socket(a, type);
+    return fd >= 0 && net_start_connect(fd, a, in_progress) ? fd : -1;
 }
 
 int net_connect_error(int fd)

@@ -32,6 +32,9 @@ int net_socket(const struct net_addr *a, int type);
  * Returns the socket, with *in_progress telling whether the connect is still
  * under way; or -1 with errno set. */
 int net_connect(const struct net_addr *a, int type, bool *in_progress);
+/* The connect of net_connect on a socket of net_socket's (bound in
+ * between): false with errno set, the socket closed. */
+bool net_start_connect(int fd, const struct net_addr *a, bool *in_progress);
 /* The outcome of a connect that was in progress: 0 or an errno value. */
 int net_connect_error(int fd);
 /* Wait until fd is ready for events (poll's), or until deadline (clock_us);

@@ -15,7 +15,7 @@
 #include "stats.h"
 
 struct http_head_cache;
-struct net_addr;
+struct route;
 struct request;
 /* A protocol's session: its own state, opaque to the connection. */
 struct proto_session;
@@ -76,9 +76,16 @@ struct proto_sink {
 /* What a session knows of the run: set up before it, the same for every
  * connection of a worker, read-only while it is on. */
 struct proto_conf {
-    size_t streams;                     /* -m: requests in flight at most (HTTP/2 streams) */
-    size_t depth;                       /* requests per batch */
-    bool no_keepalive;                  /* a new connection for every batch */
+    size_t streams;    /* -m: requests in flight at most (HTTP/2 streams) */
+    size_t depth;      /* requests per batch */
+    bool no_keepalive; /* a new connection for every batch */
+    /* Through a proxy that is sent the requests (an http URL through an
+     * HTTP proxy): those on a connection that carried a response before
+     * and that it closes before answering any of them go again on a new one
+     * (RFC 9112 §9.3.1), when their methods are idempotent. Proxies that
+     * keep no connection alive (tinyproxy) close after each response
+     * without saying so. */
+    bool resend_unanswered;
     bool tls;                           /* the URL is https (HTTP/2's :scheme) */
     struct http_head_cache *head_cache; /* the worker's, for HTTP/1.1's parsers */
     struct stats *stats;                /* where the protocol's own figures go */
@@ -108,9 +115,10 @@ struct proto_ops {
      * one-line reason in err. NULL: it carries whatever request_set took. */
     bool (*check)(const struct request *r, bool tls, char *err, size_t errlen);
     /* Over cleartext, where nothing negotiates, a start-up look at the
-     * target (until deadline, clock_us): false, with why it does not speak
-     * this protocol in why, when it plainly does not. NULL: none. */
-    bool (*probe)(const struct net_addr *addr, uint64_t deadline, char *why, size_t len);
+     * target along the run's route (until deadline, clock_us): false, with
+     * why it does not speak this protocol in why, when it plainly does
+     * not. NULL: none. */
+    bool (*probe)(const struct route *route, uint64_t deadline, char *why, size_t len);
     /* The transport it needs (HTTP/3: QUIC's, over UDP), offered alone; NULL
      * when TCP, or TLS over it, carries it as the URL says. */
     const struct transport *transport;

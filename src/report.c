@@ -368,9 +368,90 @@ static void errors_without_requests(FILE *f, const struct result *r)
                 causes - ended);
 }
 
+/* --bind: the connections each source address opened, one by one for a
+ * few addresses, as a range for many. */
+static void source_counts(FILE *f, const struct result *r)
+{
+    uint64_t least = UINT64_MAX, most = 0, failed = 0;
+    if (!r->sources)
+        return;
+    for (size_t i = 0; i < r->nsources; i++) {
+        const struct result_source *a = &r->sources[i];
+        least = a->connects < least ? a->connects : least;
+        most = a->connects > most ? a->connects : most;
+        failed += a->errors;
+    }
+    fputs("Note: connections by source address:", f);
+    if (r->nsources > REPORT_SOURCES_LISTED) {
+        fprintf(f, " %zu addresses, %s to %s, %" PRIu64 " to %" PRIu64 " each", r->nsources,
+                r->sources[0].address, r->sources[r->nsources - 1].address, least, most);
+        if (failed)
+            fprintf(f, "; %" PRIu64 " failed to connect", failed);
+    }
+    for (size_t i = 0; r->nsources <= REPORT_SOURCES_LISTED && i < r->nsources; i++) {
+        const struct result_source *a = &r->sources[i];
+        fprintf(f, "%s %s %" PRIu64, i ? "," : "", a->address, a->connects);
+        if (a->errors)
+            fprintf(f, " (%" PRIu64 " failed to connect)", a->errors);
+    }
+    fputc('\n', f);
+}
+
+/* Connections that found no source port or address, with what to do. */
+static void source_errors(FILE *f, const struct result *r)
+{
+    uint64_t ports = r->stats.causes[CAUSE_NO_PORT],
+             addresses = r->stats.causes[CAUSE_BIND_ADDRESS];
+    if (ports)
+        fprintf(f,
+                "Note: %" PRIu64 " connection attempts found no free local port (no_free_port): "
+                "add source addresses (--bind) or widen the port range (--bind-port-range)\n",
+                ports);
+    if (addresses)
+        fprintf(f,
+                "Note: %" PRIu64 " connection attempts could not bind their source address "
+                "(bind_address): add it to one of this machine's interfaces\n",
+                addresses);
+}
+
+/* Through a proxy: the connection attempts it failed, by cause, and the
+ * statuses it answered CONNECTs with. */
+static void proxy_errors(FILE *f, const struct result *r)
+{
+    const struct stats *s = &r->stats;
+    const char *sep = "Note: through the proxy, connection attempts failed:";
+    for (int c = CAUSE_PROXY_REFUSED; c <= CAUSE_SOCKS_ADDRESS_TYPE; c++) {
+        if (!s->causes[c])
+            continue;
+        fprintf(f, "%s %s %" PRIu64, sep, stats_cause_name(c), s->causes[c]);
+        sep = ",";
+        const char *open = " (status";
+        for (int code = 0; c == CAUSE_PROXY_STATUS && code < STATS_STATUS_MAX; code++) {
+            if (s->proxy_status[code]) {
+                fprintf(f, "%s %d: %" PRIu64, open, code, s->proxy_status[code]);
+                open = ",";
+            }
+        }
+        if (*open == ',')
+            fputc(')', f);
+    }
+    if (*sep == ',')
+        fputc('\n', f);
+    /* an http URL's requests go to the proxy itself, which answers them
+     * when it refuses */
+    if (r->spec->proxy && s->status[407])
+        fprintf(f,
+                "Note: the proxy answered %" PRIu64 " requests with 407 Proxy Authentication "
+                "Required: check the user name and password in --proxy\n",
+                s->status[407]);
+}
+
 void report_warnings(FILE *f, const struct result *r)
 {
     struct cpu_load load;
+    source_counts(f, r);
+    source_errors(f, r);
+    proxy_errors(f, r);
     protocol_mix(f, r);
     streams_capped(f, r);
     refusals(f, r, "HTTP/2", STATS_AT_HTTP2, r->stats.h2_goaways, r->stats.h2_refused);

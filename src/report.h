@@ -28,6 +28,13 @@ struct result_input {
     uint64_t shard; /* its index, when sharded */
 };
 
+/* --bind: what the connections did from one source address. */
+struct result_source {
+    char address[46];  /* as inet_ntop writes it */
+    uint64_t connects; /* connections established from it */
+    uint64_t errors;   /* attempts from it that failed to connect */
+};
+
 /* What a finished run measured. */
 struct result {
     const struct run_spec *spec; /* what the run asked for */
@@ -63,6 +70,10 @@ struct result {
     size_t nverdicts;
     const struct threshold_abort *aborted;
     struct run_end end;
+    /* --bind: each source address's connections (after any warm-up), in
+     * the order of the list; NULL without */
+    const struct result_source *sources;
+    size_t nsources;
     /* volley merge: the results this one adds up; NULL for a run. */
     const struct result_input *inputs;
     size_t ninputs;
@@ -83,6 +94,10 @@ struct cpu_load {
     bool saturated;
 };
 void report_cpu_load(const struct result *r, struct cpu_load *load);
+
+/* --bind: past this many source addresses, the line after the report
+ * gives their range rather than each one's count. */
+#define REPORT_SOURCES_LISTED 16
 
 /* "Running 10s test @ URL" and "  2 threads and 10 connections". */
 void report_header(FILE *f, const struct run_spec *spec);

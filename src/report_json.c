@@ -255,6 +255,25 @@ static void place_object(struct json *j, const struct stats *s, enum stats_place
     json_object_end(j);
 }
 
+/* --bind: each source address's connections, in the list's order; null
+ * without. */
+static void sources(struct json *j, const struct result *r)
+{
+    if (!r->sources) {
+        json_null(j, "sources");
+        return;
+    }
+    json_array_begin(j, "sources");
+    for (size_t i = 0; i < r->nsources; i++) {
+        json_object_begin(j, NULL);
+        json_string(j, "address", r->sources[i].address);
+        json_uint(j, "connects", r->sources[i].connects);
+        json_uint(j, "connect_errors", r->sources[i].errors);
+        json_object_end(j);
+    }
+    json_array_end(j);
+}
+
 /* The connections that spoke each protocol (those no connection spoke are
  * absent). */
 static void protocols(struct json *j, const struct stats *s)
@@ -339,7 +358,9 @@ bool report_json(FILE *f, const struct result *r)
     errors(&j, s);
     status_codes(&j, s);
     counters(&j, s, STATS_AT_CONNECTIONS, seconds);
+    sources(&j, r);
     place_object(&j, s, STATS_AT_TLS, r->spec->tls);
+    place_object(&j, s, STATS_AT_PROXY, r->spec->proxy != NULL);
     protocols(&j, s);
     place_object(&j, s, STATS_AT_HTTP2, spec_offers_figures(r->spec, STATS_AT_HTTP2));
     place_object(&j, s, STATS_AT_HTTP3, spec_offers_figures(r->spec, STATS_AT_HTTP3));

@@ -23,6 +23,9 @@ void spec_copy(struct run_spec *dst, const struct run_spec *src)
     *dst = *src;
     dst->url = dup_or_null(src->url);
     dst->unix_socket = dup_or_null(src->unix_socket);
+    dst->proxy = dup_or_null(src->proxy);
+    dst->bind = dup_or_null(src->bind);
+    dst->bind_ports = dup_or_null(src->bind_ports);
     dst->script = dup_or_null(src->script);
     dst->timeline = dup_or_null(src->timeline);
     dst->hdr_log = dup_or_null(src->hdr_log);
@@ -64,6 +67,9 @@ void spec_free(struct run_spec *spec)
     free(spec->stages);
     free(spec->url);
     free(spec->unix_socket);
+    free(spec->proxy);
+    free(spec->bind);
+    free(spec->bind_ports);
     free(spec->script);
     free(spec->timeline);
     free(spec->hdr_log);
@@ -142,6 +148,9 @@ void spec_json(struct json *j, const struct run_spec *spec, size_t pipeline)
     json_bool(j, "keepalive", !spec->no_keepalive);
     json_string(j, "unix_socket", spec->unix_socket);
     json_string(j, "engine", spec_engine_name(spec->engine));
+    json_string(j, "proxy", spec->proxy);
+    json_string(j, "bind", spec->bind);
+    json_string(j, "bind_port_range", spec->bind_ports);
     json_string(j, "script", spec->script);
     json_array_begin(j, "script_args");
     for (size_t i = 0; i < spec->nscript_args; i++)

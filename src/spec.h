@@ -81,6 +81,9 @@ struct run_spec {
                             HTTP/1.1 pipeline depth of the static request) */
     bool no_keepalive;  /* a new connection for every request */
     char *unix_socket;  /* connect here instead of the URL's host and port */
+    char *proxy;        /* through this proxy (its URL without credentials), or NULL */
+    char *bind;         /* --bind as given, or NULL */
+    char *bind_ports;   /* --bind-port-range as given, or NULL */
     char *script;       /* -s FILE or NULL */
     char **script_args; /* args[1..] for init(); the URL is args[0] */
     size_t nscript_args;

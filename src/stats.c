@@ -38,6 +38,21 @@ static const char *const cause_names[CAUSE_COUNT] = {
     [CAUSE_QUIC_VERSION] = "version_negotiation",
     [CAUSE_QUIC_PROTOCOL] = "quic_protocol",
     [CAUSE_H3_PROTOCOL] = "http3_protocol",
+    [CAUSE_NO_PORT] = "no_free_port",
+    [CAUSE_BIND_ADDRESS] = "bind_address",
+    [CAUSE_PROXY_REFUSED] = "proxy_refused",
+    [CAUSE_PROXY_CLOSED] = "proxy_closed",
+    [CAUSE_PROXY_PROTOCOL] = "proxy_protocol",
+    [CAUSE_PROXY_AUTH] = "proxy_auth",
+    [CAUSE_PROXY_STATUS] = "proxy_connect_status",
+    [CAUSE_SOCKS_FAILURE] = "socks_general_failure",
+    [CAUSE_SOCKS_NOT_ALLOWED] = "socks_not_allowed",
+    [CAUSE_SOCKS_NETWORK_UNREACHABLE] = "socks_network_unreachable",
+    [CAUSE_SOCKS_HOST_UNREACHABLE] = "socks_host_unreachable",
+    [CAUSE_SOCKS_REFUSED] = "socks_connection_refused",
+    [CAUSE_SOCKS_TTL_EXPIRED] = "socks_ttl_expired",
+    [CAUSE_SOCKS_COMMAND] = "socks_command_not_supported",
+    [CAUSE_SOCKS_ADDRESS_TYPE] = "socks_address_type_not_supported",
 };
 
 static const char *const tls_failure_names[TLS_FAIL_COUNT] = {
@@ -154,6 +169,8 @@ const char *stats_place_object(enum stats_place place)
         return "errors";
     case STATS_AT_TLS:
         return "tls";
+    case STATS_AT_PROXY:
+        return "proxy";
     case STATS_AT_HTTP2:
         return "http2";
     case STATS_AT_HTTP3:
@@ -345,6 +362,14 @@ const char *stats_quic_code_name(unsigned code, char *buf)
 const char *stats_alert_name(unsigned code, char *buf)
 {
     snprintf(buf, STATS_CODE_NAME_MAX, "%u", code);
+    return buf;
+}
+
+const char *stats_status_name(unsigned code, char *buf)
+{
+    if (code == 0 || code >= STATS_STATUS_MAX)
+        return "other";
+    snprintf(buf, STATS_CODE_NAME_MAX, "%u", code % STATS_STATUS_MAX);
     return buf;
 }
 

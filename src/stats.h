@@ -23,7 +23,7 @@
 /* Why an error was counted, for the machine-readable output. */
 enum cause {
     CAUSE_REFUSED,     /* connect: connection refused */
-    CAUSE_UNREACHABLE, /* connect: network/host unreachable, address unavailable */
+    CAUSE_UNREACHABLE, /* connect: network or host unreachable */
     CAUSE_CONNECT_TIMEOUT,
     CAUSE_FD_LIMIT, /* connect: out of file descriptors */
     CAUSE_CONNECT_OTHER,
@@ -55,6 +55,24 @@ enum cause {
     CAUSE_QUIC_VERSION,         /* connect: version negotiation to no version volley has */
     CAUSE_QUIC_PROTOCOL,        /* read: the server broke QUIC */
     CAUSE_H3_PROTOCOL,          /* read: the server broke HTTP/3 */
+    /* connect: source addresses and ports (--bind) */
+    CAUSE_NO_PORT,      /* no free local port for another connection to the target */
+    CAUSE_BIND_ADDRESS, /* the source address is not one of this machine's */
+    /* connect: through a proxy (--proxy) */
+    CAUSE_PROXY_REFUSED,  /* the proxy refused the connection */
+    CAUSE_PROXY_CLOSED,   /* it closed the connection before the tunnel was up */
+    CAUSE_PROXY_PROTOCOL, /* its answer was not HTTP/1.1 (or SOCKS5) */
+    CAUSE_PROXY_AUTH,     /* it refused the credentials, or wanted some */
+    CAUSE_PROXY_STATUS,   /* it answered CONNECT with another status than 2xx */
+    /* the SOCKS5 reply codes (RFC 1928 §6) */
+    CAUSE_SOCKS_FAILURE,
+    CAUSE_SOCKS_NOT_ALLOWED,
+    CAUSE_SOCKS_NETWORK_UNREACHABLE,
+    CAUSE_SOCKS_HOST_UNREACHABLE,
+    CAUSE_SOCKS_REFUSED,
+    CAUSE_SOCKS_TTL_EXPIRED,
+    CAUSE_SOCKS_COMMAND,
+    CAUSE_SOCKS_ADDRESS_TYPE,
     CAUSE_COUNT
 };
 
@@ -81,14 +99,16 @@ enum stats_rule {
 
 /* Where a counter sits in the --json document (docs/json.md), in the
  * document's order: beside requests and bytes, in the errors object,
- * beside connects, in tls (https runs), in http2 or http3 (runs that may
- * speak it), in rate (-R runs), or nowhere (it only feeds other figures). A timeline
- * record has its counters in the same order. */
+ * beside connects, in tls (https runs), in proxy (runs through one), in
+ * http2 or http3 (runs that may speak it), in rate (-R runs), or nowhere (it
+ * only feeds other figures). A timeline record has its counters in the same
+ * order. */
 enum stats_place {
     STATS_AT_TOTALS,
     STATS_AT_ERRORS,
     STATS_AT_CONNECTIONS,
     STATS_AT_TLS,
+    STATS_AT_PROXY,
     STATS_AT_HTTP2,
     STATS_AT_HTTP3,
     STATS_AT_RATE,
@@ -134,6 +154,10 @@ enum stats_place {
     X(resumed, STATS_AT_TLS, "resumed", NULL, "tls_resumed_total", STATS_SUM, 0)                   \
     X(handshake_us, STATS_AT_TLS, "handshake_mean_us", NULL, "tls_handshake_seconds_total",        \
       STATS_SUM, STATS_MEAN | STATS_MICROS)                                                        \
+    /* tunnels set up through a proxy (CONNECT, SOCKS5); their time, TCP connect to done */        \
+    X(tunnels, STATS_AT_PROXY, "tunnels", NULL, "proxy_tunnels_total", STATS_SUM, 0)               \
+    X(tunnel_us, STATS_AT_PROXY, "tunnel_mean_us", NULL, "proxy_tunnel_seconds_total", STATS_SUM,  \
+      STATS_MEAN | STATS_MICROS)                                                                   \
     /* HTTP/2: the fewest streams a connection could open; GOAWAYs; refused requests */            \
     X(h2_streams, STATS_AT_HTTP2, "streams", NULL, "http2_streams", STATS_MIN, 0)                  \
     X(h2_goaways, STATS_AT_HTTP2, "goaway_received", NULL, "http2_goaway_received_total",          \
@@ -211,7 +235,7 @@ static inline void errors_add(struct errors *dst, const struct errors *src)
  * it tracks, and flags (STATS_OPEN, STATS_MOMENTS, STATS_OPTIONAL,
  * STATS_PER_RESPONSE). volley merge adds them up bucket by bucket. */
 #define STATS_DISTRIBUTIONS(X)                                                                     \
-    /* connect and TLS handshake time of each connection */                                        \
+    /* connect time of each connection: TCP, a proxy's tunnel, the TLS handshake */                \
     X(connect, "connect_time", NULL, "connect_duration_seconds", STATS_LATENCY_MAX, 0)             \
     /* first byte written (-R: intended) to last read; -R: from the send; how late it went */      \
     X(latency, "latency", "latency", "request_duration_seconds", STATS_LATENCY_MAX,                \
@@ -253,6 +277,9 @@ stats_code_name_fn stats_h2_code_name;
 stats_code_name_fn stats_h3_code_name, stats_quic_code_name;
 /* A TLS alert's number ("120"); an ECN codepoint's name ("ect0", "ce"). */
 stats_code_name_fn stats_alert_name, stats_ecn_name;
+/* An HTTP status ("403"), counted at its own index; "other" for index 0,
+ * where the statuses past STATS_STATUS_MAX go. */
+stats_code_name_fn stats_status_name;
 
 /* The counts broken down by a name, one line each: the field of struct
  * stats, how many names it counts by, where it sits in the --json
@@ -281,7 +308,9 @@ stats_code_name_fn stats_alert_name, stats_ecn_name;
     X(h3_alerts, STATS_ALERTS, STATS_AT_HTTP3, "handshake_alerts", stats_alert_name)                \
     X(h3_ecn, STATS_ECN_MARKS, STATS_AT_HTTP3, "ecn_received", stats_ecn_name)                      \
     /* connections by the protocol they spoke (protocols_all order) */                              \
-    X(by_protocol, STATS_PROTOCOLS, STATS_AT_TOTALS, "protocols", NULL)
+    X(by_protocol, STATS_PROTOCOLS, STATS_AT_TOTALS, "protocols", NULL)                             \
+    /* an HTTP proxy's CONNECT answers other than 2xx, by status ([0]: the others) */               \
+    X(proxy_status, STATS_STATUS_MAX, STATS_AT_PROXY, "connect_status", stats_status_name)
 
 struct stats {
 #define STATS_COUNTER_MEMBER(field, place, key, column, metric, rule, flags) uint64_t field;

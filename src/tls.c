@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "h1.h"
 #include "net.h"
+#include "route.h"
 #include "stats.h"
 #include "xalloc.h"
 
@@ -334,19 +335,16 @@ static void await_verdict(SSL *ssl, int fd, const struct tls_conn *t, uint64_t d
     }
 }
 
-void tls_check(const struct config *cfg, const struct net_addr *addr)
+void tls_check(const struct config *cfg, const struct route *route)
 {
     const char *host = cfg->url.host, *service = cfg->url.service;
-    char names[128], ids[128];
+    char names[128], ids[128], why[256];
     uint64_t deadline = clock_us() + cfg->spec.timeout_us;
     struct tls_conn probe = {0};
     bool asked = false;
-    bool in_progress;
-    int fd = net_connect(addr, SOCK_STREAM, &in_progress);
+    int fd = route_dial(route, deadline, why, sizeof why);
     if (fd < 0)
-        die("unable to connect to %s:%s: %s", host, service, strerror(errno));
-    if (in_progress && !net_wait(fd, POLLOUT, deadline))
-        die("unable to connect to %s:%s: %s", host, service, strerror(ETIMEDOUT));
+        die("unable to connect to %s:%s: %s", host, service, why);
     SSL *ssl = new_ssl(fd);
     SSL_set_app_data(ssl, &probe);
     SSL_set_cert_cb(ssl, on_certificate_request, &asked);

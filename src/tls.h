@@ -7,7 +7,7 @@
 #include "transport.h"
 
 struct config;
-struct net_addr;
+struct route;
 
 extern const struct transport transport_tls;
 
@@ -16,13 +16,13 @@ extern const struct transport transport_tls;
  * one-line message when a certificate or key file cannot be used. */
 void tls_setup(const struct config *cfg);
 
-/* For an https URL: one blocking handshake to the target, so that a server
- * that cannot do TLS with volley (no version in common, a client
- * certificate it requires or refuses, a port that is not HTTPS), a
- * certificate that does not verify (--verify) or a server that speaks none
- * of the protocols offered (--http2, --alpn) stops the run before it
- * starts, with the reason. */
-void tls_check(const struct config *cfg, const struct net_addr *addr);
+/* For an https URL: one blocking handshake to the target (along the run's
+ * route: through its proxy), so that a server that cannot do TLS with
+ * volley (no version in common, a client certificate it requires or
+ * refuses, a port that is not HTTPS), a certificate that does not verify
+ * (--verify) or a server that speaks none of the protocols offered
+ * (--http2, --alpn) stops the run before it starts, with the reason. */
+void tls_check(const struct config *cfg, const struct route *route);
 
 /* After the workers are freed. */
 void tls_cleanup(void);

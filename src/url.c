@@ -1,7 +1,8 @@
 /* URL parsing for the benchmark target: scheme://[userinfo@]host[:port][path].
  * Only http and https are accepted; the path keeps the query as typed, and the
  * fragment is left out, as browsers and curl do (RFC 9110 §4.2.4: it is not
- * sent; wrk sends it, and servers answer 404).
+ * sent; wrk sends it, and servers answer 404). A proxy's URL (--proxy) has the
+ * same form with its own schemes, and keeps its credentials.
  * SPDX-License-Identifier: MIT */
 #include "url.h"
 
@@ -90,7 +91,25 @@ static bool valid_port(const char *s, size_t n)
     return v >= 1 && v <= 65535;
 }
 
-static bool parse_scheme(const char *s, struct url *u, const char **rest, const char **why)
+/* What a kind of URL accepts: its schemes (the first is https when TLS
+ * is one), the message for others, and the port when none is given. */
+struct url_kind {
+    const char *const *schemes;
+    const char *unsupported;
+    const char *default_port; /* NULL: the scheme's (80, 443) */
+    bool credentials;         /* the userinfo is kept (else ignored) */
+};
+
+static const char *const target_schemes[] = {"http", "https", NULL};
+static const char *const proxy_schemes[] = {"http", "socks5", "socks5h", NULL};
+static const struct url_kind target = {target_schemes, "unsupported scheme (use http or https)",
+                                       NULL, false};
+/* curl's default for every kind of proxy. */
+static const struct url_kind proxy = {
+    proxy_schemes, "unsupported proxy scheme (use http, socks5 or socks5h)", "1080", true};
+
+static bool parse_scheme(const char *s, struct url *u, const struct url_kind *kind,
+                         const char **rest, const char **why)
 {
     const char *sep = strstr(s, "://");
     if (!sep || sep == s) {
@@ -103,26 +122,68 @@ static bool parse_scheme(const char *s, struct url *u, const char **rest, const 
             return false;
         }
     u->scheme = xstrndup(s, (size_t)(sep - s));
-    if (strcasecmp(u->scheme, "http") == 0) {
-        u->tls = false;
-    } else if (strcasecmp(u->scheme, "https") == 0) {
-        u->tls = true;
-    } else {
-        *why = "unsupported scheme (use http or https)";
+    size_t i = 0;
+    while (kind->schemes[i] && strcasecmp(u->scheme, kind->schemes[i]) != 0)
+        i++;
+    if (!kind->schemes[i]) {
+        *why = kind->unsupported;
         return false;
     }
+    u->tls = strcmp(kind->schemes[i], "https") == 0;
     *rest = sep + 3;
     return true;
 }
 
-/* authority = [userinfo "@"] host [":" port]; userinfo is accepted and ignored. */
-static bool parse_authority(const char *a, size_t n, struct url *u, const char **why)
+/* userinfo = user [":" password], each percent-decoded; no control
+ * characters, which could not go in a header or a SOCKS5 request. */
+static char *userinfo_part(const char *s, size_t n)
+{
+    char *out = xmalloc(n + 1), *o = out;
+    for (size_t i = 0; i < n; i++) {
+        int hi, lo;
+        if (s[i] == '%' && i + 2 < n && (hi = hex_value(s[i + 1])) >= 0 &&
+            (lo = hex_value(s[i + 2])) >= 0) {
+            *o = (char)(hi << 4 | lo);
+            i += 2;
+        } else {
+            *o = s[i];
+        }
+        if ((unsigned char)*o < ' ' || *o == 0x7f) {
+            free(out);
+            return NULL;
+        }
+        o++;
+    }
+    *o = '\0';
+    return out;
+}
+
+static bool parse_userinfo(const char *s, size_t n, struct url *u, const char **why)
+{
+    const char *colon = memchr(s, ':', n);
+    size_t user_len = colon ? (size_t)(colon - s) : n;
+    u->user = userinfo_part(s, user_len);
+    if (u->user && colon)
+        u->password = userinfo_part(colon + 1, n - user_len - 1);
+    if (!u->user || (colon && !u->password)) {
+        *why = "invalid user name or password";
+        return false;
+    }
+    return true;
+}
+
+/* authority = [userinfo "@"] host [":" port]; the target's userinfo is
+ * accepted and ignored, a proxy's is its credentials. */
+static bool parse_authority(const char *a, size_t n, struct url *u, const struct url_kind *kind,
+                            const char **why)
 {
     const char *at = NULL;
     for (size_t i = 0; i < n; i++)
         if (a[i] == '@')
             at = a + i;
     if (at) {
+        if (kind->credentials && !parse_userinfo(a, (size_t)(at - a), u, why))
+            return false;
         n -= (size_t)(at + 1 - a);
         a = at + 1;
     }
@@ -164,11 +225,14 @@ static bool parse_authority(const char *a, size_t n, struct url *u, const char *
     u->host = v6 ? v6 : xstrndup(host, host_len);
     if (port)
         u->port = xstrndup(port, (size_t)(a + n - port));
-    u->service = xstrdup(u->port ? u->port : u->tls ? "443" : "80");
+    u->service = xstrdup(u->port              ? u->port
+                         : kind->default_port ? kind->default_port
+                         : u->tls             ? "443"
+                                              : "80");
     return true;
 }
 
-bool url_parse(const char *s, struct url *u, const char **why)
+static bool parse(const char *s, struct url *u, const struct url_kind *kind, const char **why)
 {
     const char *rest;
     memset(u, 0, sizeof *u);
@@ -177,10 +241,10 @@ bool url_parse(const char *s, struct url *u, const char **why)
             *why = "spaces or control characters in URL";
             goto fail;
         }
-    if (!parse_scheme(s, u, &rest, why))
+    if (!parse_scheme(s, u, kind, &rest, why))
         goto fail;
     size_t n = strcspn(rest, "/?#");
-    if (!parse_authority(rest, n, u, why))
+    if (!parse_authority(rest, n, u, kind, why))
         goto fail;
     /* A query with no path still needs the "/" before it. */
     size_t path_len = strcspn(rest + n, "#");
@@ -194,6 +258,20 @@ fail:
     return false;
 }
 
+bool url_parse(const char *s, struct url *u, const char **why) { return parse(s, u, &target, why); }
+
+bool url_parse_proxy(const char *s, struct url *u, const char **why)
+{
+    if (!parse(s, u, &proxy, why))
+        return false;
+    if (strcmp(u->path, "/") != 0) {
+        *why = "a proxy's URL has no path";
+        url_free(u);
+        return false;
+    }
+    return true;
+}
+
 void url_free(struct url *u)
 {
     free(u->scheme);
@@ -201,6 +279,8 @@ void url_free(struct url *u)
     free(u->port);
     free(u->service);
     free(u->path);
+    free(u->user);
+    free(u->password);
     memset(u, 0, sizeof *u);
 }
 

@@ -22,11 +22,15 @@
 #include "clock.h"
 #include "conn.h"
 #include "conn_ring.h"
+#include "conn_tunnel.h"
 #include "http.h"
 #include "interval.h"
 #include "net.h"
+#include "proxy.h"
 #include "request.h"
+#include "route.h"
 #include "script.h"
+#include "sources.h"
 #include "tls.h"
 #include "transport.h"
 #include "uring.h"
@@ -35,7 +39,7 @@
 struct worker {
     size_t index;
     const struct config *cfg;
-    struct net_addr addr; /* every connection of this worker goes here */
+    struct route route; /* every connection of this worker goes this way */
     struct ev_loop *loop;
     struct uring *ring; /* its connections' io_uring, or NULL (epoll) */
     pthread_t thread;
@@ -50,6 +54,11 @@ struct worker {
     struct script_thread view;                /* what that state sees of the thread */
     size_t pipeline;                          /* responses per request() batch, from verification */
     struct pace pace;                         /* -R */
+    /* --bind: what its connections did from each source address since the
+     * warm-up, and where it looks for ports */
+    struct sources_count *by_source;
+    struct sources_ports ports;
+    struct buf absolute; /* through an HTTP proxy: request()'s batch in absolute-form */
     /* What the connections record into: the current interval. At each
      * interval boundary it is handed to main (intervals), added to total
      * and emptied; at the end of the run total holds everything. */
@@ -134,6 +143,8 @@ static void end_warmup(struct worker *w, uint64_t now)
     conn_record(&w->conn, &w->live);
     stats_merge(&w->warmup, &w->stats);
     stats_reset(&w->stats);
+    if (w->by_source)
+        memset(w->by_source, 0, w->route.sources->n * sizeof *w->by_source);
     w->warming = false;
     w->next_cut = w->run_start + w->cfg->spec.interval_us;
     w->sample_at = now;
@@ -302,6 +313,19 @@ static void check_pipelining(const struct worker *w)
                 "pipelines by returning several requests at once");
 }
 
+/* Through an HTTP proxy, a request()'s batch as it goes: in absolute-form.
+ * The requests and which are HEAD requests stay what they were. */
+static void absolute_form(struct worker *w, struct request *own)
+{
+    proxy_absolute_form(&w->cfg->proxy, own->data, own->len, &w->absolute);
+    if (w->absolute.len + 1 > own->cap) {
+        own->cap = w->absolute.len + 1;
+        own->data = xrealloc(own->data, own->cap);
+    }
+    memcpy(own->data, w->absolute.data, w->absolute.len + 1);
+    own->len = w->absolute.len;
+}
+
 /* request() if the script defines it, else the static request; NULL when
  * request() returned nil: as in wrk that connection sends no more (main
  * says how many did, after the run), and when none of the worker's does,
@@ -317,6 +341,8 @@ static const struct request *hook_request(void *arg, struct request *own, size_t
         break;
     case SCRIPT_DONE:
         check_pipelining(w); /* request() may be defined during the run */
+        if (w->cfg->proxy.origin)
+            absolute_form(w, own);
         r = own;
         break;
     case SCRIPT_NIL:
@@ -356,13 +382,13 @@ static const struct transport *transport_of(const struct run_spec *spec)
 }
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
-                          const struct net_addr *addr, const struct worker_events *events)
+                          const struct route *route, const struct worker_events *events)
 {
     struct worker *w = xcalloc(1, sizeof *w);
     w->index = index;
     w->events = *events;
     w->cfg = cfg;
-    w->addr = *addr;
+    w->route = *route;
     w->loop = ev_loop_new(EVFLAG_AUTO | EVFLAG_NOSIGMASK);
     if (!w->loop)
         die("unable to create an event loop: %s", strerror(errno));
@@ -374,10 +400,25 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     ev_timer_init(&w->interval_timer, on_interval, 0., 0.);
     w->interval_timer.data = w;
     w->live.unsettled = nconns;
+    /* Connections are numbered across every shard of the run: this shard's
+     * come after the earlier shards', so their send times interleave, and
+     * their source addresses and ports follow each other. */
+    w->first_conn = cfg->spec.shard.first_conn;
+    for (size_t i = 0; i < index; i++)
+        w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
+    if (route->sources) {
+        sources_ports_init(&w->ports, route->sources, w->first_conn, nconns, cfg->spec.connections);
+        if (route->sources->listed)
+            w->by_source = xcalloc(route->sources->n, sizeof *w->by_source);
+    }
     w->conn = (struct conn_config){
         .loop = w->loop,
         .transport = transport_of(&cfg->spec),
-        .addr = &w->addr,
+        .route = &w->route,
+        .first = w->first_conn,
+        .by_source = w->by_source,
+        .ports = &w->ports,
+        .tunnel = route->tunnel ? conn_tunnel_step : NULL,
         .timeout_us = cfg->spec.timeout_us,
         .stats = &w->stats,
         .rbuf = w->buf,
@@ -392,6 +433,7 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
             .streams = (size_t)cfg->spec.streams,
             .depth = 1,
             .no_keepalive = cfg->spec.no_keepalive,
+            .resend_unanswered = cfg->proxy.origin != NULL,
             .tls = cfg->spec.tls,
             .head_cache = &w->head_cache,
             .stats = &w->stats,
@@ -402,11 +444,6 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     if (cfg->spec.engine == SPEC_ENGINE_IO_URING && w->conn.transport->ring)
         w->ring = uring_new(w->loop, nconns);
     w->nconns = nconns;
-    /* Connections are numbered across every shard of the run: this shard's
-     * come after the earlier shards', so their send times interleave. */
-    w->first_conn = cfg->spec.shard.first_conn;
-    for (size_t i = 0; i < index; i++)
-        w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
     w->conns = xcalloc(nconns, sizeof *w->conns);
     for (size_t i = 0; i < nconns; i++) {
         conn_init(&w->conns[i], &w->conn, &w->live, i);
@@ -429,6 +466,13 @@ void worker_set_request(struct worker *w, struct request *request)
 {
     const struct config *cfg = w->cfg;
     char err[256];
+    if (cfg->proxy.origin) { /* through an HTTP proxy */
+        proxy_absolute_form(&cfg->proxy, request->data, request->len, &w->absolute);
+        char *data = xmalloc(w->absolute.len + 1);
+        memcpy(data, w->absolute.data, w->absolute.len + 1);
+        if (!request_set(request, data, w->absolute.len, err, sizeof err))
+            die("the request cannot be sent through the proxy: %s", err);
+    }
     for (size_t i = 0; i < w->conn.nprotocols; i++) {
         const struct proto_ops *p = w->conn.protocols[i];
         struct request *r = &w->requests[i];
@@ -462,7 +506,7 @@ void worker_script(struct worker *w, struct script *main_script, size_t *pipelin
 {
     struct request r = {0};
     w->view = (struct script_thread){
-        .addr = &w->addr,
+        .addr = &w->route.addr,
         .stop = finish,
         .fail = fail,
         .exit = exit_run,
@@ -625,6 +669,7 @@ void worker_result(const struct worker *w, struct worker_result *out)
         .exit_message = w->exit_message,
         .exit_status = w->exit_status,
         .profile = w->conn.pace ? &w->pace.profile : NULL,
+        .by_source = w->by_source,
     };
 }
 
@@ -649,6 +694,9 @@ void worker_free(struct worker *w)
         request_free(&w->requests[i]);
     schedule_free(&w->pace.schedule);
     uring_free(w->ring);
+    sources_ports_free(&w->ports);
+    free(w->by_source);
+    buf_free(&w->absolute);
     profile_free(&w->pace.profile);
     script_free(w->script);
     free(w->failure);

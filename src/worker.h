@@ -16,9 +16,10 @@
 struct budget;
 struct config;
 struct intervals;
-struct net_addr;
 struct profile;
 struct request;
+struct route;
+struct sources_count;
 struct script;
 
 /* A worker, opaque: main sees it through the functions below. */
@@ -50,6 +51,9 @@ struct worker_result {
     struct cpu_busy load;       /* how busy its thread was while it ran */
     size_t retired;             /* connections that stopped: request() returned nil */
     const char *failure;        /* a fatal error on its thread (a script error), or NULL */
+    /* --bind: what its connections did from each source address, after
+     * any warm-up; NULL without */
+    const struct sources_count *by_source;
     /* The script called os.exit(exit_status) on its thread: what volley
      * says of it, or NULL. */
     const char *exit_message;
@@ -58,7 +62,7 @@ struct worker_result {
 };
 
 struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
-                          const struct net_addr *addr, const struct worker_events *events);
+                          const struct route *route, const struct worker_events *events);
 /* Takes ownership of request: the worker's static batch. */
 void worker_set_request(struct worker *w, struct request *request);
 /* With a script: the worker's own Lua state, in wrk's order: the script's

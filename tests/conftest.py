@@ -150,6 +150,22 @@ def check_auth_log(log, logins_at_most, resources_over):
     assert all(header(r, "X-Token") == "volley-token-1" for r in resource)
 
 
+OUR_SCRIPTS = os.path.join(ROOT, "scripts")
+EXAMPLES = {"wrk": WRK_SCRIPTS, "volley": OUR_SCRIPTS}
+
+
+@pytest.fixture(params=sorted(EXAMPLES))
+def example(request):
+    """Path of an example script, from Debian's wrk package or from scripts/."""
+    directory = EXAMPLES[request.param]
+    assert os.path.isdir(directory), f"{directory} is missing (install Debian's wrk package)"
+
+    def path(name):
+        return os.path.join(directory, name + ".lua")
+    path.origin = request.param
+    return path
+
+
 def volley(*args, timeout=60, env=None, stdin=None, cwd=None):
     """Run volley with args (strings), in directory cwd if given; returns a
     Run. Fails the test if a sanitizer build reported anything."""
@@ -702,6 +718,124 @@ def h2peer(tmp_path):
     """Factory: h2peer("goaway", "--after", 5) starts the hostile HTTP/2 peer
     in that mode; .stats() stops it and returns what it saw."""
     yield from started(lambda mode="normal", *options: H2Peer(str(tmp_path), mode, *options))
+
+
+# --------------------------------------------------------------------------
+# Proxies from Debian: tinyproxy (HTTP) and microsocks (SOCKS5)
+# --------------------------------------------------------------------------
+
+class Tinyproxy:
+    """Debian's tinyproxy on 127.0.0.1, its configuration and log in a
+    directory of its own. It connects to servers from the address bind
+    (so that a server's log tells its requests from volley's own); auth is
+    ("user", "password") for its BasicAuth; extra, more configuration
+    lines. Its log (LogLevel Connect) has a line per request it read:
+    "CONNECT host:port" for a tunnel, an absolute-form request line
+    otherwise."""
+
+    def __init__(self, tmp_path, auth=None, bind="127.0.0.5", extra=""):
+        self.dir = os.path.join(tmp_path, f"tinyproxy-{id(self)}")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_file = os.path.join(self.dir, "tinyproxy.log")
+        self.bind = bind
+        lines = [f"Port {self.port}", "Listen 127.0.0.1", f"Bind {bind}", "Timeout 60",
+                 "MaxClients 400", f'LogFile "{self.log_file}"', "LogLevel Connect",
+                 "DisableViaHeader Yes", "Allow 127.0.0.0/8"]
+        if auth:
+            lines.append(f"BasicAuth {auth[0]} {auth[1]}")
+        conf = os.path.join(self.dir, "tinyproxy.conf")
+        with open(conf, "w") as f:
+            f.write("\n".join(lines) + "\n" + extra + "\n")
+        self.proc = subprocess.Popen([shutil.which("tinyproxy") or "/usr/bin/tinyproxy", "-d",
+                                      "-c", conf], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        wait_port(self.port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def requests(self):
+        """The request lines it read (after stop()): "CONNECT 127.0.0.1:443
+        HTTP/1.1", "GET http://127.0.0.1:8080/ HTTP/1.1"."""
+        self.stop()
+        with open(self.log_file, errors="replace") as f:
+            return [m.group(1) for m in re.finditer(r"Request \(file descriptor \d+\): (.*)",
+                                                     f.read())]
+
+    def connects(self):
+        """Its CONNECT requests (after stop())."""
+        return [r for r in self.requests() if r.startswith("CONNECT ")]
+
+
+@pytest.fixture
+def tinyproxy(tmp_path):
+    """Factory: tinyproxy(auth=("alice", "secret")) starts one."""
+    proxies = []
+
+    def start(**kw):
+        p = Tinyproxy(str(tmp_path), **kw)
+        proxies.append(p)
+        return p
+
+    yield start
+    for p in proxies:
+        p.stop()
+
+
+class Microsocks:
+    """Debian's microsocks, a SOCKS5 proxy, on 127.0.0.1, connecting to
+    servers from the address bind; auth is ("user", "password"). It prints a
+    line per connection it made for a client: "client[N] 127.0.0.1:
+    connected to HOST:PORT", HOST as the client named it."""
+
+    def __init__(self, tmp_path, auth=None, bind="127.0.0.6"):
+        self.dir = os.path.join(tmp_path, f"microsocks-{id(self)}")
+        os.makedirs(self.dir)
+        self.port = free_port()
+        self.bind = bind
+        self.log_file = os.path.join(self.dir, "microsocks.log")
+        cmd = [shutil.which("microsocks") or "/usr/bin/microsocks", "-i", "127.0.0.1", "-p",
+               str(self.port), "-b", bind]
+        if auth:
+            cmd += ["-u", auth[0], "-P", auth[1]]
+        self.url = f"socks5://127.0.0.1:{self.port}"
+        with open(self.log_file, "w") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        wait_port(self.port, self.proc)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+    def connected(self):
+        """The HOST:PORT of each connection it made (after stop())."""
+        self.stop()
+        with open(self.log_file, errors="replace") as f:
+            return re.findall(r"connected to (\S+)", f.read())
+
+
+@pytest.fixture
+def microsocks(tmp_path):
+    """Factory: microsocks(auth=("alice", "secret")) starts one."""
+    proxies = []
+
+    def start(**kw):
+        p = Microsocks(str(tmp_path), **kw)
+        proxies.append(p)
+        return p
+
+    yield start
+    for p in proxies:
+        p.stop()
 
 
 # --------------------------------------------------------------------------

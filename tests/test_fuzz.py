@@ -10,7 +10,7 @@ import pytest
 
 from conftest import BUILD, ROOT, check_sanitizer
 
-TARGETS = ("response", "url", "units", "request", "h2req", "jdoc", "hdr", "h2")
+TARGETS = ("response", "url", "units", "request", "h2req", "jdoc", "hdr", "h2", "tunnel")
 
 
 @pytest.mark.parametrize("target", TARGETS)

@@ -9,7 +9,7 @@
 # `make check` runs over the seed corpus and the regressions.
 # SPDX-License-Identifier: MIT
 
-FUZZ_TARGETS  = response url units request h2req jdoc hdr h2
+FUZZ_TARGETS  = response url units request h2req jdoc hdr h2 tunnel
 FUZZ_TIME    ?= 60
 FUZZ_CC      ?= clang
 FUZZ_FLAGS   ?= -g -O1 -fno-omit-frame-pointer
@@ -31,6 +31,8 @@ build/fuzz:
 # The HTTP/2 session's target plays the connection, through the session's sink
 # (tests/fuzz/fuzz_h2.c).
 build/fuzz/fuzz_h2: FUZZ_EXTRA = src/h2.c src/pool.c
+# A proxy's answers, through a socket pair (tests/fuzz/fuzz_tunnel.c).
+build/fuzz/fuzz_tunnel: FUZZ_EXTRA = src/tunnel.c src/net.c
 
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_SRCS) $(wildcard src/*.h) | build/fuzz
 	$(FUZZ_CC) -Isrc -D_GNU_SOURCE -std=gnu11 -Wall -Wextra $(NGHTTP2_CFLAGS) $(EV_CFLAGS) \

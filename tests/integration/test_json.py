@@ -32,7 +32,8 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
         "timeout_us": 2000000, "rate": None, "requests": None, "stages": None,
         "stages_from": None, "ramp_up_us": None, "warmup_us": None, "pipeline": 1,
         "protocol": "HTTP/1.1", "alpn": None, "streams": 1, "keepalive": True,
-        "unix_socket": None, "engine": rep["engine"],
+        "unix_socket": None, "engine": rep["engine"], "proxy": None, "bind": None,
+        "bind_port_range": None,
         "script": None, "script_args": [],
         "headers": [["X-Test", "1"]]}
     assert rep["engine"] in ("epoll", "io_uring")
@@ -61,6 +62,7 @@ def test_document_agrees_with_the_text_report_and_the_server(testd, tmp_path):
     assert doc["latency"]["count"] == n
     assert doc["latency_uncorrected"] is None and doc["scheduling_lag"] is None
     assert doc["rate"] is None
+    assert doc["proxy"] is None and doc["sources"] is None
 
 
 def test_ttfb_is_each_responses_first_byte_and_latency_its_last(testd, tmp_path):
@@ -435,9 +437,10 @@ def field_names(value, skip=("status_codes",)):
     return names
 
 
-def test_docs_json_names_every_field_volley_writes(testd, certs, nginx, tmp_path):
-    # The closed model over HTTP, and -R over HTTPS, where every optional
-    # object is filled in: each key volley writes is in docs/json.md.
+def test_docs_json_names_every_field_volley_writes(testd, certs, nginx, tinyproxy, tmp_path):
+    # The closed model over HTTP, -R over HTTPS, and through a proxy from a
+    # source address, where every optional object is filled in: each key
+    # volley writes is in docs/json.md.
     with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "json.md")) as f:
         doc_text = f.read()
     srv = testd()
@@ -447,7 +450,9 @@ def test_docs_json_names_every_field_volley_writes(testd, certs, nginx, tmp_path
         location / {{ return 200 "ok"; }}""")
     names = set()
     for args in (("-t1", "-c2", "-d300ms", srv.url),
-                 ("-t1", "-c2", "-d300ms", "-R", 100, "-U", "-n", 20, https.url)):
+                 ("-t1", "-c2", "-d300ms", "-R", 100, "-U", "-n", 20, https.url),
+                 ("-t1", "-c2", "-n", 20, "--proxy", tinyproxy().url, "--bind", "127.0.0.2",
+                  https.url)):
         _, doc = run_json(tmp_path, *args)
         names |= field_names(doc)
     missing = sorted(n for n in names if f"`{n}`" not in doc_text and f'"{n}"' not in doc_text)

@@ -246,6 +246,29 @@ def test_millisecond_duration(testd):
     (["-n", "0"], "volley: invalid number of requests: '0' (must be at least 1)"),
     (["-U"], "volley: -U/--u_latency needs -R/--rate"),
     (["--unix-socket", ""], "volley: invalid Unix socket path: empty"),
+    (["--proxy", "ftp://p:1"],
+     "volley: invalid --proxy 'ftp://p:1': unsupported proxy scheme (use http, socks5 or socks5h)"),
+    (["--proxy", "http://p:1/x"], "volley: invalid --proxy 'http://p:1/x': a proxy's URL has no path"),
+    (["--proxy", "socks5://p:70000"], "volley: invalid --proxy 'socks5://p:70000': invalid port"),
+    (["--proxy", "http://:1"], "volley: invalid --proxy 'http://:1': missing host"),
+    (["--proxy-env", "--proxy", "http://p:1"], "volley: --proxy and --proxy-env: give one of them"),
+    (["--unix-socket", "/tmp/s", "--bind", "127.0.0.2"],
+     "volley: --unix-socket does not combine with --proxy, --proxy-env, --bind or "
+     "--bind-port-range"),
+    (["--bind", ""], "volley: invalid --bind '': no address"),
+    (["--bind", "127.0.0.2,localhost"],
+     "volley: invalid --bind '127.0.0.2,localhost': 'localhost' is not an IP address"),
+    (["--bind", "10.0.0.0/8"],
+     "volley: invalid --bind '10.0.0.0/8': 10.0.0.0/8 has more than 65536 addresses"),
+    (["--bind", "10.0.0.0/33"],
+     "volley: invalid --bind '10.0.0.0/33': '10.0.0.0/33' is not an address range "
+     "(ADDRESS/PREFIX)"),
+    (["--bind-port-range", "5-4"],
+     "volley: invalid --bind-port-range '5-4': expected LO-HI, ports 1 to 65535"),
+    (["--bind-port-range", "0-10"],
+     "volley: invalid --bind-port-range '0-10': expected LO-HI, ports 1 to 65535"),
+    (["--bind-port-range", "8080"],
+     "volley: invalid --bind-port-range '8080': expected LO-HI, ports 1 to 65535"),
 ])
 def test_load_option_errors(args, message):
     run = volley(*args, "http://127.0.0.1:1/")

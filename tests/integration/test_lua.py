@@ -11,23 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import ROOT, WRK_SCRIPTS, check_auth_log, free_port, header, max_open_is, ok, volley
-
-OUR_SCRIPTS = os.path.join(ROOT, "scripts")
-EXAMPLES = {"wrk": WRK_SCRIPTS, "volley": OUR_SCRIPTS}
-
-
-@pytest.fixture(params=sorted(EXAMPLES))
-def example(request):
-    """Path of an example script, from Debian's wrk package or from scripts/."""
-    directory = EXAMPLES[request.param]
-    assert os.path.isdir(directory), f"{directory} is missing (install Debian's wrk package)"
-
-    def path(name):
-        return os.path.join(directory, name + ".lua")
-    path.origin = request.param
-    return path
-
+from conftest import OUR_SCRIPTS, check_auth_log, free_port, header, max_open_is, ok, volley
 
 def write(tmp_path, text, name="t.lua"):
     path = tmp_path / name

@@ -18,6 +18,7 @@
 #include "http.h"
 #include "net.h"
 #include "request.h"
+#include "route.h"
 #include "unit.h"
 #include "xalloc.h"
 
@@ -97,7 +98,7 @@ static void inject_write(unsigned call, ssize_t result, int err)
 struct rig {
     char dir[64], path[96];
     int listener, peer; /* the test's end of the connection, -1 until accepted */
-    struct net_addr addr;
+    struct route route; /* straight to the listening socket */
     struct stats stats;
     struct budget budget;
     bool spent;
@@ -171,9 +172,9 @@ static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
     if (!mkdtemp(r->dir))
         abort();
     snprintf(r->path, sizeof r->path, "%s/s", r->dir);
-    net_unix_addr(r->path, &r->addr);
+    net_unix_addr(r->path, &r->route.addr);
     r->listener = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (bind(r->listener, (struct sockaddr *)&r->addr.sa, r->addr.len) != 0 ||
+    if (bind(r->listener, (struct sockaddr *)&r->route.addr.sa, r->route.addr.len) != 0 ||
         listen(r->listener, 16) != 0)
         abort();
     r->peer = -1;
@@ -184,7 +185,7 @@ static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
         .transport = &scripted,
         .protocols = {proto},
         .nprotocols = 1,
-        .addr = &r->addr,
+        .route = &r->route,
         .timeout_us = 2000000,
         .stats = &r->stats,
         .rbuf = r->rbuf,

@@ -20,7 +20,7 @@
 // every request answered, written before the response goes out and flushed
 // at once (a server killed mid-run leaves the requests it answered):
 //
-//	{"conn": 1, "method": "GET", "target": "/x?y", "version": "HTTP/3.0",
+//	{"conn": 1, "peer": "127.0.0.1:40000", "method": "GET", "target": "/x?y", "version": "HTTP/3.0",
 //	 "headers": [["Host", "a"], ...], "body": "..."}
 //
 // The stats JSON:
@@ -133,7 +133,7 @@ func (s *stats) end(c *conn, r *http.Request, body []byte) {
 		}
 	}
 	line, _ := json.Marshal(map[string]any{
-		"conn": c.id, "method": r.Method, "target": r.URL.RequestURI(),
+		"conn": c.id, "peer": r.RemoteAddr, "method": r.Method, "target": r.URL.RequestURI(),
 		"version": r.Proto, "headers": headers, "body": string(body),
 	})
 	s.log.Write(append(line, '\n'))
