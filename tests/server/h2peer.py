@@ -391,14 +391,33 @@ class Connection:
                    self.opts.count)
 
 
-def serve(opts, stats):
+class Live:
+    """How many connections are being handled."""
+
+    def __init__(self):
+        self.n, self.cond = 0, threading.Condition()
+
+    def add(self, d):
+        with self.cond:
+            self.n += d
+            self.cond.notify_all()
+
+    def wait_idle(self, timeout):
+        with self.cond:
+            self.cond.wait_for(lambda: self.n == 0, timeout)
+
+
+def serve(opts, stats, live):
     class Handler(socketserver.BaseRequestHandler):
         def handle(self):
             self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            live.add(1)
             try:
                 Connection(self.request, opts, stats).run()
             except (OSError, h2.FrameError, hpack.HPACKError):
                 pass  # the client went away or sent what cannot be read
+            finally:
+                live.add(-1)
 
     class Server(socketserver.ThreadingTCPServer):
         daemon_threads = True
@@ -434,9 +453,14 @@ def main():
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
-    server = serve(opts, stats)
+    live = Live()
+    server = serve(opts, stats, live)
     print(f"port {server.server_address[1]}", flush=True)
     done.wait(opts.max_time)
+    # What a client sent before it went away is read to its end first (a
+    # connection that is still open, or blocked writing, is not waited for
+    # past a second).
+    live.wait_idle(1)
     if opts.stats:
         stats.write(opts.stats)
     os._exit(0)  # connection threads may be blocked in a write
