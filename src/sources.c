@@ -53,7 +53,11 @@ static bool add(struct sources *s, const struct net_addr *a)
 {
     if (s->n == SOURCES_MAX)
         return false;
-    s->addrs = xrealloc(s->addrs, (s->n + 1) * sizeof *s->addrs);
+    /* doubling: a /16 is 65,536 of them */
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->addrs = xrealloc(s->addrs, s->cap * sizeof *s->addrs);
+    }
     s->addrs[s->n++] = *a;
     return true;
 }

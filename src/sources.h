@@ -17,7 +17,7 @@
 /* The run's source addresses, read-only once ready. */
 struct sources {
     struct net_addr *addrs; /* each with port 0 */
-    size_t n;
+    size_t n, cap;
     bool listed;     /* --bind named them (else one: the wildcard, for the port range) */
     uint16_t lo, hi; /* --bind-port-range, or 0 */
     bool own_ports;  /* the ports are bound here one by one, not chosen by the kernel */

@@ -409,7 +409,7 @@ void tunnel_failure(const struct tunnel *t, const struct tunnel_conn *tc, enum c
     case CAUSE_PROXY_AUTH:
         if (http)
             snprintf(buf, len, "the proxy answered CONNECT with status %u (%s)", tc->status,
-                     strstr(t->request, "Proxy-Authorization:")
+                     memmem(t->request, t->request_len, "Proxy-Authorization:", 20)
                          ? "it refused the user name and password"
                          : "it wants a user name and password in the proxy's URL");
         else if (tc->step == SOCKS_METHOD)
