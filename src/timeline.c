@@ -62,6 +62,9 @@ void timeline_free(struct timeline *t)
 {
     if (!t)
         return;
+    /* an interval taken but never written (the run was abandoned) */
+    if (t->held)
+        intervals_give_back(t->intervals, t->held);
     intervals_free(t->intervals);
     server_cpu_free(t->server);
     free(t->given.pids);
