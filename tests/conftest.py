@@ -778,16 +778,7 @@ class Tinyproxy:
 @pytest.fixture
 def tinyproxy(tmp_path):
     """Factory: tinyproxy(auth=("alice", "secret")) starts one."""
-    proxies = []
-
-    def start(**kw):
-        p = Tinyproxy(str(tmp_path), **kw)
-        proxies.append(p)
-        return p
-
-    yield start
-    for p in proxies:
-        p.stop()
+    yield from started(lambda **kw: Tinyproxy(str(tmp_path), **kw), end="stop")
 
 
 class Microsocks:
@@ -826,16 +817,7 @@ class Microsocks:
 @pytest.fixture
 def microsocks(tmp_path):
     """Factory: microsocks(auth=("alice", "secret")) starts one."""
-    proxies = []
-
-    def start(**kw):
-        p = Microsocks(str(tmp_path), **kw)
-        proxies.append(p)
-        return p
-
-    yield start
-    for p in proxies:
-        p.stop()
+    yield from started(lambda **kw: Microsocks(str(tmp_path), **kw), end="stop")
 
 
 # --------------------------------------------------------------------------

@@ -250,7 +250,11 @@ def test_proxy_failures_during_the_run_are_counted_by_cause(nginx, tinyproxy, mi
         with open(out) as f:
             doc = json.load(f)
         causes = {k: v for k, v in doc["error_causes"].items() if v}
-        assert set(causes) == {cause} and causes[cause] >= doc["errors"]["connect"] > 0, run
+        # nginx's graceful stop may also close a connection in its TLS
+        # handshake, one on each connection at most
+        assert set(causes) - {"tls_handshake"} == {cause}, run
+        assert causes.get("tls_handshake", 0) <= 2, run
+        assert sum(causes.values()) >= doc["errors"]["connect"] > 0, run
         assert doc["requests"] > 0 and doc["proxy"]["tunnels"] == doc["connects"]
         if cause == "proxy_connect_status":
             assert doc["proxy"]["connect_status"] == {"500": causes[cause]}
