@@ -1094,7 +1094,8 @@ def test_a_shard_that_starts_late_under_R_ends_with_the_others(nginx, tmp_path):
     (doc,), _ = shards(1, ["-t1", "-c4", "-R", "40", "-d1s"], srv.url, tmp_path, at=at)
     times = sorted(float(t) for t in srv.log())
     assert len(times) == 40, times
-    assert doc["start_late_us"] >= 400000 and doc["start_time_us"] == int(at * 1e6), doc
+    # the instant asked for (given to the microsecond)
+    assert doc["start_late_us"] >= 400000 and abs(doc["start_time_us"] - at * 1e6) <= 1, doc
     assert 1e6 <= doc["duration_us"] < 1.1e6, doc["duration_us"]
     assert times[-1] < at + 1.1, (times[-1], at)
     assert doc["scheduling_lag"]["max"] >= 350000, doc["scheduling_lag"]
