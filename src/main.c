@@ -386,16 +386,11 @@ static int64_t start_lateness(const struct config *cfg)
     return late_us;
 }
 
-static struct timespec timespec_of_us(int64_t us)
-{
-    return (struct timespec){.tv_sec = us / 1000000, .tv_nsec = us % 1000000 * 1000};
-}
-
 /* "Starting at 2026-11-23T10:30:00.000Z, in 12.345s" (or "0.250s late"),
  * once, on stderr: the wait is not silent. */
 static void say_start(const struct config *cfg, int64_t late_us)
 {
-    struct timespec at = timespec_of_us(cfg->start_at_us);
+    struct timespec at = units_timespec(cfg->start_at_us);
     char when[UNITS_BUF];
     fflush(stdout);
     if (late_us <= 0)
@@ -434,7 +429,7 @@ static uint64_t wait_for_start(struct run *run, const struct config *cfg, struct
             if (cfg->start_at_us - left_us + step < until_us)
                 until_us = cfg->start_at_us - left_us + step;
         }
-        struct timespec until = timespec_of_us(until_us);
+        struct timespec until = units_timespec(until_us);
         /* A signal interrupts the sleep: libev's handler has noted it, and
          * its watcher (on_signal) ends the run when the loop looks. */
         int rc = clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &until, NULL);
@@ -595,7 +590,7 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
      * late: it sends what fell due since at once, each request's lag
      * saying how late, and ends with the shards that were on time. */
     if (cfg->start_at && cfg->spec.rate && at < start) {
-        r->started = timespec_of_us(cfg->start_at_us);
+        r->started = units_timespec(cfg->start_at_us);
         start = at;
     }
     /* -n alone runs until its requests are done; with -d, whichever ends

@@ -166,7 +166,7 @@ static void check_same_timeline(const struct series *s, const struct series *fir
 static struct part *result_of(const struct inputs *in, const struct series *s)
 {
     char when[UNITS_BUF], shard[48] = "";
-    struct timespec t = {s->start_us / 1000000, s->start_us % 1000000 * 1000};
+    struct timespec t = units_timespec(s->start_us);
     for (size_t i = 0; i < in->nparts; i++) {
         struct part *p = &in->parts[i];
         if (p->start_us != s->start_us || p->spec.shard.count != s->shard.count ||
@@ -441,7 +441,7 @@ static void whole_result(struct result *r, struct inputs *in, struct result_inpu
     }
     whole_cpu(r, in);
     r->runtime_us = (uint64_t)(end - start);
-    r->started = (struct timespec){start / 1000000, start % 1000000 * 1000};
+    r->started = units_timespec(start);
     r->pipeline = in->parts[0].pipeline;
     /* a distribution some part lacks (a result of an earlier version) is
      * not the whole's: none rather than a part of it */

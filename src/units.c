@@ -330,6 +330,11 @@ char *units_duration(uint64_t us, char buf[UNITS_BUF])
     return format((long double)(us / 1000000), &time_s, 0, buf);
 }
 
+struct timespec units_timespec(int64_t unix_us)
+{
+    return (struct timespec){.tv_sec = unix_us / 1000000, .tv_nsec = unix_us % 1000000 * 1000};
+}
+
 char *units_utc_time(const struct timespec *t, char buf[UNITS_BUF])
 {
     struct tm tm;

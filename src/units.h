@@ -42,5 +42,7 @@ char *units_binary(long double n, char buf[UNITS_BUF]);   /* 125.00 0.85K 1.77G 
 char *units_duration(uint64_t us, char buf[UNITS_BUF]);
 /* A wall-clock time in UTC, ISO 8601 with milliseconds: "2024-05-01T12:00:00.123Z". */
 char *units_utc_time(const struct timespec *t, char buf[UNITS_BUF]);
+/* Unix time in microseconds as a struct timespec. */
+struct timespec units_timespec(int64_t unix_us);
 
 #endif
