@@ -326,6 +326,17 @@ def parse_report(out):
 # The in-tree test server
 # --------------------------------------------------------------------------
 
+def stop_process(proc, timeout=10):
+    """SIGTERM, then SIGKILL if it has not ended within timeout seconds."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class StatsServer:
     """A test server process that prints "port N" (or "unix PATH") once
     listening and writes its stats JSON to stats_file when sent SIGTERM."""
@@ -621,13 +632,7 @@ class Nghttpd:
         wait_port(self.port, self.proc)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def requests(self):
         """Every request nghttpd received (after stop()), as dicts with its
@@ -754,13 +759,7 @@ class Tinyproxy:
         wait_port(self.port, self.proc)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
 
     def requests(self):
         """The request lines it read (after stop()): "CONNECT 127.0.0.1:443
@@ -803,9 +802,7 @@ class Microsocks:
         wait_port(self.port, self.proc)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
+        stop_process(self.proc)
 
     def connected(self):
         """The HOST:PORT of each connection it made (after stop())."""
@@ -996,13 +993,7 @@ class Prometheus:
         return result[0][1] if result else None
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout=20)
         self.log.close()
 
 
