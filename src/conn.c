@@ -655,16 +655,18 @@ static bool paused(struct conn *c, uint64_t now)
 }
 
 /* -R: whether the connection's intended time for its next batch has come;
- * if not, it waits in the schedule. Connection g of C sends batch k when
- * request (g + k C) * depth of the run is due, so the run as a whole keeps
- * to its target rate whatever C and the thread count; once the profile
- * (--stages) is over, it sends nothing more. */
+ * if not, it waits in the schedule. The connection in place g of C (see
+ * spec_turns) sends batch k when request (g + k C) * depth of the run is
+ * due, so the run as a whole keeps to its target rate whatever C, the
+ * thread count and the shards; once the profile (--stages) is over, it
+ * sends nothing more. */
 static bool waiting_for_turn(struct conn *c, uint64_t now)
 {
     struct pace *p = c->cfg->pace;
     if (!p->start)
         return true; /* the run has not started: conn_kick() comes then */
-    double slot = (double)(p->first + c->index) + (double)c->batches * (double)p->total;
+    double place = (double)p->first + (double)c->index * (double)p->stride;
+    double slot = place + (double)c->batches * (double)p->total;
     double at = profile_due_us(&p->profile, slot * (double)p->depth);
     if (at >= p->end_us)
         return true;

@@ -39,7 +39,7 @@ struct pace {
     struct profile profile;   /* the whole run's target rate over time */
     double end_us;            /* from start: the run's end (-d), or INFINITY */
     size_t depth;             /* requests per batch */
-    uint64_t first;           /* g of this worker's first connection */
+    uint64_t first, stride;   /* connection i's place in the run's turns: first + i stride */
     uint64_t total;           /* connections of the whole run */
 };
 

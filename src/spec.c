@@ -327,6 +327,20 @@ void spec_profile(const struct run_spec *spec, struct profile *p)
         profile_add(p, INFINITY, (double)spec->rate);
 }
 
+/* Connection i of thread t of T in shard s of S has place (i T + t) S + s:
+ * consecutive turns go round the shards and, within each, round its
+ * threads, so that each sends its share of the rate all through the run
+ * (numbered shard after shard, a shard's connections had their turns one
+ * after the other: with -c 150000 -R 3000 in 8 shards, each sent at 3000/s
+ * for 6 s and then nothing for 44). Shards and threads take their shares
+ * with the larger ones first, so the places are 0 to C - 1, once each. */
+void spec_turns(const struct run_spec *spec, size_t thread, uint64_t *first, uint64_t *stride)
+{
+    uint64_t shards = spec->shard.count ? spec->shard.count : 1;
+    *first = thread * shards + spec->shard.index;
+    *stride = spec->threads * shards;
+}
+
 double spec_rate_share(const struct run_spec *spec)
 {
     return (double)spec->shard.connections / (double)spec->connections;

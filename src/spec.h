@@ -166,6 +166,9 @@ bool spec_stage_rates(struct run_spec *spec, char *err, size_t errlen);
  * stages, or -R to the end. Free it with profile_free. */
 struct profile;
 void spec_profile(const struct run_spec *spec, struct profile *p);
+/* Thread t's connections in the run's order of turns (-R's sends,
+ * --ramp-up's opens): its connection i has place first + i stride. */
+void spec_turns(const struct run_spec *spec, size_t thread, uint64_t *first, uint64_t *stride);
 /* The part of the whole run's target rate this shard sends: its share of
  * the connections (1 unsharded). */
 double spec_rate_share(const struct run_spec *spec);

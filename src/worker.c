@@ -197,14 +197,16 @@ static void on_stop(struct ev_loop *loop, ev_async *a, int revents)
     ev_break(loop, EVBREAK_ALL);
 }
 
-/* --ramp-up: connection g of the run's C opens at start + g T / C (by its
- * index over every shard, so shards open theirs in turn too); its timer
- * waits for the moment as it waits out a back-off. */
+/* --ramp-up: the connection in place g of the run's C (spec_turns: the
+ * shards and their threads open theirs in turn) opens at start + g T / C;
+ * its timer waits for the moment as it waits out a back-off. */
 static void ramp_up(struct worker *w, uint64_t start)
 {
     const struct config *cfg = w->cfg;
+    uint64_t first, stride;
+    spec_turns(&cfg->spec, w->index, &first, &stride);
     for (size_t i = 0; i < w->nconns && !w->live.stopping; i++) {
-        double g = (double)(w->first_conn + i);
+        double g = (double)first + (double)i * (double)stride;
         struct conn *c = &w->conns[i];
         c->retry_at =
             start + (uint64_t)(g * (double)cfg->spec.ramp_up_us / (double)cfg->spec.connections);
@@ -543,7 +545,7 @@ void worker_set_rate(struct worker *w)
                 "protocol",
                 w->cfg->protocol_option);
     p->total = w->cfg->spec.connections;
-    p->first = w->first_conn;
+    spec_turns(&w->cfg->spec, w->index, &p->first, &p->stride);
     schedule_init(&p->schedule, w->loop, w->nconns, conn_turn);
     w->conn.pace = p;
 }

@@ -1084,6 +1084,28 @@ def test_shards_send_times_interleave_under_R(nginx, tmp_path):
     assert len([g for g in gaps if g < 5]) <= 0.25 * len(gaps), gaps
 
 
+def test_each_shard_sends_its_share_all_through_the_run(nginx, tmp_path):
+    """More connections than the run sends requests (-c 400 at -R 100 for
+    2 s: each connection's turn comes every 4 s): the turns go round the
+    shards and their threads, so each shard sends its 25 requests/sec from
+    the start to the end, not shard 0 all of them in the first second and
+    shard 1 in the next (where shards 2 and 3 sent nothing)."""
+    srv = nginx(server='location / { return 200 "ok"; }', log_format="$msec $remote_addr")
+    docs, _ = shards(4, ["-t2", "-c400", "-R", "100", "-d2s"], srv.url, tmp_path,
+                     extra=lambda i: ["--bind", f"127.0.0.{2 + i}"])
+    assert [d["requests"] for d in docs] == [50] * 4, [d["requests"] for d in docs]
+    start = min(d["start_time_us"] for d in docs) / 1e6
+    by_shard = {}
+    for line in srv.log():
+        t, address = line.split()
+        by_shard.setdefault(address, []).append(float(t) - start)
+    for address, times in by_shard.items():
+        # half of each shard's requests in each second
+        first = len([t for t in times if t < 1])
+        assert len(times) == 50 and 20 <= first <= 30, (address, sorted(times))
+    assert len(by_shard) == 4
+
+
 def test_a_shard_that_starts_late_under_R_ends_with_the_others(nginx, tmp_path):
     """A shard that reaches its --start-at 0.4 s late (a slow pod) keeps the
     run's schedule: it sends at once what fell due since, each request's lag
