@@ -638,7 +638,16 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
         worker_stop(run->workers[i]);
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
-    uint64_t elapsed = clock_us() - start;
+    /* The run ended when its last worker's did (its connections closed
+     * after, as wrk's are not closed at all). */
+    uint64_t ended = start;
+    for (size_t i = 0; i < run->nworkers; i++) {
+        struct worker_result w;
+        worker_result(run->workers[i], &w);
+        if (w.ended_at > ended)
+            ended = w.ended_at;
+    }
+    uint64_t elapsed = ended - start;
     r->runtime_us = elapsed > cfg->spec.warmup_us ? elapsed - cfg->spec.warmup_us : 0;
     r->end = run_end(run, cfg);
     if (run_failure(run))

@@ -88,6 +88,7 @@ struct worker {
     /* Its connections open now, published likewise for the live metrics. */
     _Atomic uint64_t live_open;
     struct cpu_busy load; /* how busy the thread was while it ran */
+    uint64_t ended_at;    /* clock_us when its loop ended, before the teardown */
     bool running;         /* its thread has started (set and read on that thread) */
     bool finished;        /* ended on its own (thread:stop, or no connection sends any more) */
     char *failure;        /* a fatal error on its thread (a script error), or NULL */
@@ -622,6 +623,7 @@ static void *run(void *arg)
         conn_start(&w->conns[i], !w->conn.pace && !w->live.held);
     if (!w->live.stopping)
         ev_run(w->loop, 0);
+    w->ended_at = clock_us();
     cpu_thread_now(&end);
     cpu_thread_since(&start, &end, &w->load);
     last_sample(w);
@@ -666,6 +668,7 @@ void worker_result(const struct worker *w, struct worker_result *out)
         .total = &w->total,
         .warmup = &w->warmup,
         .load = w->load,
+        .ended_at = w->ended_at,
         .retired = w->retired,
         .failure = w->failure,
         .exit_message = w->exit_message,

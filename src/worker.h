@@ -49,8 +49,11 @@ struct worker_result {
     const struct stats *total;  /* the run, after any warm-up */
     const struct stats *warmup; /* --warmup's (empty without) */
     struct cpu_busy load;       /* how busy its thread was while it ran */
-    size_t retired;             /* connections that stopped: request() returned nil */
-    const char *failure;        /* a fatal error on its thread (a script error), or NULL */
+    /* clock_us when its run ended: before it closed its connections, which
+     * takes seconds for tens of thousands of them and is no part of the run */
+    uint64_t ended_at;
+    size_t retired;      /* connections that stopped: request() returned nil */
+    const char *failure; /* a fatal error on its thread (a script error), or NULL */
     /* --bind: what its connections did from each source address, after
      * any warm-up; NULL without */
     const struct sources_count *by_source;
