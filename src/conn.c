@@ -507,14 +507,11 @@ void conn_connect_done(struct conn *c, int err)
 static void open_socket(struct conn *c)
 {
     const struct conn_config *cfg = c->cfg;
-    bool ring = ringed(c), in_progress = true;
+    bool in_progress;
     int type = cfg->transport->datagram ? SOCK_DGRAM : SOCK_STREAM;
     enum cause cause;
     c->connect_at = clock_us();
-    /* On io_uring, the socket now (bound to its source address) and its
-     * connect through the ring. */
-    int fd = route_open(cfg->route, cfg->ports, cfg->first + c->index, type,
-                        ring ? NULL : &in_progress, &cause);
+    int fd = route_open(cfg->route, cfg->ports, cfg->first + c->index, type, &in_progress, &cause);
     if (fd < 0) {
         conn_connect_failed(c, cause);
         return;
@@ -524,13 +521,15 @@ static void open_socket(struct conn *c)
     ev_io_set(&c->wio, fd, EV_WRITE);
     /* Connecting and the handshake are bounded by --timeout too. */
     timer_start(c, cfg->timeout_us);
-    if (!in_progress) {
+    /* On io_uring the ring takes the socket, connected already or not. */
+    bool ring = ringed(c);
+    if (!in_progress && !ring) {
         connected(c);
         return;
     }
     c->state = CONN_CONNECTING;
     if (ring)
-        uring_connect(&c->link, fd, &cfg->route->addr);
+        uring_connect(&c->link, fd);
     else
         ev_io_start(cfg->loop, &c->wio);
 }

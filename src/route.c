@@ -66,7 +66,7 @@ static enum cause errno_cause(const struct route *r, int err)
 enum cause route_connect_cause(const struct route *r, struct sources_ports *ports, uint64_t g,
                                int err)
 {
-    if (r->sources && ports && err == EADDRNOTAVAIL)
+    if (err == EADDRNOTAVAIL)
         sources_found_full(ports, route_source(r, g), clock_us());
     return errno_cause(r, err);
 }
@@ -75,7 +75,7 @@ int route_open(const struct route *r, struct sources_ports *ports, uint64_t g, i
                bool *in_progress, enum cause *cause)
 {
     size_t i = route_source(r, g);
-    if (r->sources && sources_full(ports, i, clock_us())) {
+    if (sources_full(ports, i, clock_us())) {
         *cause = CAUSE_NO_PORT;
         errno = EADDRINUSE;
         return -1;
@@ -92,7 +92,7 @@ int route_open(const struct route *r, struct sources_ports *ports, uint64_t g, i
         errno = err;
         return -1;
     }
-    if (in_progress && !net_start_connect(fd, &r->addr, in_progress)) {
+    if (!net_start_connect(fd, &r->addr, in_progress)) {
         int e = errno;
         *cause = route_connect_cause(r, ports, g, e);
         errno = e;
@@ -116,18 +116,16 @@ static bool dial_tunnel(const struct route *r, int fd, uint64_t deadline, char *
 
 int route_dial(const struct route *r, uint64_t deadline, char *why, size_t len)
 {
-    struct sources_ports ports = {0};
+    struct sources_ports ports;
     bool in_progress;
     enum cause cause;
     int err = 0;
     /* the whole range is this check's */
-    if (r->sources)
-        sources_ports_init(&ports, r->sources, 0, 1, 1);
+    sources_ports_init(&ports, r->sources, 0, 1, 1);
     int fd = route_open(r, &ports, 0, SOCK_STREAM, &in_progress, &cause);
     if (fd < 0)
         err = errno;
-    if (r->sources)
-        sources_ports_free(&ports);
+    sources_ports_free(&ports);
     if (fd >= 0 && in_progress)
         err = net_wait(fd, POLLOUT, deadline) ? net_connect_error(fd) : ETIMEDOUT;
     if (err) {

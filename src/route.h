@@ -32,11 +32,11 @@ size_t route_source(const struct route *r, uint64_t g);
  * address in counts (one per address; NULL: not counted). */
 void route_count(const struct route *r, struct sources_count *counts, uint64_t g, bool connected);
 /* A non-blocking socket of type (SOCK_STREAM, SOCK_DGRAM) for connection g,
- * bound to its source address (ports: its worker's, or NULL at start-up),
- * and its connect started unless in_progress is NULL (io_uring connects it
- * itself, to r->addr). Returns the socket, with *in_progress telling
- * whether the connect is under way; or -1 with the cause in *cause (and
- * errno set). */
+ * bound to its source address, and its connect started (ports: its
+ * worker's). Returns the socket, with *in_progress telling whether the
+ * connect is under way; or -1 with the cause in *cause (and errno set). A
+ * source address found with no free port (--bind's, or the one the kernel
+ * picks) fails at once for a while after, without a search. */
 int route_open(const struct route *r, struct sources_ports *ports, uint64_t g, int type,
                bool *in_progress, enum cause *cause);
 /* The cause of connection g's connect that failed with err once under way

@@ -274,10 +274,12 @@ void sources_ready(struct sources *s, int family)
 void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64_t first,
                         uint64_t n, uint64_t total)
 {
+    /* without --bind, the one address the kernel picks */
+    size_t addresses = s ? s->n : 1;
     memset(p, 0, sizeof *p);
-    p->full_at = xcalloc(s->n, sizeof *p->full_at);
-    p->full_wait = xcalloc(s->n, sizeof *p->full_wait);
-    if (!s->own_ports)
+    p->full_at = xcalloc(addresses, sizeof *p->full_at);
+    p->full_wait = xcalloc(addresses, sizeof *p->full_wait);
+    if (!s || !s->own_ports)
         return;
     /* The window is this worker's share of the range, by its connections'
      * place among the whole run's: what it needs of each address's ports,

@@ -2,9 +2,9 @@
  * bytes through one ring per worker instead of readiness and system calls
  * of their own. A connection's socket receives into buffers the ring
  * provides (one multishot receive per socket), its sends are gathered and
- * submitted once per turn of the worker's loop, and its connect and close
- * go through the ring too; the ring tells the connection what happened
- * through a struct uring_sink. The ring's completions wake the worker's
+ * submitted once per turn of the worker's loop, and the ring waits for its
+ * connect and makes its close too; the ring tells the connection what
+ * happened through a struct uring_sink. The ring's completions wake the worker's
  * libev loop through an eventfd, so its timers, the -R schedule and the
  * script's hooks run as they do over epoll.
  * SPDX-License-Identifier: MIT */
@@ -48,17 +48,17 @@ struct uring_link {
     struct uring *ring;
     const struct uring_sink *sink;
     void *arg;
-    uint32_t index;                    /* in the ring's table of links */
-    uint32_t gen;                      /* of the current socket: what the ring reports on an
-                       earlier one is dropped */
-    int fd;                            /* the current socket, or -1 */
-    const struct net_addr *connect_to; /* a connect waiting for the last send
-                                          of the slot's earlier socket */
-    bool receiving;                    /* the socket's multishot receive is armed */
-    bool sending;                      /* a send is in flight (maybe an earlier socket's) */
-    bool want_recv, want_send;         /* for the next gathering */
-    bool queued;                       /* on the ring's list of links to gather */
-    struct uring_link *next;           /* in that list */
+    uint32_t index;            /* in the ring's table of links */
+    uint32_t gen;              /* of the current socket: what the ring reports on an
+                                  earlier one is dropped */
+    int fd;                    /* the current socket, or -1 */
+    bool connect_waits;        /* the connect's wait is for after the last send of
+                                  the slot's earlier socket */
+    bool receiving;            /* the socket's multishot receive is armed */
+    bool sending;              /* a send is in flight (maybe an earlier socket's) */
+    bool want_recv, want_send; /* for the next gathering */
+    bool queued;               /* on the ring's list of links to gather */
+    struct uring_link *next;   /* in that list */
 };
 
 /* The ring of a worker whose loop is loop, for links connection slots. Made
@@ -76,9 +76,9 @@ void uring_free(struct uring *r);
 
 void uring_link_init(struct uring_link *l, struct uring *r, size_t index,
                      const struct uring_sink *sink, void *arg);
-/* Connect the new socket fd (non-blocking) to a: sink->connected() says
- * how it went. */
-void uring_connect(struct uring_link *l, int fd, const struct net_addr *a);
+/* The new socket fd (non-blocking) has its connect under way, or done
+ * already: sink->connected() says how it went. */
+void uring_connect(struct uring_link *l, int fd);
 /* The socket is set up: receive from it until it ends or is closed. */
 void uring_receive(struct uring_link *l);
 /* There is output: it goes with the turn's other sends. */

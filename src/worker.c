@@ -404,16 +404,14 @@ struct worker *worker_new(size_t index, const struct config *cfg, size_t nconns,
     w->interval_timer.data = w;
     w->live.unsettled = nconns;
     /* Connections are numbered across every shard of the run: this shard's
-     * come after the earlier shards', so their send times interleave, and
-     * their source addresses and ports follow each other. */
+     * come after the earlier shards', so that their source addresses and
+     * ports follow each other (their turns go round, see spec_turns). */
     w->first_conn = cfg->spec.shard.first_conn;
     for (size_t i = 0; i < index; i++)
         w->first_conn += worker_share(cfg->spec.shard.connections, cfg->spec.threads, i);
-    if (route->sources) {
-        sources_ports_init(&w->ports, route->sources, w->first_conn, nconns, cfg->spec.connections);
-        if (route->sources->listed)
-            w->by_source = xcalloc(route->sources->n, sizeof *w->by_source);
-    }
+    sources_ports_init(&w->ports, route->sources, w->first_conn, nconns, cfg->spec.connections);
+    if (route->sources && route->sources->listed)
+        w->by_source = xcalloc(route->sources->n, sizeof *w->by_source);
     w->conn = (struct conn_config){
         .loop = w->loop,
         .transport = transport_of(&cfg->spec),

@@ -19,6 +19,7 @@
 #include "net.h"
 #include "request.h"
 #include "route.h"
+#include "sources.h"
 #include "unit.h"
 #include "xalloc.h"
 
@@ -97,8 +98,9 @@ static void inject_write(unsigned call, ssize_t result, int err)
 
 struct rig {
     char dir[64], path[96];
-    int listener, peer; /* the test's end of the connection, -1 until accepted */
-    struct route route; /* straight to the listening socket */
+    int listener, peer;         /* the test's end of the connection, -1 until accepted */
+    struct route route;         /* straight to the listening socket */
+    struct sources_ports ports; /* a worker's: its one address's */
     struct stats stats;
     struct budget budget;
     bool spent;
@@ -178,6 +180,7 @@ static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
         listen(r->listener, 16) != 0)
         abort();
     r->peer = -1;
+    sources_ports_init(&r->ports, NULL, 0, 1, 1);
     stats_init(&r->stats);
     r->live.unsettled = 1;
     r->cfg = (struct conn_config){
@@ -186,6 +189,7 @@ static struct rig *rig_new_proto(const struct proto_ops *proto, size_t streams)
         .protocols = {proto},
         .nprotocols = 1,
         .route = &r->route,
+        .ports = &r->ports,
         .timeout_us = 2000000,
         .stats = &r->stats,
         .rbuf = r->rbuf,
@@ -219,6 +223,7 @@ static void rig_free(struct rig *r)
     close(r->listener);
     unlink(r->path);
     rmdir(r->dir);
+    sources_ports_free(&r->ports);
     request_free(&r->request);
     stats_free(&r->stats);
     free(r);
