@@ -150,6 +150,8 @@ static void find_route(struct config *cfg, struct route *route)
         sources_ready(&cfg->sources, route->addr.sa.ss_family);
         route->sources = &cfg->sources;
     }
+    route->ports_in_order = route->addr.sa.ss_family != AF_UNIX &&
+                            sources_crowded(route->sources, cfg->spec.connections);
     if (cfg->proxy.kind)
         proxy_check(&cfg->proxy, &cfg->url, cfg->spec.timeout_us, route);
 }

@@ -9,6 +9,10 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#ifndef IP_LOCAL_PORT_RANGE
+#define IP_LOCAL_PORT_RANGE 51
+#endif
+
 struct net_addr {
     struct sockaddr_storage sa;
     socklen_t len;
@@ -27,6 +31,9 @@ int net_probe(const struct net_addr *a, int timeout_ms);
 /* A non-blocking socket of this type for a (SOCK_STREAM, with TCP_NODELAY on
  * TCP; or SOCK_DGRAM), to connect; or -1 with errno set. */
 int net_socket(const struct net_addr *a, int type);
+/* Have connect() take the TCP socket fd's local port in order from the
+ * whole ephemeral range, not the even ports first (see net.c). */
+void net_ports_in_order(int fd);
 /* Start a non-blocking connect of a socket of this type (SOCK_STREAM, with
  * TCP_NODELAY on TCP; or SOCK_DGRAM, connected to the address at once).
  * Returns the socket, with *in_progress telling whether the connect is still

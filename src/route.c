@@ -85,6 +85,8 @@ int route_open(const struct route *r, struct sources_ports *ports, uint64_t g, i
         *cause = errno_cause(r, errno);
         return -1;
     }
+    if (r->ports_in_order && type == SOCK_STREAM)
+        net_ports_in_order(fd);
     int err = r->sources ? sources_bind(r->sources, ports, i, fd) : 0;
     if (err) {
         close(fd);

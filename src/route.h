@@ -23,6 +23,10 @@ struct route {
     const char *proxy;             /* addr is this proxy's (its URL, no credentials), or NULL */
     const struct tunnel *tunnel;   /* set up through the proxy first, or NULL */
     const struct sources *sources; /* source addresses and ports, or NULL */
+    /* The run's connections from an address outnumber half the kernel's
+     * ephemeral ports: its TCP sockets take their ports in order
+     * (net_ports_in_order), as the even half cannot hold them. */
+    bool ports_in_order;
 };
 
 /* The source address (its index in sources) of connection g of the run:

@@ -23,9 +23,6 @@
 #ifndef IP_BIND_ADDRESS_NO_PORT
 #define IP_BIND_ADDRESS_NO_PORT 24
 #endif
-#ifndef IP_LOCAL_PORT_RANGE
-#define IP_LOCAL_PORT_RANGE 51
-#endif
 
 /* With ports of its own, a connection tries this many of its window before
  * it counts no free port: a window nearly full of established connections
@@ -244,6 +241,14 @@ static bool kernel_picks(const struct sources *s, int family)
     if (fd >= 0)
         close(fd);
     return ok;
+}
+
+bool sources_crowded(const struct sources *s, uint64_t connections)
+{
+    unsigned lo, hi;
+    uint64_t addresses = s && s->listed ? s->n : 1;
+    return ephemeral_range(&lo, &hi) && hi >= lo &&
+           connections / addresses > ((uint64_t)hi - lo + 1) / 2;
 }
 
 void sources_ready(struct sources *s, int family)

@@ -53,7 +53,13 @@ bool sources_parse_ports(struct sources *s, const char *arg);
 void sources_ready(struct sources *s, int family);
 void sources_free(struct sources *s);
 
-/* A worker's window, for connections first..first+n-1 of the run's total. */
+/* Whether the run's connections from one of the addresses (without --bind,
+ * s NULL or not listed: the one the kernel picks) outnumber half the
+ * kernel's ephemeral ports: the even half, which connect() takes first. */
+bool sources_crowded(const struct sources *s, uint64_t connections);
+/* A worker's window, for connections first..first+n-1 of the run's total;
+ * s NULL without --bind and --bind-port-range (the address found full is
+ * then the one the kernel picks). */
 void sources_ports_init(struct sources_ports *p, const struct sources *s, uint64_t first,
                         uint64_t n, uint64_t total);
 void sources_ports_free(struct sources_ports *p);

@@ -35,6 +35,7 @@ CONNECTIONS = 150000
 ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"]
 EPHEMERAL = (1024, 65535)
 DURATION = 30
+RATE = 3000
 NGINX_WORKERS = 10
 
 
@@ -95,7 +96,7 @@ def run(tmp_path, addresses, shards, label, target):
     nginx_pids = [srv.proc.pid] + children(srv.proc.pid)
     nginx_idle, slab_idle = rss_kib(nginx_pids), slab_kib()
     outs = [str(tmp_path / f"{label}-{i}.json") for i in range(shards)]
-    procs = [subprocess.Popen([VOLLEY, "-t2", f"-c{CONNECTIONS}", f"-d{DURATION}s", "-R", "3000",
+    procs = [subprocess.Popen([VOLLEY, "-t2", f"-c{CONNECTIONS}", f"-d{DURATION}s", f"-R{RATE}",
                                "--timeout", "60s", "--shard", f"{i}/{shards}",
                                "--bind", ",".join(addresses), "--json", outs[i], url + "/"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -154,6 +155,8 @@ def measure(tmp_path):
         docs = r.pop("docs")
         r["sources"] = by_address(docs)
         r["no_free_port"] = sum(d["error_causes"]["no_free_port"] for d in docs)
+        r["requests"] = [d["requests"] for d in docs]
+        r["connect_max_us"] = max(d["connect_time"]["max"] for d in docs)
     return {"hard": hard, "shards": shards, "four": four, "one": one}
 
 
@@ -167,9 +170,15 @@ def test_150000_connections_from_four_addresses_where_one_cannot(tmp_path):
     four, one, span = m["four"], m["one"], EPHEMERAL[1] - EPHEMERAL[0] + 1
     assert four["sources"] == {a: [CONNECTIONS // 4, 0] for a in ADDRESSES}, four["sources"]
     assert four["peak"] == CONNECTIONS and four["connect_errors"] == 0
-    # one address: its ports to the target are all there is
+    # -R 3000 for DURATION s: each shard sends its share all through the run
+    # (the turns go round the shards), not all of it at the start
+    share = RATE * DURATION / m["shards"]
+    assert all(0.9 * share <= n <= share for n in four["requests"]), four["requests"]
+    # one address: its ports to the target are all there is, less the few
+    # each shard's start-up check left in TIME_WAIT (and, over the run, the
+    # ports of a shard that ended first go to connections of the others)
     (connects, errors), = one["sources"].values()
-    assert connects == one["peak"] == span and errors > 0
+    assert span - m["shards"] <= one["peak"] <= span and connects >= one["peak"] and errors > 0
     assert one["no_free_port"] >= errors
 
     lines = [
@@ -177,8 +186,10 @@ def test_150000_connections_from_four_addresses_where_one_cannot(tmp_path):
         f"{CONNECTIONS // m['shards']} connections, nginx with {NGINX_WORKERS} workers",
         f"four addresses: {four['peak']} connections established at once at nginx; by address "
         + ", ".join(f"{a} {c}" for a, (c, _) in four["sources"].items()),
-        f"one address: {one['peak']} established (its {span} ports), {errors} attempts "
+        f"one address: {one['peak']} established at once (its {span} ports), {errors} attempts "
         "found no free port",
+        f"four addresses: requests by shard {four['requests']} (each due {share:.0f}), "
+        f"the slowest connect {four['connect_max_us'] / 1e6:.2f} s",
         "memory per connection at the height of the four-address run: "
         f"volley {four['volley_kib'] * 1024 / CONNECTIONS:.0f} B (RSS of its processes), "
         f"nginx {four['nginx_kib'] * 1024 / CONNECTIONS:.0f} B (RSS growth of its workers), "
