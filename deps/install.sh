@@ -129,6 +129,8 @@ if command -v apt-get >/dev/null 2>&1; then
     tests="$tests debhelper lintian autopkgtest rpm ruby"
     # make check-kube's one-node cluster (tests/kube/cluster.py).
     tests="$tests etcd-server containerd runc containernetworking-plugins debootstrap iptables"
+    # make check-big's network namespace (ip link set lo up).
+    tests="$tests iproute2"
     [ "$test" = 1 ] && build="$build $tests"
     missing=$(for p in $build; do
         dpkg-query -W -f '${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed$' || echo "$p"
