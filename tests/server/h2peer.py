@@ -456,7 +456,13 @@ def main():
     live = Live()
     server = serve(opts, stats, live)
     print(f"port {server.server_address[1]}", flush=True)
-    done.wait(opts.max_time)
+    # Waited for in short steps: the kernel may hand SIGTERM to a connection
+    # thread, and Python then runs its handler only once the main thread
+    # comes back from its wait (a single wait of max_time kept the peer up
+    # past its stop, once in a suite run).
+    deadline = time.monotonic() + opts.max_time
+    while not done.wait(0.1) and time.monotonic() < deadline:
+        pass
     # What a client sent before it went away is read to its end first (a
     # connection that is still open, or blocked writing, is not waited for
     # past a second).
