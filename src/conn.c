@@ -459,25 +459,23 @@ static void handshake_failed(struct conn *c)
     conn_connect_failed(c, cause);
 }
 
+void conn_await(struct conn *c, int want)
+{
+    if (want == IO_WANT_READ)
+        ev_io_stop(c->cfg->loop, &c->wio);
+    ev_io_start(c->cfg->loop, want == IO_WANT_READ ? &c->rio : &c->wio);
+}
+
 void conn_handshake(struct conn *c)
 {
-    struct ev_loop *loop = c->cfg->loop;
     c->state = CONN_HANDSHAKE;
-    switch (c->cfg->transport->handshake(&c->sock)) {
-    case IO_OK:
+    int rc = c->cfg->transport->handshake(&c->sock);
+    if (rc == IO_OK)
         ready(c);
-        break;
-    case IO_WANT_READ:
-        ev_io_stop(loop, &c->wio);
-        ev_io_start(loop, &c->rio);
-        break;
-    case IO_WANT_WRITE:
-        ev_io_start(loop, &c->wio);
-        break;
-    default:
+    else if (rc == IO_WANT_READ || rc == IO_WANT_WRITE)
+        conn_await(c, rc);
+    else
         handshake_failed(c);
-        break;
-    }
 }
 
 /* Connected: through a proxy, its tunnel first (cfg->tunnel), which goes

@@ -190,6 +190,9 @@ void conn_connect_done(struct conn *c, int err);
 /* Setting the connection up failed (connect, a proxy's tunnel, the
  * handshake), for this cause. */
 void conn_connect_failed(struct conn *c, enum cause cause);
+/* A set-up step (the handshake, a proxy's tunnel) goes on once the socket
+ * is readable (want IO_WANT_READ: the write watcher stopped) or writable. */
+void conn_await(struct conn *c, int want);
 /* The transport's handshake, begun or continued (through a proxy, once its
  * tunnel is up: conn_tunnel.c). */
 void conn_handshake(struct conn *c);

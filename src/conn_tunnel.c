@@ -18,7 +18,8 @@ void conn_tunnel_step(struct conn *c)
     const struct conn_config *cfg = c->cfg;
     struct ev_loop *loop = cfg->loop;
     enum cause cause;
-    switch (tunnel_step(cfg->route->tunnel, &c->tunnel, c->sock.fd, &cause)) {
+    int rc = tunnel_step(cfg->route->tunnel, &c->tunnel, c->sock.fd, &cause);
+    switch (rc) {
     case IO_OK: {
         uint64_t now = clock_us();
         cfg->stats->tunnels++;
@@ -31,11 +32,8 @@ void conn_tunnel_step(struct conn *c)
         break;
     }
     case IO_WANT_READ:
-        ev_io_stop(loop, &c->wio);
-        ev_io_start(loop, &c->rio);
-        break;
     case IO_WANT_WRITE:
-        ev_io_start(loop, &c->wio);
+        conn_await(c, rc);
         break;
     default:
         if (cause == CAUSE_PROXY_STATUS)
