@@ -162,6 +162,23 @@ static int socket_failed(bool reading, enum cause *cause)
     return IO_ERROR;
 }
 
+/* recv() from the proxy: the bytes it gave (> 0), or an io_result (IO_ERROR
+ * with *cause when the proxy closed or failed). */
+static ssize_t take(int fd, char *buf, size_t len, int flags, enum cause *cause)
+{
+    for (;;) {
+        ssize_t n = recv(fd, buf, len, flags);
+        if (n > 0)
+            return n;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return socket_failed(true, cause);
+        *cause = CAUSE_PROXY_CLOSED;
+        return IO_ERROR;
+    }
+}
+
 /* Write the rest of msg; then the next step starts. */
 static int put(int fd, struct tunnel_conn *tc, const char *msg, size_t len, enum cause *cause)
 {
@@ -184,15 +201,9 @@ static int get(int fd, struct tunnel_conn *tc, size_t want, enum cause *cause)
 {
     char buf[264];
     while (tc->done < want) {
-        ssize_t n = recv(fd, buf, want - tc->done, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0) {
-            *cause = CAUSE_PROXY_CLOSED;
-            return IO_ERROR;
-        }
+        ssize_t n = take(fd, buf, want - tc->done, 0, cause);
         if (n < 0)
-            return socket_failed(true, cause);
+            return (int)n;
         for (size_t i = 0; i < (size_t)n && tc->done + i < sizeof tc->head; i++)
             tc->head[tc->done + i] = buf[i];
         tc->done = (uint16_t)(tc->done + n);
@@ -239,15 +250,9 @@ static int connect_answer(int fd, struct tunnel_conn *tc, enum cause *cause)
 {
     char buf[2048];
     for (;;) {
-        ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n == 0) {
-            *cause = CAUSE_PROXY_CLOSED;
-            return IO_ERROR;
-        }
+        ssize_t n = take(fd, buf, sizeof buf, MSG_PEEK, cause);
         if (n < 0)
-            return socket_failed(true, cause);
+            return (int)n;
         size_t i = 0;
         bool end = false;
         while (i < (size_t)n && !end) {
