@@ -641,13 +641,18 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     for (size_t i = 0; i < run->nworkers; i++)
         worker_join(run->workers[i]);
     /* The run ended when its last worker's did (its connections closed
-     * after, as wrk's are not closed at all). */
+     * after, as wrk's are not closed at all); how busy their threads were. */
     uint64_t ended = start;
+    r->cpu.has_wait = true;
     for (size_t i = 0; i < run->nworkers; i++) {
         struct worker_result w;
         worker_result(run->workers[i], &w);
         if (w.ended_at > ended)
             ended = w.ended_at;
+        r->cpu.wait_s += w.load.wait_s;
+        r->cpu.has_wait &= w.load.has_wait;
+        if (w.load.busy > r->cpu.busiest)
+            r->cpu.busiest = w.load.busy;
     }
     uint64_t elapsed = ended - start;
     r->runtime_us = elapsed > cfg->spec.warmup_us ? elapsed - cfg->spec.warmup_us : 0;
@@ -661,16 +666,6 @@ static void run_workers(struct run *run, const struct config *cfg, struct result
     getrusage(RUSAGE_SELF, &after);
     r->cpu.user_s = seconds_between(before.ru_utime, after.ru_utime);
     r->cpu.system_s = seconds_between(before.ru_stime, after.ru_stime);
-    r->cpu.has_wait = true;
-    for (size_t i = 0; i < run->nworkers; i++) {
-        struct worker_result w;
-        worker_result(run->workers[i], &w);
-        const struct cpu_busy *b = &w.load;
-        r->cpu.wait_s += b->wait_s;
-        r->cpu.has_wait &= b->has_wait;
-        if (b->busy > r->cpu.busiest)
-            r->cpu.busiest = b->busy;
-    }
 }
 
 /* request() returned nil on some connections: as in wrk, those sent
