@@ -79,9 +79,9 @@ def active(url):
         return int(re.search(r"Active connections: (\d+)", r.read().decode()).group(1))
 
 
-def run(tmp_path, addresses, shards, label, target):
+def run(tmp_path, addresses, label, target):
     """One run of CONNECTIONS connections from addresses to nginx on target,
-    in shards; what nginx and volley held at the height of it, and the
+    in SHARDS shards; what nginx and volley held at the height of it, and the
     results."""
     port = free_port()
     srv = Nginx(str(tmp_path / label), listen=False, workers=NGINX_WORKERS,
@@ -95,12 +95,12 @@ def run(tmp_path, addresses, shards, label, target):
     time.sleep(0.5)
     nginx_pids = [srv.proc.pid] + children(srv.proc.pid)
     nginx_idle, slab_idle = rss_kib(nginx_pids), slab_kib()
-    outs = [str(tmp_path / f"{label}-{i}.json") for i in range(shards)]
+    outs = [str(tmp_path / f"{label}-{i}.json") for i in range(SHARDS)]
     procs = [subprocess.Popen([VOLLEY, "-t2", f"-c{CONNECTIONS}", f"-d{DURATION}s", f"-R{RATE}",
-                               "--timeout", "60s", "--shard", f"{i}/{shards}",
+                               "--timeout", "60s", "--shard", f"{i}/{SHARDS}",
                                "--bind", ",".join(addresses), "--json", outs[i], url + "/"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for i in range(shards)]
+             for i in range(SHARDS)]
     try:
         # the height of the run: the connections all opened, or given up on
         # (with -R they open before the run's DURATION starts)
@@ -146,19 +146,18 @@ def measure(tmp_path):
     """Both runs, in the namespace: what the test checks."""
     hard = raised_limits()
     # a shard's connections and its threads' descriptors within the limit
-    shards = SHARDS
-    assert CONNECTIONS // shards + 100 <= hard, f"an open-file limit of {hard} is too low"
+    assert CONNECTIONS // SHARDS + 100 <= hard, f"an open-file limit of {hard} is too low"
     # each run to a target address of its own: the ports the other's
     # connections left in TIME_WAIT are not this one's 4-tuples
-    four = run(tmp_path, ADDRESSES, shards, "four", "127.0.0.10")
-    one = run(tmp_path, ADDRESSES[:1], shards, "one", "127.0.0.11")
+    four = run(tmp_path, ADDRESSES, "four", "127.0.0.10")
+    one = run(tmp_path, ADDRESSES[:1], "one", "127.0.0.11")
     for r in (four, one):
         docs = r.pop("docs")
         r["sources"] = by_address(docs)
         r["no_free_port"] = sum(d["error_causes"]["no_free_port"] for d in docs)
         r["requests"] = [d["requests"] for d in docs]
         r["connect_max_us"] = max(d["connect_time"]["max"] for d in docs)
-    return {"hard": hard, "shards": shards, "four": four, "one": one}
+    return {"hard": hard, "four": four, "one": one}
 
 
 def test_150000_connections_from_four_addresses_where_one_cannot(tmp_path):
@@ -173,18 +172,18 @@ def test_150000_connections_from_four_addresses_where_one_cannot(tmp_path):
     assert four["peak"] == CONNECTIONS and four["connect_errors"] == 0
     # -R 3000 for DURATION s: each shard sends its share all through the run
     # (the turns go round the shards), not all of it at the start
-    share = RATE * DURATION / m["shards"]
+    share = RATE * DURATION / SHARDS
     assert all(0.9 * share <= n <= share for n in four["requests"]), four["requests"]
     # one address: its ports to the target are all there is, less the few
     # each shard's start-up check left in TIME_WAIT (and, over the run, the
     # ports of a shard that ended first go to connections of the others)
     (connects, errors), = one["sources"].values()
-    assert span - m["shards"] <= one["peak"] <= span and connects >= one["peak"] and errors > 0
+    assert span - SHARDS <= one["peak"] <= span and connects >= one["peak"] and errors > 0
     assert one["no_free_port"] >= errors
 
     lines = [
-        f"open-file limit {m['hard']}: {m['shards']} volley process(es) of "
-        f"{CONNECTIONS // m['shards']} connections, nginx with {NGINX_WORKERS} workers",
+        f"open-file limit {m['hard']}: {SHARDS} volley process(es) of "
+        f"{CONNECTIONS // SHARDS} connections, nginx with {NGINX_WORKERS} workers",
         f"four addresses: {four['peak']} connections established at once at nginx; by address "
         + ", ".join(f"{a} {c}" for a, (c, _) in four["sources"].items()),
         f"one address: {one['peak']} established at once (its {span} ports), {errors} attempts "
